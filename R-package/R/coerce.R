@@ -1,0 +1,59 @@
+# Type coercion shared by the wrappers. Validation of values (NA/NaN/Inf, sizes, k,
+# backend names) is the C core's job; these helpers only produce the types it takes.
+
+# A numeric (double) matrix from a matrix, data frame or vector; `what` names the
+# argument in messages.
+as_double_matrix <- function(x, what) {
+  if (is.null(x))
+    stop(sprintf("%s must be numeric, not NULL", what), call. = FALSE)
+  if (is.data.frame(x)) {
+    ok <- vapply(x, function(col) is.numeric(col) || is.logical(col), logical(1))
+    if (!all(ok))
+      stop(sprintf("%s must be numeric: column%s %s %s not numeric", what,
+                   if (sum(!ok) > 1) "s" else "",
+                   paste(sQuote(names(x)[!ok], FALSE), collapse = ", "),
+                   if (sum(!ok) > 1) "are" else "is"), call. = FALSE)
+    x <- as.matrix(x)
+  } else if (!is.matrix(x) && length(dim(x)) == 2L) {
+    x <- as.matrix(x)  # e.g. a Matrix object
+  }
+  if (!is.numeric(x) && !is.logical(x))
+    stop(sprintf("%s must be numeric (a numeric matrix, data frame or vector), not %s",
+                 what, class(x)[1L]), call. = FALSE)
+  if (is.null(dim(x))) {
+    x <- matrix(x, ncol = 1L, dimnames = if (!is.null(names(x))) list(names(x), NULL))
+  } else if (length(dim(x)) != 2L) {
+    stop(sprintf("%s must be a matrix, not a %d-dimensional array", what,
+                 length(dim(x))), call. = FALSE)
+  }
+  if (storage.mode(x) != "double") storage.mode(x) <- "double"
+  x
+}
+
+check_same_columns <- function(a, b, what_a, what_b) {
+  if (ncol(a) != ncol(b))
+    stop(sprintf("%s has %d column%s but %s has %d: both must hold the same variables",
+                 what_b, ncol(b), if (ncol(b) == 1L) "" else "s", what_a, ncol(a)),
+         call. = FALSE)
+}
+
+as_backend <- function(backend) {
+  if (!is.character(backend) || length(backend) != 1L || is.na(backend))
+    stop("backend must be one string: \"auto\", \"cpu\" or \"cuda\"", call. = FALSE)
+  backend
+}
+
+as_flag <- function(x, what) {
+  if (!(is.logical(x) || is.numeric(x)) || length(x) != 1L || is.na(x))
+    stop(sprintf("%s must be TRUE or FALSE", what), call. = FALSE)
+  as.logical(x)
+}
+
+# OpenMP threads for the CPU backend: option gpuml.threads, 0 = the OpenMP default.
+gpuml_threads <- function() {
+  th <- getOption("gpuml.threads", 0L)
+  if (!is.numeric(th) || length(th) != 1L || is.na(th) || th < 0)
+    stop("option gpuml.threads must be 0 (the OpenMP default) or a positive number",
+         call. = FALSE)
+  as.integer(th)
+}

@@ -1,0 +1,196 @@
+/* gpuml_r.c — the .Call glue between R and the gpuml C API (gpuml.h).
+ *
+ * The R wrappers in R/ coerce the arguments (double matrices, a backend string, a
+ * logical verbose flag, k as a double); this file passes them to the core, turns the
+ * 0-based int64 neighbour indices into 1-based R integers, and reports every failure
+ * with the core's own message. It validates nothing itself. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdint.h>
+#include <R.h>
+#include <Rinternals.h>
+#include <R_ext/Rdynload.h>
+#include <R_ext/Utils.h>
+#include "gpuml.h"
+
+/* ---- callbacks --------------------------------------------------------------------- */
+
+static void check_interrupt(void *unused) {
+  (void)unused;
+  R_CheckUserInterrupt();
+}
+
+/* Called by the core between blocks, from the calling (R main) thread. R_ToplevelExec
+ * catches the longjmp of a pending interrupt, so the core can unwind and free. */
+static int r_interrupted(void *ctx) {
+  (void)ctx;
+  return R_ToplevelExec(check_interrupt, NULL) == FALSE;
+}
+
+static void r_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
+  (void)ctx;
+  const char *unit = "";
+  if (strcmp(stage, "knn") == 0) unit = " queries";
+  else if (strcmp(stage, "dist") == 0) unit = " columns";
+  REprintf("%s: %lld/%lld%s\n", stage, (long long)done, (long long)total, unit);
+}
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+static void set_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads) {
+  gpuml_options_init(opt);
+  if (gpuml_parse_backend(CHAR(STRING_ELT(backend, 0)), &opt->backend) != GPUML_OK)
+    Rf_error("%s", gpuml_last_error());
+  opt->threads = Rf_asInteger(threads);
+  if (opt->threads == NA_INTEGER) opt->threads = 0;
+  opt->verbose = Rf_asLogical(verbose) == TRUE ? 1 : 0;
+  opt->progress = r_progress;
+  opt->interrupted = r_interrupted;
+  opt->callback_ctx = NULL;
+}
+
+/* Called after the core has returned and freed everything: R may now longjmp. */
+static void stop_on_failure(gpuml_status st) {
+  if (st == GPUML_OK) return;
+  if (st == GPUML_ERR_INTERRUPTED) R_CheckUserInterrupt();
+  const char *msg = gpuml_last_error();
+  if (!msg || !*msg) msg = gpuml_status_string(st);
+  Rf_error("%s", msg);
+}
+
+static int64_t nrows_of(SEXP x) { return (int64_t)Rf_nrows(x); }
+static int64_t ncols_of(SEXP x) { return (int64_t)Rf_ncols(x); }
+
+/* k arrives as a double (a whole number, checked in R); values past int64 are clamped
+ * so that the core reports them. */
+static int64_t as_k(SEXP k) {
+  double v = Rf_asReal(k);
+  if (v >= 9.2e18) return INT64_MAX;
+  if (v <= -9.2e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
+/* ---- entry points ------------------------------------------------------------------ */
+
+/* x, y: double matrices (y may be NULL); returns list(dist = n x m matrix, backend). */
+SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP backend, SEXP verbose, SEXP threads) {
+  gpuml_options opt;
+  set_options(&opt, backend, verbose, threads);
+  const int64_t n = nrows_of(x), d = ncols_of(x);
+  const int has_y = !Rf_isNull(y);
+  const int64_t m = has_y ? nrows_of(y) : n;
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int)n, (int)m));
+  gpuml_status st = gpuml_dist(REAL(x), n, d, has_y ? REAL(y) : NULL, m,
+                               Rf_asLogical(squared) == TRUE, REAL(out), &opt);
+  stop_on_failure(st);
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, 2));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, 2));
+  SET_VECTOR_ELT(res, 0, out);
+  SET_VECTOR_ELT(res, 1, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  SET_STRING_ELT(names, 0, Rf_mkChar("dist"));
+  SET_STRING_ELT(names, 1, Rf_mkChar("backend"));
+  Rf_setAttrib(res, R_NamesSymbol, names);
+  UNPROTECT(3);
+  return res;
+}
+
+/* data, query: double matrices (query may be NULL for a self-search); k: a double.
+ * Returns list(nn.index = m x k integer (1-based), nn.dist = m x k double, backend). */
+SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP verbose,
+                 SEXP threads) {
+  gpuml_options opt;
+  set_options(&opt, backend, verbose, threads);
+  const int64_t n = nrows_of(data), d = ncols_of(data);
+  const int has_query = !Rf_isNull(query);
+  const int64_t m = has_query ? nrows_of(query) : n;
+  const int64_t kk = as_k(k);
+  /* The core accepts no k beyond n; sizing the buffers by min(k, n) keeps an absurd k
+   * from failing in the allocation before the core can explain it. */
+  int64_t kcols = kk < 1 ? 1 : (kk > n ? (n < 1 ? 1 : n) : kk);
+  SEXP idx = PROTECT(Rf_allocMatrix(INTSXP, (int)m, (int)kcols));
+  SEXP dist = PROTECT(Rf_allocMatrix(REALSXP, (int)m, (int)kcols));
+  int64_t *index0 = (int64_t *)R_alloc((size_t)m * (size_t)kcols, sizeof(int64_t));
+  gpuml_status st = gpuml_knn(REAL(data), n, d, has_query ? REAL(query) : NULL, m, kk,
+                              index0, REAL(dist), &opt);
+  stop_on_failure(st);
+  int *ip = INTEGER(idx);
+  const size_t count = (size_t)m * (size_t)kcols;
+  for (size_t i = 0; i < count; i++) ip[i] = (int)(index0[i] + 1);
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, 3));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, 3));
+  SET_VECTOR_ELT(res, 0, idx);
+  SET_VECTOR_ELT(res, 1, dist);
+  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  SET_STRING_ELT(names, 0, Rf_mkChar("nn.index"));
+  SET_STRING_ELT(names, 1, Rf_mkChar("nn.dist"));
+  SET_STRING_ELT(names, 2, Rf_mkChar("backend"));
+  Rf_setAttrib(res, R_NamesSymbol, names);
+  UNPROTECT(4);
+  return res;
+}
+
+static SEXP string_or_na(const char *s) {
+  return (s && *s) ? Rf_mkString(s) : Rf_ScalarString(NA_STRING);
+}
+
+/* Returns what was compiled in and which device was found, as a named list. */
+SEXP gpuml_r_info(void) {
+  gpuml_info info;
+  if (gpuml_backend_info(&info) != GPUML_OK) Rf_error("%s", gpuml_last_error());
+  const char *keys[] = {"version",       "openmp",         "threads",
+                        "cuda_compiled", "cuda_runtime",   "cuda_driver",
+                        "device_count",  "device_name",    "compute_capability",
+                        "device_memory_gb", "cuda_message"};
+  const int nk = (int)(sizeof keys / sizeof keys[0]);
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, nk));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, nk));
+  for (int i = 0; i < nk; i++) SET_STRING_ELT(names, i, Rf_mkChar(keys[i]));
+  char buf[64];
+  SET_VECTOR_ELT(res, 0, Rf_mkString(info.version));
+  SET_VECTOR_ELT(res, 1, Rf_ScalarLogical(info.openmp != 0));
+  SET_VECTOR_ELT(res, 2, Rf_ScalarInteger(info.max_threads));
+  SET_VECTOR_ELT(res, 3, Rf_ScalarLogical(info.cuda_compiled != 0));
+  if (info.cuda_runtime_version > 0) {
+    snprintf(buf, sizeof buf, "%d.%d", info.cuda_runtime_version / 1000,
+             (info.cuda_runtime_version % 1000) / 10);
+    SET_VECTOR_ELT(res, 4, Rf_mkString(buf));
+  } else {
+    SET_VECTOR_ELT(res, 4, Rf_ScalarString(NA_STRING));
+  }
+  if (info.cuda_driver_version > 0) {
+    snprintf(buf, sizeof buf, "%d.%d", info.cuda_driver_version / 1000,
+             (info.cuda_driver_version % 1000) / 10);
+    SET_VECTOR_ELT(res, 5, Rf_mkString(buf));
+  } else {
+    SET_VECTOR_ELT(res, 5, Rf_ScalarString(NA_STRING));
+  }
+  SET_VECTOR_ELT(res, 6, Rf_ScalarInteger(info.device_count));
+  SET_VECTOR_ELT(res, 7, string_or_na(info.device_name));
+  if (info.device_count > 0) {
+    snprintf(buf, sizeof buf, "%d.%d", info.compute_major, info.compute_minor);
+    SET_VECTOR_ELT(res, 8, Rf_mkString(buf));
+    SET_VECTOR_ELT(res, 9, Rf_ScalarReal((double)info.device_memory / (1024.0 * 1024.0 * 1024.0)));
+  } else {
+    SET_VECTOR_ELT(res, 8, Rf_ScalarString(NA_STRING));
+    SET_VECTOR_ELT(res, 9, Rf_ScalarReal(NA_REAL));
+  }
+  SET_VECTOR_ELT(res, 10, string_or_na(info.cuda_message));
+  Rf_setAttrib(res, R_NamesSymbol, names);
+  UNPROTECT(2);
+  return res;
+}
+
+/* ---- registration ------------------------------------------------------------------ */
+
+static const R_CallMethodDef call_methods[] = {
+    {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
+    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 6},
+    {"gpuml_r_info", (DL_FUNC)&gpuml_r_info, 0},
+    {NULL, NULL, 0}};
+
+void R_init_gpuml(DllInfo *dll) {
+  R_registerRoutines(dll, NULL, call_methods, NULL, NULL);
+  R_useDynamicSymbols(dll, FALSE);
+  R_forceSymbols(dll, TRUE);
+}

@@ -1,0 +1,4 @@
+library(testthat)
+library(gpuml)
+
+test_check("gpuml")

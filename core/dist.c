@@ -1,0 +1,113 @@
+/* gpuml_dist(): Euclidean distance matrices on the CPU, one tile at a time. */
+#include <math.h>
+#include <stdlib.h>
+#include "distance_tiles.h"
+
+#define GM_DIST_TILE 1024
+
+/* Writes a tile (rows of x by rows of y) into the n x m output. For x against itself
+ * (`self`) only the upper triangle is taken and mirrored, so the result is exactly
+ * symmetric. */
+static void store_tile(const double *tile, int64_t an, int64_t bn, int64_t a0, int64_t b0,
+                       int64_t n, int squared, int self, double *out, float *outf,
+                       int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t b = 0; b < bn; b++) {
+    for (int64_t a = 0; a < an; a++) {
+      if (self && a0 + a > b0 + b) continue;
+      int mirror = self && a0 + a < b0 + b;
+      double v = tile[a + b * an];
+      if (!squared) v = sqrt(v);
+      int64_t at = (a0 + a) + (b0 + b) * n, mirror_at = (b0 + b) + (a0 + a) * n;
+      if (out) {
+        out[at] = v;
+        if (mirror) out[mirror_at] = v;
+      } else {
+        outf[at] = (float)v;
+        if (mirror) outf[mirror_at] = (float)v;
+      }
+    }
+  }
+}
+
+static gpuml_status dist_cpu(const double *x, int64_t n, int64_t d, const double *y, int64_t m,
+                             int squared, double *out, float *outf, gpuml_options *opt) {
+  const int self = (y == NULL), threads = gm_threads(opt);
+  if (self) {
+    y = x;
+    m = n;
+  }
+  double *centre = NULL, *tile = NULL;
+  gm_points X = {0}, Y = {0};
+  gpuml_status st = GPUML_OK;
+  if (gm_use_gemm(d) && (st = gm_gemm_centre(x, n, self ? NULL : y, m, d, &centre))) goto done;
+  if ((st = gm_points_init(&X, x, n, d, centre, threads))) goto done;
+  if (!self && (st = gm_points_init(&Y, y, m, d, centre, threads))) goto done;
+  const gm_points *Yp = self ? &X : &Y;
+  tile = gm_alloc((size_t)GM_DIST_TILE * GM_DIST_TILE, sizeof *tile);
+  if (!tile) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate a distance tile");
+    goto done;
+  }
+  int64_t done_cols = 0;
+  for (int64_t b0 = 0; b0 < m; b0 += GM_DIST_TILE) {
+    int64_t bn = m - b0 < GM_DIST_TILE ? m - b0 : GM_DIST_TILE;
+    /* For x against itself only tiles on or above the diagonal are computed. */
+    for (int64_t a0 = 0; a0 < (self ? b0 + bn : n); a0 += GM_DIST_TILE) {
+      int64_t an = n - a0 < GM_DIST_TILE ? n - a0 : GM_DIST_TILE;
+      if (self && a0 + an > b0 + bn) an = b0 + bn - a0;
+      gm_sqdist_tile(&X, a0, an, Yp, b0, bn, tile, an, threads);
+      store_tile(tile, an, bn, a0, b0, n, squared, self, out, outf, threads);
+      if (gm_interrupted(opt)) {
+        st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "distance computation interrupted");
+        goto done;
+      }
+    }
+    done_cols += bn;
+    gm_progress(opt, "dist", done_cols, m);
+  }
+done:
+  free(tile);
+  free(centre);
+  gm_points_free(&X);
+  gm_points_free(&Y);
+  return st;
+}
+
+static gpuml_status check_dist_args(int64_t n, int64_t d, const void *y, int64_t m,
+                                    const void *out, gpuml_options *opt) {
+  gpuml_status st = gm_check_options(opt, "dist");
+  if (st) return st;
+  if (!out) return gm_fail(GPUML_ERR_ARG, "dist:badOutput", "the output array must not be NULL");
+  int64_t cols = y ? m : n;
+  if (n > INT64_MAX / cols || n * cols > (int64_t)(SIZE_MAX / 8))
+    return gm_fail(GPUML_ERR_ARG, "dist:tooLarge",
+                   "the %lld x %lld distance matrix is too large to hold", (long long)n,
+                   (long long)cols);
+  return gm_choose_backend(opt, (double)n * (double)cols * (double)d, 0, "dist");
+}
+
+gpuml_status gpuml_dist(const double *x, int64_t n, int64_t d, const double *y, int64_t m,
+                        int squared, double *out, gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = gm_check_matrix(x, n, d, "x", "dist");
+  if (!st && y) st = gm_check_matrix(y, m, d, "y", "dist");
+  if (!st) st = check_dist_args(n, d, y, m, out, opt);
+  if (st) return st;
+  return dist_cpu(x, n, d, y, m, squared, out, NULL, opt);
+}
+
+gpuml_status gpuml_dist_f(const float *x, int64_t n, int64_t d, const float *y, int64_t m,
+                          int squared, float *out, gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = gm_check_matrix_f(x, n, d, "x", "dist");
+  if (!st && y) st = gm_check_matrix_f(y, m, d, "y", "dist");
+  if (!st) st = check_dist_args(n, d, y, m, out, opt);
+  if (st) return st;
+  double *xd = NULL, *yd = NULL;
+  if (!(st = gm_widen(x, n * d, &xd)) && !(st = gm_widen(y, y ? m * d : 0, &yd)))
+    st = dist_cpu(xd, n, d, yd, m, squared, NULL, out, opt);
+  free(xd);
+  free(yd);
+  return st;
+}

@@ -1,0 +1,68 @@
+/* Shared by the files of core/: error reporting, argument checks, memory, callbacks,
+ * backend choice. Not part of the public API. */
+#ifndef GPUML_INTERNAL_H
+#define GPUML_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gpuml.h"
+
+#ifdef __cplusplus
+extern "C" {
+#ifdef __cplusplus
+}
+#endif
+
+#endif
+
+#if defined(__GNUC__)
+#define GM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define GM_PRINTF(a, b)
+#ifdef __cplusplus
+}
+#endif
+
+#endif
+
+/* Records the message and identifier for gpuml_last_error() and returns `status`,
+ * so that error paths read `return gm_fail(GPUML_ERR_ARG, "knn:badK", "...", ...)`. */
+gpuml_status gm_fail(gpuml_status status, const char *id, const char *fmt, ...) GM_PRINTF(3, 4);
+void gm_clear_error(void);
+
+/* Checks a caller's n x d matrix: non-NULL, n >= 1, d >= 1, n * d addressable, every
+ * value finite. `what` names it in messages ("data", "query"), `id` prefixes the
+ * identifier ("knn" gives "knn:badData"...). */
+gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *what,
+                             const char *id);
+gpuml_status gm_check_matrix_f(const float *x, int64_t n, int64_t d, const char *what,
+                               const char *id);
+gpuml_status gm_check_options(const gpuml_options *opt, const char *id);
+
+/* malloc of count * size bytes, NULL on overflow or failure (the caller reports it). */
+void *gm_alloc(size_t count, size_t size);
+
+/* Copies a float matrix into a newly allocated double one (NULL input gives NULL). */
+gpuml_status gm_widen(const float *x, int64_t count, double **out);
+
+/* Callbacks: both are no-ops when the glue gave none. */
+void gm_progress(const gpuml_options *opt, const char *stage, int64_t done, int64_t total);
+int gm_interrupted(const gpuml_options *opt);
+
+/* OpenMP threads to use for this call. */
+int gm_threads(const gpuml_options *opt);
+
+/* Resolves opt->backend for a problem of `work` pair-dimension operations. `cuda_ready`
+ * says whether the CUDA side implements this algorithm. Sets opt->backend_used. */
+gpuml_status gm_choose_backend(gpuml_options *opt, double work, int cuda_ready,
+                               const char *id);
+
+/* Device memory budget in bytes: opt->gpu_memory_limit, else GPUML_GPU_MEMORY_LIMIT,
+ * else 0 (meaning: the free memory). Sets an error for a malformed variable. */
+gpuml_status gm_gpu_memory_limit(const gpuml_options *opt, size_t *bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

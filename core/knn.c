@@ -1,0 +1,215 @@
+/* gpuml_knn(): exact k nearest neighbours on the CPU. Queries are taken in blocks; for
+ * each block, distance tiles against blocks of the data feed one bounded max-heap per
+ * query, so memory stays O((block + k) x block) whatever m and n are. */
+#include <math.h>
+#include <stdlib.h>
+#include "distance_tiles.h"
+
+#define GM_KNN_REF_BLOCK 2048
+#define GM_KNN_QUERY_BLOCK 512
+/* Heaps of one query block stay below this many bytes (matters for large k). */
+#define GM_KNN_HEAP_BYTES ((size_t)256 << 20)
+/* The GEMM form screens with values that may differ from the exact ones in the last
+ * bits; this many extra candidates are kept and re-ranked by exact distance, so that
+ * near-ties at the k-th place are settled by the exact distance and the index. */
+#define GM_KNN_EXTRA_CANDIDATES 16
+
+typedef struct {
+  double dist;
+  int64_t index;
+} gm_candidate;
+
+/* The strict order used everywhere: by distance, then by index. */
+static int before(double d1, int64_t i1, double d2, int64_t i2) {
+  return d1 < d2 || (d1 == d2 && i1 < i2);
+}
+
+static int compare_candidates(const void *pa, const void *pb) {
+  const gm_candidate *a = pa, *b = pb;
+  if (before(a->dist, a->index, b->dist, b->index)) return -1;
+  if (before(b->dist, b->index, a->dist, a->index)) return 1;
+  return 0;
+}
+
+/* Max-heap on (dist, index): heap[0] is the worst kept candidate. */
+static void sift_down(gm_candidate *heap, int64_t size, int64_t at) {
+  for (;;) {
+    int64_t worst = at, l = 2 * at + 1, r = l + 1;
+    if (l < size && before(heap[worst].dist, heap[worst].index, heap[l].dist, heap[l].index))
+      worst = l;
+    if (r < size && before(heap[worst].dist, heap[worst].index, heap[r].dist, heap[r].index))
+      worst = r;
+    if (worst == at) return;
+    gm_candidate t = heap[at];
+    heap[at] = heap[worst];
+    heap[worst] = t;
+    at = worst;
+  }
+}
+
+static void sift_up(gm_candidate *heap, int64_t at) {
+  while (at > 0) {
+    int64_t parent = (at - 1) / 2;
+    if (!before(heap[parent].dist, heap[parent].index, heap[at].dist, heap[at].index)) return;
+    gm_candidate t = heap[at];
+    heap[at] = heap[parent];
+    heap[parent] = t;
+    at = parent;
+  }
+}
+
+/* Offers the distances from one query to data points r0 .. r0 + rn - 1. */
+static void offer_row(gm_candidate *heap, int64_t *size, int64_t capacity, const double *row,
+                      int64_t r0, int64_t rn, int64_t self_index) {
+  int64_t s = *size;
+  for (int64_t j = 0; j < rn; j++) {
+    int64_t idx = r0 + j;
+    if (idx == self_index) continue;
+    double v = row[j];
+    if (s < capacity) {
+      heap[s].dist = v;
+      heap[s].index = idx;
+      sift_up(heap, s++);
+    } else if (before(v, idx, heap[0].dist, heap[0].index)) {
+      heap[0].dist = v;
+      heap[0].index = idx;
+      sift_down(heap, s, 0);
+    }
+  }
+  *size = s;
+}
+
+static gpuml_status knn_cpu(const double *data, int64_t n, int64_t d, const double *query,
+                            int64_t m, int64_t k, int64_t *index, double *dist,
+                            float *distf, gpuml_options *opt) {
+  const int self = (query == NULL), threads = gm_threads(opt);
+  if (self) {
+    query = data;
+    m = n;
+  }
+  const int gemm = gm_use_gemm(d);
+  const int64_t available = n - (self ? 1 : 0);
+  int64_t extra = gemm ? GM_KNN_EXTRA_CANDIDATES : 0;
+  if (extra > available - k) extra = available - k;
+  const int64_t capacity = k + extra;
+  int64_t qblock = (int64_t)(GM_KNN_HEAP_BYTES / ((size_t)capacity * sizeof(gm_candidate)));
+  if (qblock > GM_KNN_QUERY_BLOCK) qblock = GM_KNN_QUERY_BLOCK;
+  if (qblock < 1) qblock = 1;
+  if (qblock > m) qblock = m;
+  const int64_t rblock = n < GM_KNN_REF_BLOCK ? n : GM_KNN_REF_BLOCK;
+
+  double *centre = NULL, *tile = NULL;
+  gm_candidate *heaps = NULL;
+  int64_t *sizes = NULL;
+  gm_points R = {0}, Q = {0};
+  gpuml_status st = GPUML_OK;
+  if (gemm && (st = gm_gemm_centre(data, n, self ? NULL : query, m, d, &centre))) goto done;
+  if ((st = gm_points_init(&R, data, n, d, centre, threads))) goto done;
+  if (!self && (st = gm_points_init(&Q, query, m, d, centre, threads))) goto done;
+  const gm_points *Qp = self ? &R : &Q;
+  tile = gm_alloc((size_t)rblock * (size_t)qblock, sizeof *tile);
+  heaps = gm_alloc((size_t)qblock * (size_t)capacity, sizeof *heaps);
+  sizes = gm_alloc((size_t)qblock, sizeof *sizes);
+  if (!tile || !heaps || !sizes) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory",
+                 "cannot allocate %.1f MB of kNN work space",
+                 ((double)rblock * qblock * 8 + (double)qblock * capacity * 16) / 1e6);
+    goto done;
+  }
+
+  for (int64_t q0 = 0; q0 < m; q0 += qblock) {
+    const int64_t qn = m - q0 < qblock ? m - q0 : qblock;
+    for (int64_t i = 0; i < qn; i++) sizes[i] = 0;
+    for (int64_t r0 = 0; r0 < n; r0 += rblock) {
+      const int64_t rn = n - r0 < rblock ? n - r0 : rblock;
+      gm_sqdist_tile(&R, r0, rn, Qp, q0, qn, tile, rn, threads);
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t i = 0; i < qn; i++)
+        offer_row(heaps + i * capacity, sizes + i, capacity, tile + i * rn, r0, rn,
+                  self ? q0 + i : -1);
+      if (gm_interrupted(opt)) {
+        st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "kNN search interrupted");
+        goto done;
+      }
+    }
+    /* Exact distances decide the final order. */
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < qn; i++) {
+      gm_candidate *c = heaps + i * capacity;
+      const int64_t qi = q0 + i;
+      for (int64_t j = 0; j < sizes[i]; j++)
+        c[j].dist = gm_sqdist(data + c[j].index, n, query + qi, m, d);
+      qsort(c, (size_t)sizes[i], sizeof *c, compare_candidates);
+      for (int64_t j = 0; j < k; j++) {
+        index[qi + j * m] = c[j].index;
+        double v = sqrt(c[j].dist);
+        if (dist) dist[qi + j * m] = v;
+        else distf[qi + j * m] = (float)v;
+      }
+    }
+    gm_progress(opt, "knn", q0 + qn, m);
+  }
+done:
+  free(tile);
+  free(heaps);
+  free(sizes);
+  free(centre);
+  gm_points_free(&R);
+  gm_points_free(&Q);
+  return st;
+}
+
+static gpuml_status check_knn_args(int64_t n, int64_t d, const void *query, int64_t m,
+                                   int64_t k, const int64_t *index, const void *dist,
+                                   gpuml_options *opt) {
+  gpuml_status st = gm_check_options(opt, "knn");
+  if (st) return st;
+  if (!index || !dist)
+    return gm_fail(GPUML_ERR_ARG, "knn:badOutput", "the output arrays must not be NULL");
+  const int64_t available = query ? n : n - 1;
+  if (k < 1)
+    return gm_fail(GPUML_ERR_ARG, "knn:badK", "k = %lld must be at least 1", (long long)k);
+  if (k > available) {
+    if (query)
+      return gm_fail(GPUML_ERR_ARG, "knn:badK", "k = %lld exceeds the %lld data points",
+                     (long long)k, (long long)n);
+    return gm_fail(GPUML_ERR_ARG, "knn:badK",
+                   "k = %lld exceeds the %lld other points (n - 1 when the data is searched against itself)",
+                   (long long)k, (long long)available);
+  }
+  if (d > 0x7fffffff)
+    return gm_fail(GPUML_ERR_ARG, "knn:badData", "%lld columns is more than supported",
+                   (long long)d);
+  const int64_t rows = query ? m : n;
+  if (rows > INT64_MAX / k || rows * k > (int64_t)(SIZE_MAX / 8))
+    return gm_fail(GPUML_ERR_ARG, "knn:tooLarge", "the %lld x %lld result is too large to hold",
+                   (long long)rows, (long long)k);
+  return gm_choose_backend(opt, (double)rows * (double)n * (double)d, 0, "knn");
+}
+
+gpuml_status gpuml_knn(const double *data, int64_t n, int64_t d, const double *query,
+                       int64_t m, int64_t k, int64_t *index, double *dist,
+                       gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = gm_check_matrix(data, n, d, "data", "knn");
+  if (!st && query) st = gm_check_matrix(query, m, d, "query", "knn");
+  if (!st) st = check_knn_args(n, d, query, m, k, index, dist, opt);
+  if (st) return st;
+  return knn_cpu(data, n, d, query, m, k, index, dist, NULL, opt);
+}
+
+gpuml_status gpuml_knn_f(const float *data, int64_t n, int64_t d, const float *query,
+                         int64_t m, int64_t k, int64_t *index, float *dist,
+                         gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = gm_check_matrix_f(data, n, d, "data", "knn");
+  if (!st && query) st = gm_check_matrix_f(query, m, d, "query", "knn");
+  if (!st) st = check_knn_args(n, d, query, m, k, index, dist, opt);
+  if (st) return st;
+  double *dd = NULL, *qd = NULL;
+  if (!(st = gm_widen(data, n * d, &dd)) && !(st = gm_widen(query, query ? m * d : 0, &qd)))
+    st = knn_cpu(dd, n, d, qd, m, k, index, NULL, dist, opt);
+  free(dd);
+  free(qd);
+  return st;
+}

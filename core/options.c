@@ -1,0 +1,114 @@
+/* Options, argument checks, memory and callbacks shared by every entry point. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+void gpuml_options_init(gpuml_options *opt) {
+  if (!opt) return;
+  memset(opt, 0, sizeof *opt);
+  opt->backend = GPUML_BACKEND_AUTO;
+  opt->precision = GPUML_PRECISION_DOUBLE;
+  opt->seed = 42;
+  opt->backend_used = GPUML_BACKEND_CPU;
+}
+
+gpuml_status gm_check_options(const gpuml_options *opt, const char *id) {
+  (void)id;
+  if (!opt) return gm_fail(GPUML_ERR_ARG, "badOptions", "options must not be NULL");
+  if (opt->backend != GPUML_BACKEND_AUTO && opt->backend != GPUML_BACKEND_CPU &&
+      opt->backend != GPUML_BACKEND_CUDA)
+    return gm_fail(GPUML_ERR_ARG, "badBackend", "unknown backend code %d", (int)opt->backend);
+  if (opt->precision != GPUML_PRECISION_DOUBLE && opt->precision != GPUML_PRECISION_SINGLE)
+    return gm_fail(GPUML_ERR_ARG, "badPrecision", "unknown precision code %d",
+                   (int)opt->precision);
+  if (opt->threads < 0)
+    return gm_fail(GPUML_ERR_ARG, "badThreads", "threads = %d must be 0 (default) or positive",
+                   opt->threads);
+  if (opt->device < 0)
+    return gm_fail(GPUML_ERR_ARG, "badDevice", "device = %d must be 0 or positive", opt->device);
+  return GPUML_OK;
+}
+
+static gpuml_status check_shape(const void *x, int64_t n, int64_t d, const char *what,
+                                const char *id) {
+  char full_id[64];
+  snprintf(full_id, sizeof full_id, "%s:badData", id);
+  if (!x) return gm_fail(GPUML_ERR_ARG, full_id, "%s must not be NULL", what);
+  if (n < 1) return gm_fail(GPUML_ERR_ARG, full_id, "%s has no rows", what);
+  if (d < 1) return gm_fail(GPUML_ERR_ARG, full_id, "%s has no columns", what);
+  if (n > (int64_t)(SIZE_MAX / 8) / d)
+    return gm_fail(GPUML_ERR_ARG, full_id, "%s is too large (%lld x %lld)", what,
+                   (long long)n, (long long)d);
+  return GPUML_OK;
+}
+
+/* Reports the first non-finite value by row and column, 1-based as users count. */
+static gpuml_status non_finite(const char *what, const char *id, int64_t at, int64_t n,
+                               double v) {
+  char full_id[64];
+  snprintf(full_id, sizeof full_id, "%s:nonFinite", id);
+  return gm_fail(GPUML_ERR_ARG, full_id,
+                 "%s contains %s at row %lld, column %lld: remove or impute non-finite values first",
+                 what, isnan(v) ? "NA/NaN" : "Inf", (long long)(at % n + 1),
+                 (long long)(at / n + 1));
+}
+
+gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *what,
+                             const char *id) {
+  gpuml_status st = check_shape(x, n, d, what, id);
+  if (st) return st;
+  int64_t count = n * d;
+  for (int64_t i = 0; i < count; i++)
+    if (!isfinite(x[i])) return non_finite(what, id, i, n, x[i]);
+  return GPUML_OK;
+}
+
+gpuml_status gm_check_matrix_f(const float *x, int64_t n, int64_t d, const char *what,
+                               const char *id) {
+  gpuml_status st = check_shape(x, n, d, what, id);
+  if (st) return st;
+  int64_t count = n * d;
+  for (int64_t i = 0; i < count; i++)
+    if (!isfinite(x[i])) return non_finite(what, id, i, n, x[i]);
+  return GPUML_OK;
+}
+
+void *gm_alloc(size_t count, size_t size) {
+  if (count == 0) count = 1;
+  if (size && count > SIZE_MAX / size) return NULL;
+  return malloc(count * size);
+}
+
+gpuml_status gm_widen(const float *x, int64_t count, double **out) {
+  *out = NULL;
+  if (!x) return GPUML_OK;
+  double *w = gm_alloc((size_t)count, sizeof *w);
+  if (!w)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for a double copy",
+                   (double)count * 8 / 1e6);
+  for (int64_t i = 0; i < count; i++) w[i] = x[i];
+  *out = w;
+  return GPUML_OK;
+}
+
+void gm_progress(const gpuml_options *opt, const char *stage, int64_t done, int64_t total) {
+  if (opt->verbose > 0 && opt->progress) opt->progress(opt->callback_ctx, stage, done, total);
+}
+
+int gm_interrupted(const gpuml_options *opt) {
+  return opt->interrupted ? opt->interrupted(opt->callback_ctx) != 0 : 0;
+}
+
+int gm_threads(const gpuml_options *opt) {
+#ifdef _OPENMP
+  return opt->threads > 0 ? opt->threads : omp_get_max_threads();
+#else
+  (void)opt;
+  return 1;
+#endif
+}

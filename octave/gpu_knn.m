@@ -1,0 +1,380 @@
+## -*- texinfo -*-
+## @deftypefn  {} {@var{idx} =} gpu_knn (@var{data})
+## @deftypefnx {} {@var{idx} =} gpu_knn (@var{data}, @var{query})
+## @deftypefnx {} {@var{idx} =} gpu_knn (@var{data}, @var{query}, @var{k})
+## @deftypefnx {} {@var{idx} =} gpu_knn (@dots{}, @var{name}, @var{value}, @dots{})
+## @deftypefnx {} {[@var{idx}, @var{dist}, @var{info}] =} gpu_knn (@dots{})
+## Exact @var{k} nearest neighbours (Euclidean) of each row of @var{query} among
+## the rows of @var{data}, on the GPU when there is one and on the CPU (OpenMP)
+## otherwise, with the same results.
+##
+## The search is brute force and exact.  The @var{m}-by-@var{n} distance matrix is
+## never held in memory, so large problems fit; any @var{k} up to the number of
+## data points is allowed.
+##
+## @strong{Inputs}
+##
+## @table @var
+## @item data
+## @var{n}-by-@var{d} matrix of reference points, one per row.  Double or single;
+## integer and logical matrices are converted to double.  Values must be finite.
+##
+## @item query
+## @var{m}-by-@var{d} matrix of query points with the same number of columns.
+## Omitted or @code{[]}: search @var{data} against itself; each point is then
+## excluded from its own neighbours by its index (a duplicate row is still found,
+## at distance 0), and @var{k} can be at most @var{n} - 1.  If either input is
+## single, both are taken as single.
+##
+## @item k
+## Number of neighbours, 1 <= @var{k} <= @var{n} (@var{n} - 1 for a self-search).
+## Default 10.
+## @end table
+##
+## @strong{Options} (name/value pairs; names are case-insensitive)
+##
+## @table @asis
+## @item @qcode{"backend"}
+## @qcode{"auto"} (default: CUDA when available and the problem is large enough
+## to gain, else CPU), @qcode{"cpu"} or @qcode{"cuda"} (an error when gpuml has no
+## usable GPU).
+##
+## @item @qcode{"verbose"}
+## @code{true} to print progress (default @code{false}).
+## @end table
+##
+## @strong{Outputs}
+##
+## @table @var
+## @item idx
+## @var{m}-by-@var{k} double matrix of 1-based row indices into @var{data}:
+## @code{@var{idx}(i, j)} is the @var{j}-th nearest neighbour of query @var{i}.
+##
+## @item dist
+## @var{m}-by-@var{k} matrix of the matching distances, sorted ascending along each
+## row, of the class of the inputs (single in, single out).  Equal distances are
+## ordered by the smaller index, so results are deterministic.
+##
+## @item info
+## Struct with field @code{backend}: the backend that ran, @qcode{"cpu"} or
+## @qcode{"cuda"}.
+## @end table
+##
+## Press Ctrl-C to interrupt a long search.
+##
+## @strong{Example}
+##
+## @example
+## @group
+## data = [0 0; 1 0; 0 2; 5 5];
+## [idx, dist] = gpu_knn (data, [0.2 0.1; 4 4], 2)
+##   @result{} idx =
+##        1   2
+##        4   3
+##   @result{} dist =
+##        0.2236   0.8062
+##        1.4142   4.4721
+##
+## ## each point's nearest other point, on the CPU
+## [idx, dist, info] = gpu_knn (data, [], 1, "backend", "cpu");
+## idx'
+##   @result{} 2   1   1   3
+## info.backend
+##   @result{} cpu
+## @end group
+## @end example
+##
+## @seealso{gpu_dist, gpuml_info}
+## @end deftypefn
+
+function [idx, dist, info] = gpu_knn (data, varargin)
+
+  if (nargin < 1)
+    print_usage ();
+  endif
+
+  ## Positional query and k come before the first option name.
+  query = [];
+  k = 10;
+  args = varargin;
+  if (! isempty (args) && ! ischar (args{1}))
+    query = args{1};
+    args(1) = [];
+    if (! isempty (args) && ! ischar (args{1}))
+      k = args{1};
+      args(1) = [];
+    endif
+  endif
+  opts = gpuml_parse_options ("gpu_knn", struct ("backend", "auto", "verbose", false),
+                              args);
+  [data, query] = gpuml_float (data, query);
+  [idx, dist, backend] = gpuml_knn_mex (data, query, k, opts.backend, opts.verbose);
+  info = struct ("backend", backend);
+
+endfunction
+
+
+## Backend for the correctness tests: GPUML_TEST_BACKEND ("cpu", "cuda"), else "auto"
+%!shared B
+%! B = getenv ("GPUML_TEST_BACKEND");
+%! if (isempty (B))
+%!   B = "auto";
+%! endif
+
+## Brute force: all distances, then a stable sort, so that equal distances keep
+## index order.  self: each point excluded by index.
+%!function [idx, dist] = brute_knn (data, query, k, self)
+%!  m = rows (query);
+%!  idx = zeros (m, k);  dist = zeros (m, k);
+%!  for i = 1:m
+%!    d = sqrt (sum ((data - query(i,:)) .^ 2, 2));
+%!    if (self)
+%!      d(i) = Inf;
+%!    endif
+%!    [s, o] = sort (d);
+%!    idx(i,:) = o(1:k);
+%!    dist(i,:) = s(1:k);
+%!  endfor
+%!endfunction
+
+## against brute force, query and self-search, d = 1, 2, 3, 50
+%!test
+%! rand ("state", 11);  randn ("state", 11);
+%! for d = [1 2 3 50]
+%!   data = randn (300, d);  query = randn (70, d);
+%!   for k = [1 5 17]
+%!     [idx, dist] = gpu_knn (data, query, k, "backend", B);
+%!     [bi, bd] = brute_knn (data, query, k, false);
+%!     assert (idx, bi);
+%!     assert (dist, bd, -1e-12);
+%!     [idx, dist] = gpu_knn (data, [], k, "backend", "cpu");
+%!     [bi, bd] = brute_knn (data, data, k, true);
+%!     assert (idx, bi);
+%!     assert (dist, bd, -1e-12);
+%!   endfor
+%! endfor
+
+## sorted ascending, right sizes and classes
+%!test
+%! rand ("state", 12);  randn ("state", 12);
+%! [idx, dist] = gpu_knn (rand (200, 4), rand (30, 4), 25, "backend", B);
+%! assert (size (idx), [30 25]);
+%! assert (size (dist), [30 25]);
+%! assert (class (idx), "double");
+%! assert (class (dist), "double");
+%! assert (all (all (diff (dist, 1, 2) >= 0)));
+%! assert (all (idx(:) >= 1 & idx(:) <= 200 & idx(:) == round (idx(:))));
+
+## ties broken by the smaller index, on integer grid data
+%!test
+%! [a, b] = meshgrid (0:6, 0:5);
+%! data = [a(:) b(:)];
+%! for d = [2 3]
+%!   if (d == 3)
+%!     data = [data, mod(1:rows (data), 3)'];
+%!   endif
+%!   [idx, dist] = gpu_knn (data, [], 8, "backend", B);
+%!   [bi, bd] = brute_knn (data, data, 8, true);
+%!   assert (idx, bi);
+%!   assert (dist, bd);
+%!   query = [0 0 0; 3 2 1; 2.5 2.5 0; 6 5 2](:,1:d);
+%!   [idx, dist] = gpu_knn (data, query, 12, "backend", B);
+%!   [bi, bd] = brute_knn (data, query, 12, false);
+%!   assert (idx, bi);
+%!   assert (dist, bd);
+%! endfor
+%! ## the four points at distance 1 from (3, 2), in index order
+%! [idx, dist] = gpu_knn ([a(:) b(:)], [3 2], 5);
+%! assert (dist, [0 1 1 1 1]);
+%! assert (idx(1), 21);
+%! assert (idx(2:5), sort (idx(2:5)));
+
+## large d on integer data: the GEMM path keeps exact ties in index order
+%!test
+%! rand ("state", 13);  randn ("state", 13);
+%! data = floor (3 * rand (150, 60));
+%! data(50,:) = data(7,:);  data(120,:) = data(7,:);
+%! [idx, dist] = gpu_knn (data, [], 10, "backend", B);
+%! [bi, bd] = brute_knn (data, data, 10, true);
+%! assert (idx, bi);
+%! assert (dist, bd, -1e-12);
+%! assert (idx(7, 1:2), [50 120]);
+%! assert (dist(7, 1:2), [0 0]);
+
+## self excluded by index, not by distance: duplicate rows find each other
+%!test
+%! rand ("state", 14);  randn ("state", 14);
+%! data = rand (20, 3);
+%! data = [data; data(5,:); data(5,:); data(9,:)];
+%! [idx, dist] = gpu_knn (data, [], 3, "backend", B);
+%! assert (all (idx(:) != repmat ((1:23)', 3, 1)));
+%! assert (idx(5, 1:2), [21 22]);
+%! assert (idx(21, 1:2), [5 22]);
+%! assert (idx(22, 1:2), [5 21]);
+%! assert (idx(9, 1), 23);
+%! assert (idx(23, 1), 9);
+%! assert (dist([5 21 22], 1:2), zeros (3, 2));
+%! assert (dist([9 23], 1), [0; 0]);
+
+## k = 1, k = n - 1 (self), k = n (query)
+%!test
+%! rand ("state", 15);  randn ("state", 15);
+%! data = rand (12, 2);  query = rand (4, 2);
+%! [idx, dist] = gpu_knn (data, [], 1, "backend", B);
+%! [bi, bd] = brute_knn (data, data, 1, true);
+%! assert (idx, bi);
+%! assert (dist, bd, -1e-12);
+%! [idx, dist] = gpu_knn (data, [], 11, "backend", B);
+%! [bi, bd] = brute_knn (data, data, 11, true);
+%! assert (idx, bi);
+%! assert (dist, bd, -1e-12);
+%! assert (sort (idx, 2), cell2mat (arrayfun (@(i) setdiff (1:12, i), (1:12)', "UniformOutput", false)));
+%! [idx, dist] = gpu_knn (data, query, 12, "backend", B);
+%! [bi, bd] = brute_knn (data, query, 12, false);
+%! assert (idx, bi);
+%! assert (dist, bd, -1e-12);
+%! assert (sort (idx, 2), repmat (1:12, 4, 1));
+
+## two points, one query point, one column
+%!assert (gpu_knn ([1; 2], [], 1), [2; 1])
+%!assert (gpu_knn ([5], [3], 1), 1)
+%!test
+%! [idx, dist] = gpu_knn ([0; 10; 4; 7], [6], 3);
+%! assert (idx, [4 3 2]);
+%! assert (dist, [1 2 4]);
+
+## k defaults to 10; query omitted or [] is a self-search
+%!test
+%! rand ("state", 16);  randn ("state", 16);
+%! data = rand (30, 3);
+%! idx = gpu_knn (data);
+%! assert (size (idx), [30 10]);
+%! assert (idx, gpu_knn (data, [], 10));
+%! assert (idx, brute_knn (data, data, 10, true));
+%! idx = gpu_knn (data, data(1:4,:));
+%! assert (size (idx), [4 10]);
+%! assert (idx(:,1), (1:4)');
+%! assert (gpu_knn (data, "backend", "cpu"), gpu_knn (data));
+
+## the example of the help text
+%!test
+%! data = [0 0; 1 0; 0 2; 5 5];
+%! [idx, dist] = gpu_knn (data, [0.2 0.1; 4 4], 2);
+%! assert (idx, [1 2; 4 3]);
+%! assert (dist, [sqrt(0.05) sqrt(0.65); sqrt(2) sqrt(20)], -1e-15);
+%! [idx, ~, info] = gpu_knn (data, [], 1, "backend", "cpu");
+%! assert (idx', [2 1 1 3]);
+%! assert (info.backend, "cpu");
+
+## single in, single out, with the same neighbours as double on separated data:
+## two far-apart clusters, and only the queries whose 8 nearest distances differ
+## by more than single precision can blur (about 1 in 3000 random draws has a gap
+## below it, where the order may legitimately differ).
+%!test
+%! rand ("state", 17);  randn ("state", 17);
+%! data = [randn(100, 5); 20 + randn(100, 5)];
+%! query = [randn(10, 5); 20 + randn(10, 5)];
+%! [idx, dist] = gpu_knn (data, query, 8);
+%! separated = all (diff (dist, 1, 2) > 1e-4 * dist(:,2:end), 2);
+%! assert (sum (separated) >= 15);
+%! [idxs, dists] = gpu_knn (single (data), single (query), 7);
+%! assert (class (dists), "single");
+%! assert (class (idxs), "double");
+%! assert (idxs(separated,:), idx(separated,1:7));
+%! assert (double (dists), dist(:,1:7), -1e-5);
+%! ## integer coordinates: exact in single too, ties and all
+%! data = round (10 * randn (300, 4));  query = round (10 * randn (40, 4));
+%! [idx, dist] = gpu_knn (data, query, 9);
+%! [idxs, dists] = gpu_knn (single (data), single (query), 9);
+%! assert (idxs, idx);
+%! assert (dists, single (dist));
+%! [idxs, dists] = gpu_knn (single (data), [], 3);
+%! assert (class (dists), "single");
+%! assert (idxs, gpu_knn (data, [], 3));
+%! assert (class (nthargout (2, @gpu_knn, single (data), query, 2)), "single");
+%! assert (class (nthargout (2, @gpu_knn, data, single (query), 2)), "single");
+
+## integer and logical classes are taken as double
+%!test
+%! data = int16 ([0 0; 1 0; 0 2; 5 5]);
+%! [idx, dist] = gpu_knn (data, uint8 ([4 4]), 2);
+%! assert (idx, [4 3]);
+%! assert (dist, [sqrt(2) sqrt(20)], -1e-15);
+%! assert (gpu_knn (logical ([1 0; 0 0; 1 1]), [], 1), [2; 1; 1]);
+%! assert (gpu_knn ([0 0; 1 1], int8 ([1 1]), int32 (1)), 2);
+
+## the backend that ran; verbose prints progress
+%!test
+%! [~, ~, info] = gpu_knn (rand (20, 2), [], 3, "backend", "cpu");
+%! assert (info, struct ("backend", "cpu"));
+%! [~, ~, info] = gpu_knn (rand (20, 2), [], 3);
+%! assert (any (strcmp (info.backend, {"cpu", "cuda"})));
+%! out = evalc ('gpu_knn (rand (50, 2), [], 3, "verbose", true, "backend", "cpu");');
+%! assert (! isempty (strfind (out, "gpuml knn")));
+%! out = evalc ('gpu_knn (rand (50, 2), [], 3, "VERBOSE", false);');
+%! assert (isempty (out));
+
+## with a GPU, the CUDA backend gives the CPU's answers, ties included
+%!testif ; gpuml_info ().device_count > 0
+%! rand ("state", 18);  randn ("state", 18);
+%! for d = [2 3 50]
+%!   data = randn (3000, d);  query = randn (500, d);
+%!   [idx, dist, info] = gpu_knn (data, query, 15, "backend", "cuda");
+%!   assert (info.backend, "cuda");
+%!   [ci, cd] = gpu_knn (data, query, 15, "backend", "cpu");
+%!   assert (idx, ci);
+%!   assert (dist, cd, -1e-10);
+%!   [idx, dist] = gpu_knn (data, [], 2999, "backend", "cuda");
+%!   [ci, cd] = gpu_knn (data, [], 2999, "backend", "cpu");
+%!   assert (idx, ci);
+%!   assert (dist, cd, -1e-10);
+%! endfor
+%! [a, b] = meshgrid (0:40, 0:30);
+%! grid = [a(:) b(:)];
+%! [idx, dist] = gpu_knn (grid, [], 20, "backend", "cuda");
+%! [ci, cd] = gpu_knn (grid, [], 20, "backend", "cpu");
+%! assert (idx, ci);
+%! assert (dist, cd);
+
+## the backend "cuda" without a GPU is an error
+%!testif ; gpuml_info ().device_count == 0
+%! try
+%!   gpu_knn (rand (5, 2), [], 1, "backend", "cuda");
+%!   error ("test:noError", "no error raised");
+%! catch err
+%!   assert (err.identifier, "gpuml:knn:noCuda");
+%!   assert (! isempty (strfind (err.message, "cuda")));
+%! end_try_catch
+
+## bad k
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], 0)
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), rand (2, 2), 0)
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], -3)
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], 5)
+%!error <exceeds the 4 other points> gpu_knn (rand (5, 2), [], 5)
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), rand (3, 2), 6)
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), rand (3, 2), 1e12)
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], 2.5)
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], NaN)
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], [1 2])
+%!error id=gpuml:knn:badK gpu_knn (rand (5, 2))
+## non-finite data or query
+%!error id=gpuml:knn:nonFinite gpu_knn ([1 2; NaN 4; 5 6], [], 1)
+%!error id=gpuml:knn:nonFinite gpu_knn ([1 2; 3 4; 5 Inf], [], 1)
+%!error id=gpuml:knn:nonFinite gpu_knn ([1 2; 3 4], [0 -Inf], 1)
+%!error id=gpuml:knn:nonFinite gpu_knn (single ([1 2; 3 4]), single ([0 NaN]), 1)
+%!error <query contains NA/NaN at row 1, column 2> gpu_knn ([1 2; 3 4], [0 NaN], 1)
+## shapes and types
+%!error id=gpuml:knn:dimMismatch gpu_knn (rand (5, 3), rand (2, 2), 1)
+%!error id=gpuml:knn:badData gpu_knn (zeros (0, 2), rand (2, 2), 1)
+%!error id=gpuml:knn:badData gpu_knn (rand (5, 2), zeros (0, 2), 1)
+%!error id=gpuml:knn:badType gpu_knn (rand (5, 2) + 1i, [], 1)
+%!error id=gpuml:knn:badType gpu_knn (sparse (rand (5, 2)), [], 1)
+%!error id=gpuml:knn:badType gpu_knn ({1, 2}, [], 1)
+## options
+%!error id=gpuml:badBackend gpu_knn (rand (5, 2), [], 1, "backend", "gpu")
+%!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "backend", 2)
+%!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "algorithm", "kd_tree")
+%!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "backend")
+%!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "verbose", "yes")
+%!error <Invalid call> gpu_knn ()

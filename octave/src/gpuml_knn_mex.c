@@ -1,0 +1,96 @@
+/*
+ * gpuml_knn_mex: MEX gateway to gpuml_knn / gpuml_knn_f. Called by gpu_knn.m.
+ *
+ *   [idx, dist, backend_used] = gpuml_knn_mex (data, query, k, backend, verbose)
+ *
+ * data: n x d, query: m x d or [] (0 x 0) to search the data against itself; both
+ * double or both single. idx: m x k double, 1-based. dist: m x k, of the class of
+ * data. backend_used: "cpu" or "cuda".
+ */
+#include <math.h>
+#include "gpuml_mex.h"
+
+/* k as the core's int64_t. Only type conversion happens here: a value that is not a
+ * whole number cannot be converted; range checks (k >= 1, k <= n) are the core's. */
+static int64_t knn_k(const mxArray *a) {
+  if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
+    mexErrMsgIdAndTxt("gpuml:knn:badK", "k must be a single whole number");
+  double k = mxGetScalar(a);
+  if (isnan(k) || k != floor(k))
+    mexErrMsgIdAndTxt("gpuml:knn:badK", "k = %g must be a whole number", k);
+  if (k >= 9.2e18) return INT64_MAX;
+  if (k <= -9.2e18) return INT64_MIN;
+  return (int64_t)k;
+}
+
+void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  if (nrhs != 5)
+    mexErrMsgIdAndTxt("gpuml:knn:nargs",
+                      "usage: [idx, dist, backend] = gpuml_knn_mex (data, query, k, backend, "
+                      "verbose); call gpu_knn instead");
+  if (nlhs > 3) mexErrMsgIdAndTxt("gpuml:knn:nargs", "gpuml_knn_mex returns at most 3 outputs");
+  const mxArray *data = prhs[0], *query = prhs[1];
+  gpuml_mex_check_matrix(data, "data", "knn");
+  const int self = mxGetM(query) == 0 && mxGetN(query) == 0 && mxIsNumeric(query);
+  if (!self) {
+    gpuml_mex_check_matrix(query, "query", "knn");
+    if (mxIsSingle(data) != mxIsSingle(query))
+      mexErrMsgIdAndTxt("gpuml:knn:badType", "data and query must both be double or both single");
+    if (mxGetN(data) != mxGetN(query))
+      mexErrMsgIdAndTxt("gpuml:knn:dimMismatch",
+                        "data has %lld columns but query has %lld: both need one column per variable",
+                        (long long)mxGetN(data), (long long)mxGetN(query));
+  }
+  const int64_t k = knn_k(prhs[2]);
+  gpuml_options opt;
+  gpuml_mex_progress_state ps;
+  gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
+
+  const int64_t n = (int64_t)mxGetM(data), d = (int64_t)mxGetN(data);
+  const int64_t m = self ? n : (int64_t)mxGetM(query);
+  const int single = mxIsSingle(data);
+
+  /* The outputs are m x k. A k the core will refuse (k < 1 or k > n) must not size an
+   * allocation (k = 1e12 would fail for memory, not for k), so the core then gets
+   * one-element placeholders and reports the bad k itself before writing anything. */
+  const int k_allocatable = k >= 1 && k <= n;
+  const int64_t kk = k_allocatable ? k : 0;
+  mxArray *dist = mxCreateNumericMatrix((mwSize)m, (mwSize)kk,
+                                        single ? mxSINGLE_CLASS : mxDOUBLE_CLASS, mxREAL);
+  int64_t index_placeholder = 0;
+  double dist_placeholder = 0;
+  int64_t *index = &index_placeholder;
+  if (m * kk > 0) {
+    index = (int64_t *)mxMalloc((size_t)(m * kk) * sizeof *index);
+    if (!index)
+      mexErrMsgIdAndTxt("gpuml:knn:noMemory", "cannot allocate %.1f MB for the neighbour indices",
+                        (double)(m * kk) * 8 / 1e6);
+  }
+  void *dout = m * kk > 0 ? mxGetData(dist) : (void *)&dist_placeholder;
+
+  gpuml_status st;
+  if (single)
+    st = gpuml_knn_f((const float *)gpuml_mex_data(data), n, d,
+                     self ? NULL : (const float *)gpuml_mex_data(query), m, k, index,
+                     (float *)dout, &opt);
+  else
+    st = gpuml_knn((const double *)gpuml_mex_data(data), n, d,
+                   self ? NULL : (const double *)gpuml_mex_data(query), m, k, index,
+                   (double *)dout, &opt);
+  if (!st && !k_allocatable)
+    mexErrMsgIdAndTxt("gpuml:knn:internal", "the core accepted k = %lld for %lld points",
+                      (long long)k, (long long)n);
+  if (st) {
+    mxDestroyArray(dist);
+    gpuml_mex_raise(st); /* index is mxMalloc'ed: Octave frees it */
+  }
+
+  mxArray *idx = mxCreateDoubleMatrix((mwSize)m, (mwSize)k, mxREAL);
+  double *ip = mxGetPr(idx);
+  for (int64_t i = 0; i < m * k; i++) ip[i] = (double)(index[i] + 1);
+  if (index != &index_placeholder) mxFree(index);
+  plhs[0] = idx;
+  if (nlhs > 1) plhs[1] = dist;
+  else mxDestroyArray(dist);
+  if (nlhs > 2) plhs[2] = mxCreateString(gpuml_backend_name(opt.backend_used));
+}

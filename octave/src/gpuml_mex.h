@@ -1,0 +1,140 @@
+/*
+ * gpuml_mex.h: what the Octave MEX gateways share. Type conversion between mxArrays
+ * and the C API, error reporting with Octave error ids, and the progress and
+ * interrupt callbacks. No argument validation beyond what type conversion needs:
+ * the core checks values (NaN/Inf, k, sizes, backend names) and says what is wrong.
+ *
+ * Everything here is static: each gateway is compiled on its own into one .mex file.
+ */
+#ifndef GPUML_OCTAVE_MEX_H
+#define GPUML_OCTAVE_MEX_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "mex.h"
+#include "gpuml.h"
+
+/* Octave exports its interrupt state to C (quit.h). MATLAB has no documented
+ * equivalent, so there the interrupt callback is left out. */
+#if !defined(MATLAB_MEX_FILE)
+#include "quit.h"
+#define GPUML_MEX_CAN_POLL_INTERRUPT 1
+#else
+#define GPUML_MEX_CAN_POLL_INTERRUPT 0
+#endif
+
+/* Raises the core's last error as an Octave error with id "gpuml:" + its id. When the
+ * core stopped because the user pressed Ctrl-C, Octave's own interrupt is raised
+ * instead (the core has freed everything by then), as for any interrupted command. */
+static inline void gpuml_mex_raise(gpuml_status status) {
+#if GPUML_MEX_CAN_POLL_INTERRUPT
+  if (status == GPUML_ERR_INTERRUPTED) OCTAVE_QUIT;
+#endif
+  const char *id = gpuml_last_error_id();
+  const char *msg = gpuml_last_error();
+  char full_id[96];
+  snprintf(full_id, sizeof full_id, "gpuml:%s", id && *id ? id : "error");
+  mexErrMsgIdAndTxt(full_id, "%s", msg && *msg ? msg : gpuml_status_string(status));
+}
+
+/* A float matrix the core can take: real, full, 2-D, double or single. Anything else
+ * is a type error of the glue (integer classes are converted by the .m wrappers). */
+static inline void gpuml_mex_check_matrix(const mxArray *a, const char *what, const char *fn) {
+  char id[64];
+  snprintf(id, sizeof id, "gpuml:%s:badType", fn);
+  if (!mxIsDouble(a) && !mxIsSingle(a))
+    mexErrMsgIdAndTxt(id, "%s must be a double or single matrix, not %s", what,
+                      mxGetClassName(a));
+  if (mxIsComplex(a))
+    mexErrMsgIdAndTxt(id, "%s must be real: complex values are not supported", what);
+  if (mxIsSparse(a))
+    mexErrMsgIdAndTxt(id, "%s must be a full matrix: convert it with full() first", what);
+  if (mxGetNumberOfDimensions(a) > 2)
+    mexErrMsgIdAndTxt(id, "%s must be a 2-D matrix (one row per point), not an N-D array",
+                      what);
+}
+
+/* The data pointer for the core. An empty matrix may have no storage; a non-NULL
+ * pointer lets the core give its own message ("x has no rows"). */
+static inline const void *gpuml_mex_data(const mxArray *a) {
+  static const double empty_placeholder = 0;
+  const void *p = mxGetData(a);
+  return p ? p : (const void *)&empty_placeholder;
+}
+
+/* "cpu", "cuda", "auto" (any case) -> enum, through the core's parser. */
+static inline gpuml_backend gpuml_mex_backend(const mxArray *a) {
+  if (!mxIsChar(a) || mxGetM(a) > 1)
+    mexErrMsgIdAndTxt("gpuml:badOption", "backend must be a string: \"auto\", \"cpu\" or \"cuda\"");
+  char *name = mxArrayToString(a);
+  if (!name) mexErrMsgIdAndTxt("gpuml:noMemory", "cannot read the backend name");
+  gpuml_backend b = GPUML_BACKEND_AUTO;
+  gpuml_status st = gpuml_parse_backend(name, &b);
+  mxFree(name);
+  if (st) gpuml_mex_raise(st);
+  return b;
+}
+
+static inline int gpuml_mex_flag(const mxArray *a, const char *what) {
+  if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxGetNumberOfElements(a) != 1 || mxIsComplex(a))
+    mexErrMsgIdAndTxt("gpuml:badOption", "%s must be a logical scalar (true or false)", what);
+  return mxGetScalar(a) != 0;
+}
+
+/* ---- Callbacks ---------------------------------------------------------------- */
+
+typedef struct {
+  double last_print; /* seconds, monotonic */
+} gpuml_mex_progress_state;
+
+static inline double gpuml_mex_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static inline int gpuml_mex_interrupted(void *ctx) {
+  (void)ctx;
+#if GPUML_MEX_CAN_POLL_INTERRUPT
+  /* Octave's SIGINT handler (run in its signal-watcher thread) increments
+   * octave_interrupt_state; other signals only set octave_signal_caught. Reading
+   * it is all we do here: nothing may throw through the core. */
+  return *(volatile sig_atomic_t *)&octave_interrupt_state > 0;
+#else
+  return 0;
+#endif
+}
+
+/* Prints at most once a second, and always the last step. */
+static inline void gpuml_mex_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
+  gpuml_mex_progress_state *s = (gpuml_mex_progress_state *)ctx;
+  double now = gpuml_mex_now();
+  if (done < total && now - s->last_print < 1.0) return;
+  s->last_print = now;
+  mexPrintf("gpuml %s: %lld / %lld (%.0f%%)\n", stage, (long long)done, (long long)total,
+            total > 0 ? 100.0 * (double)done / (double)total : 100.0);
+  /* Flushing evaluates Octave code; with an interrupt pending that could throw
+   * through the core, so it is skipped then (the core stops at its next check). */
+  if (!gpuml_mex_interrupted(NULL)) {
+    mxArray *fid = mxCreateDoubleScalar(1);
+    mexCallMATLAB(0, NULL, 1, &fid, "fflush");
+    mxDestroyArray(fid);
+  }
+}
+
+/* Options for one call: backend from args, progress when verbose, Ctrl-C polling. */
+static inline void gpuml_mex_options(gpuml_options *opt, const mxArray *backend,
+                              const mxArray *verbose, gpuml_mex_progress_state *ps) {
+  gpuml_options_init(opt);
+  opt->backend = gpuml_mex_backend(backend);
+  opt->verbose = gpuml_mex_flag(verbose, "verbose");
+  ps->last_print = gpuml_mex_now();
+  opt->progress = gpuml_mex_progress;
+  opt->interrupted = GPUML_MEX_CAN_POLL_INTERRUPT ? gpuml_mex_interrupted : NULL;
+  opt->callback_ctx = ps;
+}
+
+#endif

@@ -1,0 +1,26 @@
+/* A small assertion counter for the C tests: each CHECK counts as one test. The
+ * program ends with "C: N passed, N failed" and exits non-zero on any failure. */
+#ifndef GPUML_CHECK_H
+#define GPUML_CHECK_H
+#include <stdio.h>
+
+static int check_passed, check_failed;
+
+#define CHECK(cond, ...)                                               \
+  do {                                                                 \
+    if (cond) {                                                        \
+      check_passed++;                                                  \
+    } else {                                                           \
+      check_failed++;                                                  \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);             \
+      fprintf(stderr, __VA_ARGS__);                                    \
+      fprintf(stderr, "\n");                                           \
+    }                                                                  \
+  } while (0)
+
+static int check_summary(const char *suite) {
+  printf("%s: %d passed, %d failed\n", suite, check_passed, check_failed);
+  return check_failed ? 1 : 0;
+}
+
+#endif

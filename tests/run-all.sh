@@ -1,0 +1,84 @@
+#!/bin/sh
+# Runs every test suite and ends with one line "N passed, N failed" over all of them.
+#   C       build/tests/test_core (backend from GPUML_TEST_BACKEND, default cpu)
+#   R       R CMD check of the package tarball; its testthat counts, plus one test for
+#           the check itself (no ERROR, no WARNING). With --gpu: testthat alone against
+#           the package in RPKG_LIB, with GPUML_TEST_BACKEND=cuda.
+#   Octave  the %!test blocks of octave/*.m through octave/run_tests.m
+# Called by `make check` / `make check-gpu`, which set R, OCTAVE, HAVE_R, HAVE_OCTAVE,
+# RPKG_TARBALL and RPKG_LIB.
+gpu=no
+[ "${1:-}" = "--gpu" ] && gpu=yes
+passed=0
+failed=0
+log_dir=build/test-logs
+mkdir -p "$log_dir"
+
+# Adds the counts of the last "SUITE: N passed, N failed" line in file $2.
+add_counts() {
+  line=$(grep -E "^$1: [0-9]+ passed, [0-9]+ failed" "$2" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "$1: no result line; counted as 1 failure (see $2)"
+    failed=$((failed + 1))
+    return
+  fi
+  echo "$line"
+  p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+  f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+echo "== C tests (backend ${GPUML_TEST_BACKEND:-cpu})"
+./build/tests/test_core > "$log_dir/c.log" 2>&1
+grep FAIL "$log_dir/c.log"
+add_counts C "$log_dir/c.log"
+
+if [ "$HAVE_R" = yes ]; then
+  if [ "$gpu" = yes ]; then
+    echo "== R testthat (backend ${GPUML_TEST_BACKEND:-cpu})"
+    R_LIBS="$PWD/$RPKG_LIB" "$R" --no-echo --no-restore -e '
+      library(testthat); library(gpuml)
+      res <- as.data.frame(test_dir("R-package/tests/testthat", package = "gpuml",
+                                    load_package = "installed", stop_on_failure = FALSE))
+      cat(sprintf("R: %d passed, %d failed\n", sum(res$nb) - sum(res$failed) - sum(res$skipped),
+                  sum(res$failed) + sum(res$error)))' > "$log_dir/r.log" 2>&1
+    add_counts R "$log_dir/r.log"
+  else
+    echo "== R CMD check (runs the testthat suite and the vignette)"
+    tarball=$(basename "$RPKG_TARBALL")
+    (cd build && _R_CHECK_FORCE_SUGGESTS_=false "$R" CMD check --no-manual "$tarball") > "$log_dir/r.log" 2>&1
+    rout=build/gpuml.Rcheck/tests/testthat.Rout
+    [ -f "$rout" ] || rout=build/gpuml.Rcheck/tests/testthat.Rout.fail
+    counts=$(grep -E '\[ FAIL [0-9]+ \| WARN [0-9]+ \| SKIP [0-9]+ \| PASS [0-9]+ \]' "$rout" 2>/dev/null | tail -n 1)
+    if [ -n "$counts" ]; then
+      rf=$(echo "$counts" | sed -E 's/.*FAIL ([0-9]+).*/\1/')
+      rp=$(echo "$counts" | sed -E 's/.*PASS ([0-9]+).*/\1/')
+    else
+      rf=1
+      rp=0
+      echo "R: no testthat summary found"
+    fi
+    status=$(grep -E '^Status:' "$log_dir/r.log" | tail -n 1)
+    echo "R CMD check: ${status:-no status line}"
+    if echo "$status" | grep -qE 'ERROR|WARNING' || [ -z "$status" ]; then
+      grep -E -A8 '\.\.\. (ERROR|WARNING)$' "$log_dir/r.log" | head -n 60
+      rf=$((rf + 1))
+    else
+      rp=$((rp + 1))
+    fi
+    echo "R: $rp passed, $rf failed" | tee -a "$log_dir/r.log"
+    passed=$((passed + rp))
+    failed=$((failed + rf))
+  fi
+fi
+
+if [ "$HAVE_OCTAVE" = yes ]; then
+  echo "== Octave tests"
+  "$OCTAVE" --no-gui --norc -q --eval "addpath('build/octave'); addpath('octave'); run_tests" > "$log_dir/octave.log" 2>&1
+  grep -iE '^!!!!! |failed' "$log_dir/octave.log" | grep -v ' 0 failed' | head -n 20
+  add_counts Octave "$log_dir/octave.log"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

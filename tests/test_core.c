@@ -1,0 +1,432 @@
+/* C tests of the core through gpuml.h. The backend comes from GPUML_TEST_BACKEND
+ * ("cpu" by default; "cuda" on a GPU machine, where every result is also compared
+ * with the CPU backend). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "gpuml.h"
+
+static gpuml_backend test_backend = GPUML_BACKEND_CPU;
+static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
+
+/* Tolerances: fp64 on any backend is near exact; fp32 on the GPU is not. */
+static double rel_tol(void) { return test_precision == GPUML_PRECISION_SINGLE ? 2e-4 : 1e-10; }
+
+static uint64_t rng_state = 12345;
+static double uniform(void) {
+  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static double *random_matrix(int64_t n, int64_t d, double offset, double scale) {
+  double *x = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n * d; i++) x[i] = offset + scale * uniform();
+  return x;
+}
+
+static gpuml_options options(void) {
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  opt.backend = test_backend;
+  opt.precision = test_precision;
+  return opt;
+}
+
+/* Squared distance summed in dimension order, as the reference. */
+static double ref_sqdist(const double *x, int64_t n, int64_t i, const double *y, int64_t m,
+                         int64_t j, int64_t d) {
+  double s = 0;
+  for (int64_t t = 0; t < d; t++) {
+    double diff = x[i + t * n] - y[j + t * m];
+    s += diff * diff;
+  }
+  return s;
+}
+
+typedef struct {
+  double d;
+  int64_t i;
+} pair;
+static int pair_cmp(const void *a, const void *b) {
+  const pair *p = a, *q = b;
+  if (p->d != q->d) return p->d < q->d ? -1 : 1;
+  return p->i < q->i ? -1 : p->i > q->i;
+}
+
+/* Brute-force kNN with the documented order (distance, then index). */
+static void ref_knn(const double *data, int64_t n, int64_t d, const double *query, int64_t m,
+                    int64_t k, int64_t *index, double *dist) {
+  int self = query == NULL;
+  if (self) {
+    query = data;
+    m = n;
+  }
+  pair *all = malloc(sizeof(pair) * n);
+  for (int64_t q = 0; q < m; q++) {
+    int64_t c = 0;
+    for (int64_t j = 0; j < n; j++) {
+      if (self && j == q) continue;
+      all[c].d = ref_sqdist(data, n, j, query, m, q, d);
+      all[c++].i = j;
+    }
+    qsort(all, c, sizeof(pair), pair_cmp);
+    for (int64_t j = 0; j < k; j++) {
+      index[q + j * m] = all[j].i;
+      dist[q + j * m] = sqrt(all[j].d);
+    }
+  }
+  free(all);
+}
+
+static void check_knn_case(const char *name, const double *data, int64_t n, int64_t d,
+                           const double *query, int64_t m, int64_t k) {
+  int64_t rows = query ? m : n;
+  int64_t *idx = malloc(sizeof(int64_t) * rows * k), *ridx = malloc(sizeof(int64_t) * rows * k);
+  double *dist = malloc(sizeof(double) * rows * k), *rdist = malloc(sizeof(double) * rows * k);
+  gpuml_options opt = options();
+  gpuml_status st = gpuml_knn(data, n, d, query, m, k, idx, dist, &opt);
+  CHECK(st == GPUML_OK, "%s: status %d (%s)", name, st, gpuml_last_error());
+  if (st == GPUML_OK) {
+    ref_knn(data, n, d, query, m, k, ridx, rdist);
+    int64_t bad_index = 0, bad_dist = 0, unsorted = 0;
+    for (int64_t i = 0; i < rows * k; i++) {
+      if (idx[i] != ridx[i]) bad_index++;
+      if (fabs(dist[i] - rdist[i]) > rel_tol() * (1 + rdist[i])) bad_dist++;
+    }
+    for (int64_t q = 0; q < rows; q++)
+      for (int64_t j = 1; j < k; j++) {
+        double a = dist[q + (j - 1) * rows], b = dist[q + j * rows];
+        if (a > b || (a == b && idx[q + (j - 1) * rows] > idx[q + j * rows])) unsorted++;
+      }
+    CHECK(bad_index == 0, "%s: %lld of %lld indices differ from brute force", name,
+          (long long)bad_index, (long long)(rows * k));
+    CHECK(bad_dist == 0, "%s: %lld distances differ from brute force", name, (long long)bad_dist);
+    CHECK(unsorted == 0, "%s: %lld neighbours out of order", name, (long long)unsorted);
+    CHECK(opt.backend_used == (test_backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA
+                                                                   : GPUML_BACKEND_CPU),
+          "%s: ran on %s", name, gpuml_backend_name(opt.backend_used));
+  }
+  free(idx);
+  free(ridx);
+  free(dist);
+  free(rdist);
+}
+
+static void test_knn_random(void) {
+  static const int64_t dims[] = {1, 2, 3, 15, 16, 17, 50, 127};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+    int64_t d = dims[i];
+    double *data = random_matrix(2100, d, -1, 2), *query = random_matrix(333, d, -1, 2);
+    char name[64];
+    snprintf(name, sizeof name, "knn self d=%lld", (long long)d);
+    check_knn_case(name, data, 2100, d, NULL, 0, 10);
+    snprintf(name, sizeof name, "knn query d=%lld", (long long)d);
+    check_knn_case(name, data, 2100, d, query, 333, 7);
+    free(data);
+    free(query);
+  }
+}
+
+static void test_knn_k_range(void) {
+  double *data = random_matrix(600, 20, 0, 1), *query = random_matrix(50, 20, 0, 1);
+  check_knn_case("knn k=1", data, 600, 20, NULL, 0, 1);
+  check_knn_case("knn k=n-1", data, 600, 20, NULL, 0, 599);
+  check_knn_case("knn k=n with query", data, 600, 20, query, 50, 600);
+  check_knn_case("knn one point query", data, 600, 20, query, 1, 5);
+  free(data);
+  free(query);
+}
+
+/* Integer grid with every point twice: exact ties everywhere. */
+static void test_knn_ties(void) {
+  static const int64_t dims[] = {2, 20};
+  for (size_t s = 0; s < 2; s++) {
+    int64_t d = dims[s], n = 2 * 150;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n / 2; i++)
+      for (int64_t t = 0; t < d; t++) {
+        double v = (double)((i * (t + 3) + t * t) % 7);
+        x[i + t * n] = v;
+        x[i + n / 2 + t * n] = v;
+      }
+    char name[64];
+    snprintf(name, sizeof name, "knn ties and duplicates d=%lld", (long long)d);
+    check_knn_case(name, x, n, d, NULL, 0, 12);
+    /* Each point's first neighbour is its twin, at distance exactly 0. */
+    int64_t *idx = malloc(sizeof(int64_t) * n);
+    double *dist = malloc(sizeof(double) * n);
+    gpuml_options opt = options();
+    gpuml_status st = gpuml_knn(x, n, d, NULL, 0, 1, idx, dist, &opt);
+    int64_t wrong = 0;
+    for (int64_t i = 0; st == GPUML_OK && i < n; i++) {
+      int64_t twin = i < n / 2 ? i + n / 2 : i - n / 2;
+      /* another exact copy with a smaller index may come first; the distance is 0 */
+      if (dist[i] != 0 || (idx[i] != twin && idx[i] > twin)) wrong++;
+    }
+    CHECK(st == GPUML_OK && wrong == 0, "%s: %lld points miss their twin", name, (long long)wrong);
+    free(idx);
+    free(dist);
+    free(x);
+  }
+}
+
+static void test_knn_far_from_origin(void) {
+  double *data = random_matrix(800, 50, 1e4, 1);
+  check_knn_case("knn data near 1e4", data, 800, 50, NULL, 0, 5);
+  free(data);
+}
+
+static void test_knn_deterministic(void) {
+  int64_t n = 1500, d = 30, k = 9;
+  double *data = random_matrix(n, d, 0, 1);
+  int64_t *i1 = malloc(sizeof(int64_t) * n * k), *i2 = malloc(sizeof(int64_t) * n * k);
+  double *d1 = malloc(sizeof(double) * n * k), *d2 = malloc(sizeof(double) * n * k);
+  gpuml_options a = options(), b = options();
+  a.threads = 1;
+  b.threads = 2;
+  gpuml_status s1 = gpuml_knn(data, n, d, NULL, 0, k, i1, d1, &a);
+  gpuml_status s2 = gpuml_knn(data, n, d, NULL, 0, k, i2, d2, &b);
+  CHECK(s1 == GPUML_OK && s2 == GPUML_OK && !memcmp(i1, i2, sizeof(int64_t) * n * k) &&
+            !memcmp(d1, d2, sizeof(double) * n * k),
+        "knn differs between 1 and 2 threads");
+  free(data);
+  free(i1);
+  free(i2);
+  free(d1);
+  free(d2);
+}
+
+static void test_knn_float(void) {
+  int64_t n = 900, d = 24, m = 100, k = 6;
+  double *data = random_matrix(n, d, 0, 1), *query = random_matrix(m, d, 0, 1);
+  float *fdata = malloc(sizeof(float) * n * d), *fquery = malloc(sizeof(float) * m * d);
+  for (int64_t i = 0; i < n * d; i++) data[i] = fdata[i] = (float)data[i];
+  for (int64_t i = 0; i < m * d; i++) query[i] = fquery[i] = (float)query[i];
+  int64_t *idx = malloc(sizeof(int64_t) * m * k), *ridx = malloc(sizeof(int64_t) * m * k);
+  float *dist = malloc(sizeof(float) * m * k);
+  double *rdist = malloc(sizeof(double) * m * k);
+  gpuml_options opt = options();
+  gpuml_status st = gpuml_knn_f(fdata, n, d, fquery, m, k, idx, dist, &opt);
+  CHECK(st == GPUML_OK, "knn_f: %s", gpuml_last_error());
+  ref_knn(data, n, d, query, m, k, ridx, rdist);
+  int64_t bad = 0;
+  for (int64_t i = 0; st == GPUML_OK && i < m * k; i++)
+    if (idx[i] != ridx[i] || fabs(dist[i] - rdist[i]) > 1e-5 * (1 + rdist[i])) bad++;
+  CHECK(bad == 0, "knn_f: %lld results differ", (long long)bad);
+  free(data); free(query); free(fdata); free(fquery); free(idx); free(ridx); free(dist); free(rdist);
+}
+
+static void check_dist_case(const char *name, const double *x, int64_t n, const double *y,
+                            int64_t m, int64_t d, int squared) {
+  int self = y == NULL;
+  int64_t cols = self ? n : m;
+  double *out = malloc(sizeof(double) * n * cols);
+  gpuml_options opt = options();
+  gpuml_status st = gpuml_dist(x, n, d, y, m, squared, out, &opt);
+  CHECK(st == GPUML_OK, "%s: %s", name, gpuml_last_error());
+  if (st == GPUML_OK) {
+    int64_t bad = 0, asym = 0, negative = 0;
+    for (int64_t j = 0; j < cols; j++)
+      for (int64_t i = 0; i < n; i++) {
+        double r = ref_sqdist(x, n, i, self ? x : y, cols, j, d), v = out[i + j * n];
+        if (!squared) r = sqrt(r);
+        if (!(v >= 0)) negative++;
+        if (fabs(v - r) > rel_tol() * r + 1e-300) bad++;
+        if (self && v != out[j + i * n]) asym++;
+      }
+    CHECK(bad == 0, "%s: %lld of %lld entries differ from brute force", name, (long long)bad,
+          (long long)(n * cols));
+    CHECK(negative == 0, "%s: %lld negative or NaN entries", name, (long long)negative);
+    CHECK(asym == 0, "%s: %lld asymmetric entries", name, (long long)asym);
+  }
+  free(out);
+}
+
+static void test_dist(void) {
+  static const int64_t dims[] = {1, 3, 16, 50};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+    int64_t d = dims[i];
+    double *x = random_matrix(1100, d, -3, 6), *y = random_matrix(77, d, -3, 6);
+    char name[64];
+    snprintf(name, sizeof name, "dist self d=%lld", (long long)d);
+    check_dist_case(name, x, 1100, NULL, 0, d, 0);
+    snprintf(name, sizeof name, "dist x,y squared d=%lld", (long long)d);
+    check_dist_case(name, x, 1100, y, 77, d, 1);
+    free(x);
+    free(y);
+  }
+  /* Far from the origin: the GEMM form must not lose the unit-scale differences. */
+  double *far = random_matrix(300, 40, 1e4, 1);
+  check_dist_case("dist data near 1e4", far, 300, NULL, 0, 40, 0);
+  double *far_y = random_matrix(120, 40, 1e4, 1);
+  check_dist_case("dist data near 1e4 squared", far, 300, far_y, 120, 40, 1);
+  free(far_y);
+  /* Duplicated rows give exactly 0. */
+  for (int64_t t = 0; t < 40; t++) far[5 + t * 300] = far[9 + t * 300];
+  double *out = malloc(sizeof(double) * 300 * 300);
+  gpuml_options opt = options();
+  CHECK(gpuml_dist(far, 300, 40, NULL, 0, 0, out, &opt) == GPUML_OK &&
+            out[5 + 9 * 300] == 0 && out[9 + 5 * 300] == 0 && out[7 + 7 * 300] == 0,
+        "dist: duplicates and the diagonal must be exactly 0");
+  free(out);
+  free(far);
+}
+
+static void test_dist_float(void) {
+  int64_t n = 200, d = 33;
+  double *x = random_matrix(n, d, 0, 1);
+  float *xf = malloc(sizeof(float) * n * d), *out = malloc(sizeof(float) * n * n);
+  for (int64_t i = 0; i < n * d; i++) x[i] = xf[i] = (float)x[i];
+  gpuml_options opt = options();
+  gpuml_status st = gpuml_dist_f(xf, n, d, NULL, 0, 0, out, &opt);
+  int64_t bad = 0;
+  for (int64_t j = 0; st == GPUML_OK && j < n; j++)
+    for (int64_t i = 0; i < n; i++) {
+      double r = sqrt(ref_sqdist(x, n, i, x, n, j, d));
+      if (fabs(out[i + j * n] - r) > 1e-5 * (1 + r)) bad++;
+    }
+  CHECK(st == GPUML_OK && bad == 0, "dist_f: status %d, %lld bad", st, (long long)bad);
+  free(x);
+  free(xf);
+  free(out);
+}
+
+static int calls_before_stop;
+static int stop_after(void *ctx) {
+  (void)ctx;
+  return --calls_before_stop < 0;
+}
+static int64_t last_done, last_total, progress_calls;
+static void record_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
+  (void)ctx;
+  (void)stage;
+  if (done < last_done) progress_calls = -1000000;
+  last_done = done;
+  last_total = total;
+  progress_calls++;
+}
+
+static void test_callbacks(void) {
+  int64_t n = 5000, d = 8, k = 3;
+  double *data = random_matrix(n, d, 0, 1);
+  int64_t *idx = malloc(sizeof(int64_t) * n * k);
+  double *dist = malloc(sizeof(double) * n * k);
+  gpuml_options opt = options();
+  opt.verbose = 1;
+  opt.progress = record_progress;
+  gpuml_status st = gpuml_knn(data, n, d, NULL, 0, k, idx, dist, &opt);
+  CHECK(st == GPUML_OK && progress_calls > 1 && last_done == n && last_total == n,
+        "progress: status %d, %lld calls, last %lld/%lld", st, (long long)progress_calls,
+        (long long)last_done, (long long)last_total);
+  opt = options();
+  opt.interrupted = stop_after;
+  calls_before_stop = 1;
+  st = gpuml_knn(data, n, d, NULL, 0, k, idx, dist, &opt);
+  CHECK(st == GPUML_ERR_INTERRUPTED && strcmp(gpuml_last_error_id(), "interrupted") == 0,
+        "interrupted knn: status %d", st);
+  double *out = malloc(sizeof(double) * n * n);
+  calls_before_stop = 0;
+  st = gpuml_dist(data, n, d, NULL, 0, 0, out, &opt);
+  CHECK(st == GPUML_ERR_INTERRUPTED, "interrupted dist: status %d", st);
+  free(out);
+  free(data);
+  free(idx);
+  free(dist);
+}
+
+static int error_is(gpuml_status st, gpuml_status want, const char *id, const char *text) {
+  return st == want && strcmp(gpuml_last_error_id(), id) == 0 &&
+         strstr(gpuml_last_error(), text) != NULL;
+}
+
+static void test_bad_input(void) {
+  double data[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; /* 4 x 3 */
+  int64_t idx[16];
+  double dist[16];
+  gpuml_options opt = options();
+  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 4, idx, dist, &opt), GPUML_ERR_ARG, "knn:badK",
+                 "k = 4 exceeds the 3 other points"),
+        "k = n in self-search: %s", gpuml_last_error());
+  CHECK(error_is(gpuml_knn(data, 4, 3, data, 2, 5, idx, dist, &opt), GPUML_ERR_ARG, "knn:badK",
+                 "k = 5 exceeds the 4 data points"),
+        "k > n with a query: %s", gpuml_last_error());
+  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 0, idx, dist, &opt), GPUML_ERR_ARG, "knn:badK",
+                 "at least 1"),
+        "k = 0: %s", gpuml_last_error());
+  CHECK(error_is(gpuml_knn(data, 0, 3, NULL, 0, 1, idx, dist, &opt), GPUML_ERR_ARG,
+                 "knn:badData", "no rows"),
+        "empty data: %s", gpuml_last_error());
+  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 1, NULL, dist, &opt), GPUML_ERR_ARG,
+                 "knn:badOutput", "NULL"),
+        "NULL output: %s", gpuml_last_error());
+  data[6] = NAN;
+  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 1, idx, dist, &opt), GPUML_ERR_ARG,
+                 "knn:nonFinite", "data contains NA/NaN at row 3, column 2"),
+        "NaN: %s", gpuml_last_error());
+  data[6] = INFINITY;
+  CHECK(error_is(gpuml_dist(data, 4, 3, NULL, 0, 0, dist, &opt), GPUML_ERR_ARG,
+                 "dist:nonFinite", "Inf at row 3, column 2"),
+        "Inf: %s", gpuml_last_error());
+  data[6] = 7;
+  gpuml_backend b;
+  CHECK(error_is(gpuml_parse_backend("gpu", &b), GPUML_ERR_ARG, "badBackend",
+                 "use \"auto\", \"cpu\" or \"cuda\""),
+        "unknown backend: %s", gpuml_last_error());
+  CHECK(gpuml_parse_backend("CUDA", &b) == GPUML_OK && b == GPUML_BACKEND_CUDA,
+        "backend names are case-insensitive");
+  gpuml_precision p;
+  CHECK(gpuml_parse_precision("half", &p) == GPUML_ERR_ARG, "unknown precision accepted");
+  opt.threads = -1;
+  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 1, idx, dist, &opt), GPUML_ERR_ARG,
+                 "badThreads", "threads"),
+        "negative threads: %s", gpuml_last_error());
+}
+
+static void test_backend_info(void) {
+  gpuml_info info;
+  CHECK(gpuml_backend_info(&info) == GPUML_OK && strcmp(info.version, GPUML_VERSION) == 0 &&
+            info.max_threads >= 1,
+        "backend info");
+  if (info.device_count == 0) {
+    /* Without a usable GPU, "cuda" is a clear error and "auto" runs on the CPU. */
+    double data[6] = {0, 1, 2, 0, 1, 2};
+    int64_t idx[3];
+    double dist[3];
+    gpuml_options opt;
+    gpuml_options_init(&opt);
+    opt.backend = GPUML_BACKEND_CUDA;
+    gpuml_status st = gpuml_knn(data, 3, 2, NULL, 0, 1, idx, dist, &opt);
+    CHECK(st == GPUML_ERR_NO_CUDA && strstr(gpuml_last_error(), "cuda") != NULL,
+          "cuda without a device: status %d (%s)", st, gpuml_last_error());
+    opt.backend = GPUML_BACKEND_AUTO;
+    st = gpuml_knn(data, 3, 2, NULL, 0, 1, idx, dist, &opt);
+    CHECK(st == GPUML_OK && opt.backend_used == GPUML_BACKEND_CPU, "auto without a device");
+  }
+}
+
+int main(void) {
+  const char *backend = getenv("GPUML_TEST_BACKEND");
+  if (backend && gpuml_parse_backend(backend, &test_backend) != GPUML_OK) {
+    fprintf(stderr, "GPUML_TEST_BACKEND: %s\n", gpuml_last_error());
+    return 2;
+  }
+  const char *precision = getenv("GPUML_TEST_PRECISION");
+  if (precision && gpuml_parse_precision(precision, &test_precision) != GPUML_OK) {
+    fprintf(stderr, "GPUML_TEST_PRECISION: %s\n", gpuml_last_error());
+    return 2;
+  }
+  test_backend_info();
+  test_bad_input();
+  test_dist();
+  test_dist_float();
+  test_knn_random();
+  test_knn_k_range();
+  test_knn_ties();
+  test_knn_far_from_origin();
+  test_knn_deterministic();
+  test_knn_float();
+  test_callbacks();
+  return check_summary("C");
+}
