@@ -1,5 +1,5 @@
-/* Shared by the files of core/: error reporting, argument checks, memory, callbacks,
- * backend choice. Not part of the public API. */
+/* Shared by the files of core/ (and kernels/): error reporting, argument checks,
+ * memory, callbacks, backend choice. Not part of the public API. */
 #ifndef GPUML_INTERNAL_H
 #define GPUML_INTERNAL_H
 
@@ -7,22 +7,14 @@
 #include <stdint.h>
 #include "gpuml.h"
 
-#ifdef __cplusplus
-extern "C" {
-#ifdef __cplusplus
-}
-#endif
-
-#endif
-
 #if defined(__GNUC__)
 #define GM_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define GM_PRINTF(a, b)
-#ifdef __cplusplus
-}
 #endif
 
+#ifdef __cplusplus
+extern "C" {
 #endif
 
 /* Records the message and identifier for gpuml_last_error() and returns `status`,

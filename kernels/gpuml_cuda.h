@@ -14,6 +14,16 @@ extern "C" {
  * 0 with info->cuda_message saying why when there are none. */
 int gpuml_cuda_query(gpuml_info *info);
 
+/* The CUDA halves of gpuml_dist() and gpuml_knn(). Arguments are the caller's, already
+ * validated by core/ (finite, k in range, sizes); `is_float` says whether x/y/out (and
+ * data/query/dist) are float rather than double. Layouts and semantics are exactly
+ * those of gpuml.h; opt->precision picks fp32 or fp64 accumulation. */
+gpuml_status gpuml_cuda_dist(const void *x, int64_t n, int64_t d, const void *y, int64_t m,
+                             int squared, int is_float, void *out, const gpuml_options *opt);
+gpuml_status gpuml_cuda_knn(const void *data, int64_t n, int64_t d, const void *query,
+                            int64_t m, int64_t k, int is_float, int64_t *index, void *dist,
+                            const gpuml_options *opt);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,8 +16,8 @@
 ##   GPUML_DEMO_BACKEND   "auto" (default), "cpu" or "cuda"
 ##   GPUML_DEMO_NTRAIN, GPUML_DEMO_NTEST  use the first N images only (default: all)
 ##
-## The whole data set runs in about 15 seconds on 2 CPU cores (see the timings the
-## demo prints); no subset is needed.
+## The whole data set (60,000 x 10,000) takes about 20 s on 2 CPU cores without a
+## GPU, 14 s of it the kNN search; no subset is needed.  Expect about 85.9% accuracy.
 
 1;  # a script file, not a function file
 
@@ -103,6 +103,7 @@ endif
 
 ## ---- Data -----------------------------------------------------------------------
 
+t_start = tic ();
 t0 = tic ();
 [train, train_labels] = read_fashion (data_dir, "train", ntrain);
 [test, test_labels] = read_fashion (data_dir, "t10k", ntest);
@@ -151,7 +152,7 @@ accuracy = mean (predicted == test_labels);
 printf ("%d-NN search of %d test images among %d training images (%d dimensions): ",
         k, rows (test_pc), rows (train_pc), ncomp);
 printf ("%.2f s on backend \"%s\"\n", knn_time, knn_info.backend);
-printf ("test accuracy: %.2f%%\n", 100 * accuracy);
+printf ("test accuracy: %.2f%% (%.1f s in all)\n", 100 * accuracy, toc (t_start));
 
 printf ("\nper class:\n");
 for c = 0:numel (classes) - 1
