@@ -38,9 +38,9 @@ static gpuml_status check_shape(const void *x, int64_t n, int64_t d, const char 
                                 const char *id) {
   char full_id[64];
   snprintf(full_id, sizeof full_id, "%s:badData", id);
-  if (!x) return gm_fail(GPUML_ERR_ARG, full_id, "%s must not be NULL", what);
   if (n < 1) return gm_fail(GPUML_ERR_ARG, full_id, "%s has no rows", what);
   if (d < 1) return gm_fail(GPUML_ERR_ARG, full_id, "%s has no columns", what);
+  if (!x) return gm_fail(GPUML_ERR_ARG, full_id, "%s must not be NULL", what);
   if (n > (int64_t)(SIZE_MAX / 8) / d)
     return gm_fail(GPUML_ERR_ARG, full_id, "%s is too large (%lld x %lld)", what,
                    (long long)n, (long long)d);

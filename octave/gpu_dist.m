@@ -92,7 +92,11 @@ function [D, info] = gpu_dist (X, varargin)
                                       "verbose", false),
                               args);
   [X, Y] = gpuml_float (X, Y);
-  [D, backend] = gpuml_dist_mex (X, Y, opts.squared, opts.backend, opts.verbose);
+  try
+    [D, backend] = gpuml_dist_mex (X, Y, opts.squared, opts.backend, opts.verbose);
+  catch err
+    gpuml_rethrow (err, "gpu_dist", "gpuml_dist_mex");
+  end_try_catch
   info = struct ("backend", backend);
 
 endfunction
@@ -255,7 +259,7 @@ endfunction
 %!error id=gpuml:dist:badData gpu_dist (zeros (0, 3))
 %!error id=gpuml:dist:badData gpu_dist (rand (5, 3), zeros (0, 3))
 %!error id=gpuml:badBackend gpu_dist (rand (5, 2), "backend", "opencl")
-%!error <opencl> gpu_dist (rand (5, 2), "backend", "opencl")
+%!error <^gpu_dist: unknown backend "opencl"> gpu_dist (rand (5, 2), "backend", "opencl")
 %!error id=gpuml:badOption gpu_dist (rand (5, 2), "backend", 1)
 %!error id=gpuml:badOption gpu_dist (rand (5, 2), "squared", "yes")
 %!error id=gpuml:badOption gpu_dist (rand (5, 2), "sqaured", true)

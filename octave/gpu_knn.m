@@ -108,7 +108,11 @@ function [idx, dist, info] = gpu_knn (data, varargin)
   opts = gpuml_parse_options ("gpu_knn", struct ("backend", "auto", "verbose", false),
                               args);
   [data, query] = gpuml_float (data, query);
-  [idx, dist, backend] = gpuml_knn_mex (data, query, k, opts.backend, opts.verbose);
+  try
+    [idx, dist, backend] = gpuml_knn_mex (data, query, k, opts.backend, opts.verbose);
+  catch err
+    gpuml_rethrow (err, "gpu_knn", "gpuml_knn_mex");
+  end_try_catch
   info = struct ("backend", backend);
 
 endfunction
@@ -351,7 +355,7 @@ endfunction
 %!error id=gpuml:knn:badK gpu_knn (rand (5, 2), rand (2, 2), 0)
 %!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], -3)
 %!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], 5)
-%!error <exceeds the 4 other points> gpu_knn (rand (5, 2), [], 5)
+%!error <^gpu_knn: k = 5 exceeds the 4 other points> gpu_knn (rand (5, 2), [], 5)
 %!error id=gpuml:knn:badK gpu_knn (rand (5, 2), rand (3, 2), 6)
 %!error id=gpuml:knn:badK gpu_knn (rand (5, 2), rand (3, 2), 1e12)
 %!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], 2.5)

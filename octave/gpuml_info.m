@@ -55,7 +55,11 @@ function s = gpuml_info ()
   if (nargin != 0)
     print_usage ();
   endif
-  s = gpuml_info_mex ();
+  try
+    s = gpuml_info_mex ();
+  catch err
+    gpuml_rethrow (err, "gpuml_info", "gpuml_info_mex");
+  end_try_catch
 
 endfunction
 

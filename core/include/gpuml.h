@@ -11,7 +11,9 @@
  *    "knn:badK" (Octave turns it into the error id "gpuml:knn:badK"). Both are per
  *    thread. The library never prints, exits or aborts, and frees everything it
  *    allocated on every path.
- *  - Output arrays are allocated by the caller.
+ *  - Output arrays are allocated by the caller. Every argument (sizes, k, finiteness)
+ *    is checked before anything is written, so a call that fails its checks leaves the
+ *    outputs untouched.
  */
 #ifndef GPUML_H
 #define GPUML_H
