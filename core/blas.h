@@ -9,4 +9,9 @@ void dgemm_(const char *transa, const char *transb, const int *m, const int *n, 
             const int *ldb, const double *beta, double *c, const int *ldc, size_t transa_len,
             size_t transb_len);
 
+/* Holds a multi-threaded BLAS to one thread until gm_blas_serial_end(the returned
+ * value); see blas.c. */
+int gm_blas_serial_begin(void);
+void gm_blas_serial_end(int previous);
+
 #endif

@@ -1,7 +1,14 @@
 /* gpuml_dist(): Euclidean distance matrices on the CPU, one tile at a time. */
 #include <math.h>
 #include <stdlib.h>
+#include "blas.h"
 #include "distance_tiles.h"
+#ifdef GPUML_HAVE_CUDA
+#include "gpuml_cuda.h"
+#define GM_DIST_CUDA_READY 1
+#else
+#define GM_DIST_CUDA_READY 0
+#endif
 
 #define GM_DIST_TILE 1024
 
@@ -37,37 +44,63 @@ static gpuml_status dist_cpu(const double *x, int64_t n, int64_t d, const double
     y = x;
     m = n;
   }
-  double *centre = NULL, *tile = NULL;
+  /* Tiles of GM_DIST_TILE x GM_DIST_TILE; for x against itself only those on or above
+   * the diagonal (a_block <= b_block). */
+  const int64_t a_blocks = (n + GM_DIST_TILE - 1) / GM_DIST_TILE;
+  const int64_t b_blocks = (m + GM_DIST_TILE - 1) / GM_DIST_TILE;
+  const int64_t ntiles = self ? a_blocks * (a_blocks + 1) / 2 : a_blocks * b_blocks;
+  double *centre = NULL, *tiles = NULL;
   gm_points X = {0}, Y = {0};
   gpuml_status st = GPUML_OK;
   if (gm_use_gemm(d) && (st = gm_gemm_centre(x, n, self ? NULL : y, m, d, &centre))) goto done;
   if ((st = gm_points_init(&X, x, n, d, centre, threads))) goto done;
   if (!self && (st = gm_points_init(&Y, y, m, d, centre, threads))) goto done;
   const gm_points *Yp = self ? &X : &Y;
-  tile = gm_alloc((size_t)GM_DIST_TILE * GM_DIST_TILE, sizeof *tile);
-  if (!tile) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate a distance tile");
+  tiles = gm_alloc((size_t)threads * GM_DIST_TILE * GM_DIST_TILE, sizeof *tiles);
+  if (!tiles) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the distance tiles");
     goto done;
   }
-  int64_t done_cols = 0;
-  for (int64_t b0 = 0; b0 < m; b0 += GM_DIST_TILE) {
-    int64_t bn = m - b0 < GM_DIST_TILE ? m - b0 : GM_DIST_TILE;
-    /* For x against itself only tiles on or above the diagonal are computed. */
-    for (int64_t a0 = 0; a0 < (self ? b0 + bn : n); a0 += GM_DIST_TILE) {
-      int64_t an = n - a0 < GM_DIST_TILE ? n - a0 : GM_DIST_TILE;
-      if (self && a0 + an > b0 + bn) an = b0 + bn - a0;
-      gm_sqdist_tile(&X, a0, an, Yp, b0, bn, tile, an, threads);
-      store_tile(tile, an, bn, a0, b0, n, squared, self, out, outf, threads);
-      if (gm_interrupted(opt)) {
-        st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "distance computation interrupted");
-        goto done;
+  volatile int stop = 0;
+  int64_t tiles_done = 0;
+  const int blas_threads = gm_blas_serial_begin();
+#pragma omp parallel num_threads(threads)
+  {
+    double *tile = tiles + (size_t)gm_thread_id() * GM_DIST_TILE * GM_DIST_TILE;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < ntiles; t++) {
+      if (stop) continue;
+      int64_t ab, bb;
+      if (self) { /* t enumerates the upper triangle column by column */
+        bb = (int64_t)((sqrt(8.0 * (double)t + 1) - 1) / 2);
+        while (bb * (bb + 1) / 2 > t) bb--;
+        while ((bb + 1) * (bb + 2) / 2 <= t) bb++;
+        ab = t - bb * (bb + 1) / 2;
+      } else {
+        ab = t % a_blocks;
+        bb = t / a_blocks;
+      }
+      const int64_t a0 = ab * GM_DIST_TILE, b0 = bb * GM_DIST_TILE;
+      const int64_t an = n - a0 < GM_DIST_TILE ? n - a0 : GM_DIST_TILE;
+      const int64_t bn = m - b0 < GM_DIST_TILE ? m - b0 : GM_DIST_TILE;
+      gm_sqdist_tile(&X, a0, an, Yp, b0, bn, tile, an, 1);
+      store_tile(tile, an, bn, a0, b0, n, squared, self, out, outf, 1);
+      int64_t now;
+#pragma omp atomic capture
+      now = ++tiles_done;
+      if (gm_is_calling_thread()) {
+        if (gm_interrupted(opt)) stop = 1;
+        else gm_progress(opt, "dist", now, ntiles);
       }
     }
-    done_cols += bn;
-    gm_progress(opt, "dist", done_cols, m);
   }
+  gm_blas_serial_end(blas_threads);
+  if (stop)
+    st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "distance computation interrupted");
+  else
+    gm_progress(opt, "dist", ntiles, ntiles);
 done:
-  free(tile);
+  free(tiles);
   free(centre);
   gm_points_free(&X);
   gm_points_free(&Y);
@@ -84,7 +117,7 @@ static gpuml_status check_dist_args(int64_t n, int64_t d, const void *y, int64_t
     return gm_fail(GPUML_ERR_ARG, "dist:tooLarge",
                    "the %lld x %lld distance matrix is too large to hold", (long long)n,
                    (long long)cols);
-  return gm_choose_backend(opt, (double)n * (double)cols * (double)d, 0, "dist");
+  return gm_choose_backend(opt, (double)n * (double)cols * (double)d, GM_DIST_CUDA_READY, "dist");
 }
 
 gpuml_status gpuml_dist(const double *x, int64_t n, int64_t d, const double *y, int64_t m,
@@ -94,6 +127,10 @@ gpuml_status gpuml_dist(const double *x, int64_t n, int64_t d, const double *y, 
   if (!st && y) st = gm_check_matrix(y, m, d, "y", "dist");
   if (!st) st = check_dist_args(n, d, y, m, out, opt);
   if (st) return st;
+#ifdef GPUML_HAVE_CUDA
+  if (opt->backend_used == GPUML_BACKEND_CUDA)
+    return gpuml_cuda_dist(x, n, d, y, m, squared, 0, out, opt);
+#endif
   return dist_cpu(x, n, d, y, m, squared, out, NULL, opt);
 }
 
@@ -104,6 +141,10 @@ gpuml_status gpuml_dist_f(const float *x, int64_t n, int64_t d, const float *y, 
   if (!st && y) st = gm_check_matrix_f(y, m, d, "y", "dist");
   if (!st) st = check_dist_args(n, d, y, m, out, opt);
   if (st) return st;
+#ifdef GPUML_HAVE_CUDA
+  if (opt->backend_used == GPUML_BACKEND_CUDA)
+    return gpuml_cuda_dist(x, n, d, y, m, squared, 1, out, opt);
+#endif
   double *xd = NULL, *yd = NULL;
   if (!(st = gm_widen(x, n * d, &xd)) && !(st = gm_widen(y, y ? m * d : 0, &yd)))
     st = dist_cpu(xd, n, d, yd, m, squared, NULL, out, opt);

@@ -43,6 +43,10 @@ int gm_interrupted(const gpuml_options *opt);
 
 /* OpenMP threads to use for this call. */
 int gm_threads(const gpuml_options *opt);
+/* This thread's number in the current OpenMP team (0 outside one), and whether it is
+ * the thread that called gpuml (the only one allowed to run the callbacks). */
+int gm_thread_id(void);
+int gm_is_calling_thread(void);
 
 /* Resolves opt->backend for a problem of `work` pair-dimension operations. `cuda_ready`
  * says whether the CUDA side implements this algorithm. Sets opt->backend_used. */

@@ -112,3 +112,13 @@ int gm_threads(const gpuml_options *opt) {
   return 1;
 #endif
 }
+
+int gm_thread_id(void) {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+int gm_is_calling_thread(void) { return gm_thread_id() == 0; }

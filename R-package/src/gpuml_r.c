@@ -32,7 +32,7 @@ static void r_progress(void *ctx, const char *stage, int64_t done, int64_t total
   (void)ctx;
   const char *unit = "";
   if (strcmp(stage, "knn") == 0) unit = " queries";
-  else if (strcmp(stage, "dist") == 0) unit = " columns";
+  else if (strcmp(stage, "dist") == 0) unit = " tiles";
   REprintf("%s: %lld/%lld%s\n", stage, (long long)done, (long long)total, unit);
 }
 
