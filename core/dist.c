@@ -62,7 +62,7 @@ static gpuml_status dist_cpu(const double *x, int64_t n, int64_t d, const double
     goto done;
   }
   volatile int stop = 0;
-  int64_t tiles_done = 0;
+  int64_t tiles_done = 0, reported = 0;
   const int blas_threads = gm_blas_serial_begin();
 #pragma omp parallel num_threads(threads)
   {
@@ -90,14 +90,14 @@ static gpuml_status dist_cpu(const double *x, int64_t n, int64_t d, const double
       now = ++tiles_done;
       if (gm_is_calling_thread()) {
         if (gm_interrupted(opt)) stop = 1;
-        else gm_progress(opt, "dist", now, ntiles);
+        else gm_progress(opt, "dist", reported = now, ntiles);
       }
     }
   }
   gm_blas_serial_end(blas_threads);
   if (stop)
     st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "distance computation interrupted");
-  else
+  else if (reported < ntiles)
     gm_progress(opt, "dist", ntiles, ntiles);
 done:
   free(tiles);

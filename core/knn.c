@@ -158,7 +158,7 @@ static gpuml_status knn_cpu(const double *data, int64_t n, int64_t d, const doub
   }
 
   volatile int stop = 0;
-  int64_t queries_done = 0;
+  int64_t queries_done = 0, reported = 0;
   const int blas_threads = gm_blas_serial_begin();
 #pragma omp parallel num_threads(threads)
   {
@@ -173,13 +173,13 @@ static gpuml_status knn_cpu(const double *data, int64_t n, int64_t d, const doub
       int64_t now;
 #pragma omp atomic capture
       now = queries_done += qn;
-      if (gm_is_calling_thread() && !stop) gm_progress(opt, "knn", now, m);
+      if (gm_is_calling_thread() && !stop) gm_progress(opt, "knn", reported = now, m);
     }
   }
   gm_blas_serial_end(blas_threads);
   if (stop)
     st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "kNN search interrupted");
-  else
+  else if (reported < m)
     gm_progress(opt, "knn", m, m);
 done:
   free(tiles);

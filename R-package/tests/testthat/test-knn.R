@@ -222,9 +222,11 @@ test_that("verbose reports progress and the backend", {
   x <- matrix(rnorm(1200 * 2), ncol = 2)
   out <- capture.output(r <- gpu_knn(x, k = 3, backend = "cpu", verbose = TRUE),
                         type = "message")
-  expect_identical(grep("^knn: [0-9]+/1200 queries$", out, value = TRUE),
-                   c("knn: 512/1200 queries", "knn: 1024/1200 queries",
-                     "knn: 1200/1200 queries"))
+  done <- as.integer(sub("^knn: ([0-9]+)/1200 queries$", "\\1",
+                          grep("^knn: [0-9]+/1200 queries$", out, value = TRUE)))
+  expect_gt(length(done), 0)
+  expect_false(is.unsorted(done, strictly = TRUE))
+  expect_identical(done[length(done)], 1200L)
   expect_match(out, "^knn: 1200 queries, k = 3 on cpu$", all = FALSE)
   expect_identical(r$nn.index, gpu_knn(x, k = 3, backend = "cpu")$nn.index)
   quiet <- capture.output(r2 <- gpu_knn(x, k = 3, backend = "cpu"), type = "message")
