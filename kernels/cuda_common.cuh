@@ -1,0 +1,258 @@
+// Host-side plumbing shared by the CUDA drivers (dist.cu, knn.cu): one context per call
+// that owns the stream, the cuBLAS handle and every device allocation, frees them all in
+// its destructor (the single cleanup path, also on errors and interrupts) and turns CUDA
+// and cuBLAS failures into gm_fail() messages. Plus the device helpers that the distance
+// and selection kernels share.
+#ifndef GPUML_CUDA_COMMON_CUH
+#define GPUML_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+namespace gm {
+
+// A GEMM value below this fraction of |a|^2 + |b|^2 is recomputed directly, as on the
+// CPU (core/distance_tiles.c).
+constexpr double kCancellationGuard = 1e-3;
+// Below this dimension the direct form is used (GM_GEMM_MIN_DIM on the CPU).
+constexpr int64_t kGemmMinDim = 16;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---------------------------------------------------------------------------------------
+// Device helpers
+
+// The strict order used everywhere: by distance, then by index.
+template <typename T>
+__device__ __forceinline__ bool before(T d1, int64_t i1, T d2, int64_t i2) {
+  return d1 < d2 || (d1 == d2 && i1 < i2);
+}
+
+template <typename T>
+__device__ __forceinline__ T infinity_of();
+template <>
+__device__ __forceinline__ float infinity_of<float>() {
+  return __int_as_float(0x7f800000);
+}
+template <>
+__device__ __forceinline__ double infinity_of<double>() {
+  return __longlong_as_double(0x7ff0000000000000LL);
+}
+
+// The reference squared distance: a plain fp64 sum in dimension order with no fused
+// multiply-add, which is what gm_sqdist() computes on the CPU (bit for bit).
+template <typename In>
+__device__ __forceinline__ double exact_sqdist(const In *a, const In *b, int64_t d) {
+  double s = 0;
+  for (int64_t t = 0; t < d; t++) {
+    double diff = __dsub_rn((double)a[t], (double)b[t]);
+    s = __dadd_rn(s, __dmul_rn(diff, diff));
+  }
+  return s;
+}
+
+// s += diff^2 in T without contraction for doubles (so that the fp64 direct form gives
+// exactly the reference value); fp32 is free to use an FMA.
+__device__ __forceinline__ double add_square(double s, double diff) {
+  return __dadd_rn(s, __dmul_rn(diff, diff));
+}
+__device__ __forceinline__ float add_square(float s, float diff) { return fmaf(diff, diff, s); }
+
+// The GEMM form's value from -2 a.b and the two squared norms, with the cancellation
+// guard and the clamp at +0 (never -0, so float bits order like the values).
+template <typename T, typename In>
+__device__ __forceinline__ T gemm_value(T minus2dot, T na, T nb, const In *xa, const In *xb,
+                                        int64_t d) {
+  T norms = na + nb;
+  T s = norms + minus2dot;
+  if (s < (T)kCancellationGuard * norms) s = (T)exact_sqdist(xa, xb, d);
+  return s > (T)0 ? s : (T)0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Host context
+
+// Parses a positive integer from the environment (0 when unset or malformed). Used for
+// internal testing knobs only.
+static inline int64_t env_int(const char *name) {
+  const char *s = getenv(name);
+  if (!s || !*s) return 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  return (end && *end == '\0' && v > 0) ? (int64_t)v : 0;
+}
+
+#define GM_CHECK_RETURN(expr)      \
+  do {                             \
+    gpuml_status gm_s_ = (expr);   \
+    if (gm_s_) return gm_s_;       \
+  } while (0)
+
+class Context {
+ public:
+  explicit Context(const char *id) : id_(id) {}
+  Context(const Context &) = delete;
+  Context &operator=(const Context &) = delete;
+
+  ~Context() {
+    if (stream_) cudaStreamSynchronize(stream_);
+    for (int i = 0; i < nextra_; i++) cudaStreamSynchronize(extra_[i]);
+    for (int i = 0; i < ndev_; i++) cudaFree(dev_[i]);
+    for (int i = 0; i < nhost_; i++) cudaFreeHost(host_[i]);
+    for (int i = 0; i < nevent_; i++) cudaEventDestroy(event_[i]);
+    if (blas_) cublasDestroy(blas_);
+    for (int i = 0; i < nextra_; i++) cudaStreamDestroy(extra_[i]);
+    if (stream_) cudaStreamDestroy(stream_);
+    cudaGetLastError();
+    if (prev_device_ >= 0) cudaSetDevice(prev_device_);
+  }
+
+  const char *id() const { return id_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t blas() const { return blas_; }
+  size_t budget() const { return budget_; }
+
+  gpuml_status fail(cudaError_t e, const char *what) {
+    cudaGetLastError();  // clear a non-sticky error so that cleanup calls work
+    if (e == cudaErrorMemoryAllocation)
+      return gm_fail(GPUML_ERR_NOMEM, id_,
+                     "CUDA error in %s: %s (the GPU is out of memory: free GPU memory or "
+                     "set a smaller gpu_memory_limit)",
+                     what, cudaGetErrorString(e));
+    return gm_fail(GPUML_ERR_CUDA, id_, "CUDA error in %s: %s", what, cudaGetErrorString(e));
+  }
+  gpuml_status check(cudaError_t e, const char *what) {
+    return e == cudaSuccess ? GPUML_OK : fail(e, what);
+  }
+  gpuml_status check_blas(cublasStatus_t s, const char *what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return GPUML_OK;
+    cudaGetLastError();
+    if (s == CUBLAS_STATUS_ALLOC_FAILED)
+      return gm_fail(GPUML_ERR_NOMEM, id_, "cuBLAS error in %s: %s (the GPU is out of memory)",
+                     what, cublasGetStatusString(s));
+    return gm_fail(GPUML_ERR_CUDA, id_, "cuBLAS error in %s: %s", what,
+                   cublasGetStatusString(s));
+  }
+  // After a kernel launch: reports launch errors at once.
+  gpuml_status launched(const char *what) { return check(cudaGetLastError(), what); }
+  // Waits for the stream: reports errors of the kernels queued before.
+  gpuml_status sync(const char *what) { return check(cudaStreamSynchronize(stream_), what); }
+
+  // Selects the device, creates the stream (and the cuBLAS handle) and works out the
+  // memory budget: the caller's limit, else 80% of the free memory.
+  gpuml_status init(const gpuml_options *opt, int need_blas) {
+    int prev = 0;
+    gpuml_status st = check(cudaGetDevice(&prev), "cudaGetDevice");
+    if (st) return st;
+    prev_device_ = prev;
+    if ((st = check(cudaSetDevice(opt->device), "cudaSetDevice"))) return st;
+    if ((st = check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                    "cudaStreamCreate")))
+      return st;
+    if (need_blas) {
+      if ((st = check_blas(cublasCreate(&blas_), "cublasCreate"))) return st;
+      if ((st = check_blas(cublasSetStream(blas_, stream_), "cublasSetStream"))) return st;
+      // Default math: no TF32 for S/DGEMM (TF32 is only used when asked for).
+      if ((st = check_blas(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")))
+        return st;
+      if ((st = check_blas(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST),
+                           "cublasSetPointerMode")))
+        return st;
+    }
+    size_t free_b = 0, total_b = 0;
+    if ((st = check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"))) return st;
+    size_t limit = 0;
+    if ((st = gm_gpu_memory_limit(opt, &limit))) return st;
+    size_t usable = (size_t)((double)free_b * 0.8);
+    budget_ = limit ? limit : usable;
+    if (budget_ > (size_t)((double)free_b * 0.95)) budget_ = (size_t)((double)free_b * 0.95);
+    return GPUML_OK;
+  }
+
+  // A further stream (work that overlaps the main one) and events to order them; both
+  // are released by the destructor.
+  gpuml_status new_stream(cudaStream_t *s) {
+    *s = nullptr;
+    if (nextra_ == kMaxStreams) return gm_fail(GPUML_ERR_CUDA, id_, "internal: too many streams");
+    GM_CHECK_RETURN(check(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    extra_[nextra_++] = *s;
+    return GPUML_OK;
+  }
+  gpuml_status new_event(cudaEvent_t *e) {
+    *e = nullptr;
+    if (nevent_ == kMax) return gm_fail(GPUML_ERR_CUDA, id_, "internal: too many events");
+    GM_CHECK_RETURN(check(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate"));
+    event_[nevent_++] = *e;
+    return GPUML_OK;
+  }
+  // Makes `waiter` wait for the work queued on `s` so far.
+  gpuml_status order(cudaStream_t s, cudaStream_t waiter, cudaEvent_t e) {
+    GM_CHECK_RETURN(check(cudaEventRecord(e, s), "cudaEventRecord"));
+    return check(cudaStreamWaitEvent(waiter, e, 0), "cudaStreamWaitEvent");
+  }
+  gpuml_status sync_all(const char *what) {
+    for (int i = 0; i < nextra_; i++) GM_CHECK_RETURN(check(cudaStreamSynchronize(extra_[i]), what));
+    return sync(what);
+  }
+
+  template <typename P>
+  gpuml_status alloc(P **p, size_t count, const char *what) {
+    *p = NULL;
+    if (count == 0) count = 1;
+    if (ndev_ == kMax) return gm_fail(GPUML_ERR_CUDA, id_, "internal: too many device buffers");
+    if (count > SIZE_MAX / sizeof(P))
+      return gm_fail(GPUML_ERR_NOMEM, id_, "%s is too large for the GPU", what);
+    void *q = NULL;
+    cudaError_t e = cudaMalloc(&q, count * sizeof(P));
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      if (e == cudaErrorMemoryAllocation)
+        return gm_fail(GPUML_ERR_NOMEM, id_,
+                       "cannot allocate %.1f MB of GPU memory for %s (%s): free GPU memory "
+                       "or set a smaller gpu_memory_limit",
+                       (double)(count * sizeof(P)) / 1e6, what, cudaGetErrorString(e));
+      return fail(e, what);
+    }
+    dev_[ndev_++] = q;
+    *p = (P *)q;
+    return GPUML_OK;
+  }
+
+ private:
+  static constexpr int kMax = 64;
+  static constexpr int kMaxStreams = 4;
+  cudaStream_t extra_[kMaxStreams] = {};
+  int nextra_ = 0;
+  cudaEvent_t event_[kMax] = {};
+  int nevent_ = 0;
+  const char *id_;
+  int prev_device_ = -1;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  size_t budget_ = 0;
+  void *dev_[kMax] = {};
+  int ndev_ = 0;
+  void *host_[kMax] = {};
+  int nhost_ = 0;
+};
+
+static inline unsigned grid_1d(int64_t count, int block) {
+  int64_t g = (count + block - 1) / block;
+  if (g < 1) g = 1;
+  if (g > 2147483647) g = 2147483647;
+  return (unsigned)g;
+}
+
+}  // namespace gm
+
+#define GM_TRY(...)               \
+  do {                            \
+    gpuml_status gm_st_ = (__VA_ARGS__); \
+    if (gm_st_) return gm_st_;    \
+  } while (0)
+
+#endif

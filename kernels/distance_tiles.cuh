@@ -1,0 +1,95 @@
+// Squared distance tiles on the device, shared by dist.cu and knn.cu:
+//  - the direct form for d < 16 (a 32 x 32 tile per block, both point blocks in shared
+//    memory), exact in fp64 (same sums as the CPU);
+//  - the GEMM form: cuBLAS gives -2 a.b for a block of points A (rows) against a block B
+//    (columns); gemm_value() adds the norms, applies the cancellation guard and clamps.
+// Tiles are column-major: S[a + b * lds] is the pair (A[a], B[b]).
+#ifndef GPUML_DISTANCE_TILES_CUH
+#define GPUML_DISTANCE_TILES_CUH
+
+#include "points.cuh"
+
+namespace gm {
+namespace {
+
+constexpr int kDirectMaxDim = 16;  // the direct tile keeps d < 16 values per point
+
+// Direct tile for d < 16. Differences are taken in the input precision and then rounded
+// to T, so that fp32 keeps the relative accuracy of close pairs of double inputs. When
+// `exclude` is set, the pair with a_first + a == b_first + b
+// (a point and itself, in a self-search) gets +infinity.
+template <typename T, typename In>
+__global__ void direct_tile_kernel(const In *__restrict__ xa, int64_t an,
+                                   const In *__restrict__ xb, int64_t bn, int d,
+                                   T *__restrict__ S, int64_t lds, int exclude,
+                                   int64_t a_first, int64_t b_first) {
+  __shared__ In sa[kDirectMaxDim][32];
+  __shared__ In sb[kDirectMaxDim][32];
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
+  const int64_t a0 = (int64_t)blockIdx.x * 32;
+  for (int64_t b0 = (int64_t)blockIdx.y * 32; b0 < bn; b0 += (int64_t)gridDim.y * 32) {
+    for (int e = tid; e < 32 * d; e += 256) {
+      int i = e / d, t = e - i * d;
+      sa[t][i] = a0 + i < an ? xa[(a0 + i) * d + t] : (In)0;
+      sb[t][i] = b0 + i < bn ? xb[(b0 + i) * d + t] : (In)0;
+    }
+    __syncthreads();
+    const int64_t a = a0 + tx;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int bl = ty + 8 * u;
+      const int64_t b = b0 + bl;
+      if (a < an && b < bn) {
+        T s = 0;
+        for (int t = 0; t < d; t++) s = add_square(s, (T)(sa[t][tx] - sb[t][bl]));
+        if (exclude && a_first + a == b_first + b) s = infinity_of<T>();
+        S[a + b * lds] = s;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T, typename In>
+gpuml_status direct_tile(Context &ctx, const In *xa, int64_t an, const In *xb, int64_t bn,
+                         int64_t d, T *S, int64_t lds, int exclude, int64_t a_first,
+                         int64_t b_first) {
+  if (d >= kDirectMaxDim)
+    return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: direct tile with d = %lld",
+                   (long long)d);
+  int64_t gy = (bn + 31) / 32;
+  dim3 grid(grid_1d(an, 32), (unsigned)(gy < 65535 ? gy : 65535)), block(32, 8);
+  direct_tile_kernel<T, In><<<grid, block, 0, ctx.stream()>>>(xa, an, xb, bn, (int)d, S, lds,
+                                                               exclude, a_first, b_first);
+  return ctx.launched("direct distance tile");
+}
+
+// A GEMM tile: G[a + b * ldg] = -2 * pa[a] . pb[b] for a < an, b < bn.
+template <typename T>
+gpuml_status gemm_tile(Context &ctx, const T *pa, int64_t an, const T *pb, int64_t bn,
+                       int64_t d, T *G, int64_t ldg);
+
+template <>
+gpuml_status gemm_tile<float>(Context &ctx, const float *pa, int64_t an, const float *pb,
+                              int64_t bn, int64_t d, float *G, int64_t ldg) {
+  const float alpha = -2.0f, beta = 0.0f;
+  return ctx.check_blas(cublasSgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn,
+                                    (int)d, &alpha, pa, (int)d, pb, (int)d, &beta, G,
+                                    (int)ldg),
+                        "cublasSgemm");
+}
+
+template <>
+gpuml_status gemm_tile<double>(Context &ctx, const double *pa, int64_t an, const double *pb,
+                               int64_t bn, int64_t d, double *G, int64_t ldg) {
+  const double alpha = -2.0, beta = 0.0;
+  return ctx.check_blas(cublasDgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn,
+                                    (int)d, &alpha, pa, (int)d, pb, (int)d, &beta, G,
+                                    (int)ldg),
+                        "cublasDgemm");
+}
+
+}  // namespace
+}  // namespace gm
+
+#endif

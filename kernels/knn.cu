@@ -1,0 +1,496 @@
+// gpuml_cuda_knn(): exact k nearest neighbours on the GPU. Queries are taken in tiles;
+// for each query tile the reference points are visited in tiles, each giving a distance
+// tile (cuBLAS GEMM + norms for d >= 16, or the direct form computed inside the
+// selection kernel for small k and d < 16) that is merged at once into every query's
+// running top-K list on the device (select.cuh). The m x n matrix never exists beyond
+// one tile. K = k plus up to 16 extra candidates; at the end the candidates' distances
+// are recomputed exactly in fp64 from the points as given and sorted by (distance,
+// index), which reproduces the CPU backend's answer.
+//
+// Internal knobs (environment) that force the paths the test sizes would not reach:
+//   GPUML_CUDA_TILE=N           tiles of at most N rows, data reloaded per tile
+//   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile rows with the data resident
+//   GPUML_CUDA_KNN_SELECT=general                    the radix selection for every k
+#include "gpuml_cuda.h"
+#include "select.cuh"
+
+namespace gm {
+namespace {
+
+constexpr int64_t kExtraCandidates = 16;  // GM_KNN_EXTRA_CANDIDATES on the CPU
+constexpr int64_t kQueryTileMax = 4096;
+constexpr int64_t kRefTileSmall = 16384;  // GEMM tile rows with the warp selection
+constexpr int64_t kRefTileLarge = 65536;  // tile rows with the radix selection
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+template <typename T, typename In>
+struct KnnPlan {
+  bool small = false, gemm = false, tile = false, resident = false, q_view = false;
+  int64_t K = 0, rt = 0, qt = 0, raw_rows = 0;
+  size_t cub_bytes = 0;
+};
+
+template <typename T>
+size_t cub_sort_bytes(int64_t items, int64_t segments) {
+  static const int64_t dummy[2] = {0, 0};  // only the sizes are asked for
+  const int64_t *offsets = dummy;
+  size_t a = 0, b = 0, c = 0;
+  cub::DeviceSegmentedSort::StableSortPairs<T, int64_t>(nullptr, a, nullptr, nullptr, nullptr,
+                                                        nullptr, items, segments, offsets,
+                                                        offsets + 1);
+  cub::DeviceSegmentedSort::StableSortPairs<int64_t, double>(
+      nullptr, b, nullptr, nullptr, nullptr, nullptr, items, segments, offsets, offsets + 1);
+  cub::DeviceSegmentedSort::StableSortPairs<double, int64_t>(
+      nullptr, c, nullptr, nullptr, nullptr, nullptr, items, segments, offsets, offsets + 1);
+  size_t m = a > b ? a : b;
+  return m > c ? m : c;
+}
+
+// The warp selection of a GEMM tile runs on its own stream, overlapping the next GEMM,
+// when the data stay on the device (nothing is reloaded under it).
+template <typename T, typename In>
+bool overlap_gemm(const KnnPlan<T, In> &p) {
+  return p.small && p.gemm && p.resident;
+}
+
+template <typename T, typename In>
+size_t plan_bytes(const KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t k, bool self,
+                  int64_t qt, size_t *cub_bytes) {
+  const size_t pb = point_bytes<In, T>(d, p.gemm);
+  const size_t K = (size_t)p.K;
+  size_t s = (size_t)p.raw_rows * (size_t)d * sizeof(In) + (size_t)d * 4 * 8 + 4096;
+  s += (p.resident ? (size_t)n : (size_t)p.rt) * pb;
+  // Queries not held in the data set: two tiles (the next one loads during the search)
+  // and a second staging buffer.
+  if (!(self && p.resident))
+    s += 2 * (size_t)qt * pb + (size_t)p.raw_rows * (size_t)d * sizeof(In);
+  // Two distance tiles when the selection overlaps the next GEMM.
+  if (p.tile) s += (size_t)p.rt * (size_t)qt * sizeof(T) * (overlap_gemm(p) ? 2 : 1);
+  s += (size_t)qt * K * (sizeof(T) + 8) * (p.small ? 1 : 2);  // lists (+ compaction)
+  s += (size_t)qt * K * 8;                                    // exact distances
+  const bool big_final = p.K > kBitonicMaxK;
+  if (big_final) s += (size_t)qt * K * 16;
+  s += (size_t)qt * (size_t)k * (8 + sizeof(In));  // outputs
+  size_t cb = 0;
+  if (big_final) {
+    s += ((size_t)qt + 1) * 8;
+    cb = cub_sort_bytes<T>((int64_t)qt * p.K, qt);
+    s += cb + 256;
+  }
+  if (cub_bytes) *cub_bytes = cb;
+  return s;
+}
+
+// Picks the tiles: the largest query tile (up to kQueryTileMax) that fits the budget,
+// with the data resident on the device when that leaves room for a good query tile.
+template <typename T, typename In>
+gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_t k, bool self,
+                      size_t budget) {
+  size_t raw_bytes = budget / 8 < ((size_t)64 << 20) ? budget / 8 : ((size_t)64 << 20);
+  if (raw_bytes < (size_t)d * sizeof(In)) raw_bytes = (size_t)d * sizeof(In);
+  p.raw_rows = staging_rows<In>(raw_bytes, d, n > m ? n : m);
+  const int64_t knob = env_int("GPUML_CUDA_TILE");
+  int64_t rt_pref = p.tile ? min64(n, p.small ? kRefTileSmall : kRefTileLarge) : n;
+  int64_t qt_pref = min64(m, p.gemm && p.small ? 2 * kQueryTileMax : kQueryTileMax);
+  if (knob) {
+    rt_pref = min64(rt_pref, knob);
+    qt_pref = min64(qt_pref, knob);
+  }
+  // Tuning knobs (tile rows of the references / queries), for benchmarks only.
+  const int64_t rt_knob = env_int("GPUML_CUDA_REF_TILE"), qt_knob = env_int("GPUML_CUDA_QUERY_TILE");
+  if (rt_knob && p.tile) rt_pref = min64(n, rt_knob);
+  if (qt_knob) qt_pref = min64(m, qt_knob);
+  for (int res = knob ? 0 : 1; res >= 0; res--) {
+    p.resident = res != 0;
+    p.rt = p.resident && !p.tile ? n : rt_pref;
+    for (;;) {
+      // Largest qt <= qt_pref that fits (the bytes grow with qt).
+      int64_t lo = 0, hi = qt_pref;
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (plan_bytes(p, n, d, k, self, mid, nullptr) <= budget) lo = mid;
+        else hi = mid - 1;
+      }
+      const int64_t qt = lo;
+      const int64_t want = min64(m, p.resident ? 256 : 64);
+      if (qt >= 1 && (qt >= want || (!p.resident && p.rt <= 32))) {
+        p.qt = qt;
+        p.q_view = self && p.resident;
+        plan_bytes(p, n, d, k, self, qt, &p.cub_bytes);
+        return GPUML_OK;
+      }
+      if (p.resident) break;
+      if (p.rt <= 1) {
+        if (qt >= 1) {
+          p.qt = qt;
+          p.q_view = false;
+          plan_bytes(p, n, d, k, self, qt, &p.cub_bytes);
+          return GPUML_OK;
+        }
+        return gm_fail(GPUML_ERR_NOMEM, "knn:cuda",
+                       "the GPU memory budget of %.1f MB is too small for k = %lld with "
+                       "%lld-dimensional points; raise gpu_memory_limit or use backend \"cpu\"",
+                       (double)budget / 1e6, (long long)k, (long long)d);
+      }
+      p.rt = p.rt / 2 > 1 ? p.rt / 2 : 1;
+    }
+  }
+  return gm_fail(GPUML_ERR_NOMEM, "knn:cuda", "internal: no kNN plan");
+}
+
+template <typename T, typename In, int KMAX>
+gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, int64_t rn, int64_t qn, const T *nr,
+                               const T *nq, const In *xr, const In *xq, int64_t d, int64_t r0,
+                               int64_t q0, int self, T *Ld, int64_t *Li, int K, int fresh) {
+  constexpr int W = SmallConfig<KMAX>::warps;
+  select_small_gemm_kernel<T, In, KMAX><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+      G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
+  return ctx.launched("kNN selection");
+}
+
+template <typename T, typename In, int KMAX, int DIM>
+gpuml_status launch_small_direct(Context &ctx, cudaStream_t stream, const In *xr, int64_t rn, const In *xq,
+                                 int64_t qn, int64_t d, int64_t r0, int64_t q0, int self,
+                                 T *Ld, int64_t *Li, int K, int fresh) {
+  constexpr int W = SmallConfig<KMAX>::warps;
+  select_small_direct_kernel<T, In, KMAX, DIM><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+      xr, rn, xq, (int)qn, (int)d, r0, q0, self, Ld, Li, K, fresh);
+  return ctx.launched("kNN selection (direct)");
+}
+
+template <typename T, typename In, int KMAX>
+gpuml_status small_direct_dim(Context &ctx, cudaStream_t stream, const In *xr, int64_t rn, const In *xq, int64_t qn,
+                              int64_t d, int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li,
+                              int K, int fresh) {
+  switch (d) {
+    case 1: return launch_small_direct<T, In, KMAX, 1>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
+    case 2: return launch_small_direct<T, In, KMAX, 2>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
+    case 3: return launch_small_direct<T, In, KMAX, 3>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
+    default: return launch_small_direct<T, In, KMAX, 0>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
+  }
+}
+
+template <typename T, typename In>
+gpuml_status small_select(Context &ctx, cudaStream_t stream, bool gemm, const T *G, int64_t rn, int64_t qn,
+                          const T *nr, const T *nq, const In *xr, const In *xq, int64_t d,
+                          int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
+                          int fresh) {
+  if (gemm) {
+    if (K <= 32) return launch_small_gemm<T, In, 32>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
+    if (K <= 64) return launch_small_gemm<T, In, 64>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
+    if (K <= 128) return launch_small_gemm<T, In, 128>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
+    return launch_small_gemm<T, In, 256>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
+  }
+  if (K <= 32) return small_direct_dim<T, In, 32>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
+  if (K <= 64) return small_direct_dim<T, In, 64>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
+  if (K <= 128) return small_direct_dim<T, In, 128>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
+  return small_direct_dim<T, In, 256>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
+}
+
+inline int pow2_at_least(int64_t K) {
+  int P = 32;
+  while (P < K) P <<= 1;
+  return P;
+}
+
+// Dynamic shared memory above 48 KB must be allowed per kernel.
+template <typename Kernel>
+gpuml_status allow_shared(Context &ctx, Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return GPUML_OK;
+  return ctx.check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)bytes),
+                   "cudaFuncSetAttribute (shared memory for sorting)");
+}
+
+template <typename TK>
+gpuml_status sort_segments(Context &ctx, const TK *in_d, const int64_t *in_i, int64_t K,
+                           int64_t qn, TK *out_d, int64_t *out_i) {
+  const int P = pow2_at_least(K);
+  const size_t bytes = (size_t)P * (sizeof(TK) + sizeof(int64_t));
+  GM_TRY(allow_shared(ctx, sort_segments_kernel<TK>, bytes));
+  sort_segments_kernel<TK><<<(unsigned)qn, kSortThreads, bytes, ctx.stream()>>>(
+      in_d, in_i, K, P, out_d, out_i);
+  return ctx.launched("sorting candidates");
+}
+
+template <typename In>
+gpuml_status final_sort(Context &ctx, const double *Rd, const int64_t *Li, int64_t K,
+                        int64_t qn, int64_t k, int64_t *out_idx, In *out_dist, int64_t ldo) {
+  const int P = pow2_at_least(K);
+  const size_t bytes = (size_t)P * 16;
+  GM_TRY(allow_shared(ctx, final_sort_kernel<In>, bytes));
+  final_sort_kernel<In><<<(unsigned)qn, kSortThreads, bytes, ctx.stream()>>>(
+      Rd, Li, K, P, k, out_idx, out_dist, ldo);
+  return ctx.launched("sorting the neighbours");
+}
+
+template <typename T, typename In>
+gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
+                     int64_t k, int64_t *index, In *dist, const gpuml_options *opt) {
+  const bool self = (query == NULL);
+  if (self) {
+    query = data;
+    m = n;
+  }
+  KnnPlan<T, In> p;
+  p.gemm = d >= kGemmMinDim;
+  const int64_t available = n - (self ? 1 : 0);
+  int64_t extra = kExtraCandidates;
+  if (extra > available - k) extra = available - k;
+  p.K = k + extra;
+  const char *force = getenv("GPUML_CUDA_KNN_SELECT");
+  p.small = p.K <= kSmallMaxK && !(force && strcmp(force, "general") == 0);
+  p.tile = p.gemm || !p.small;
+  if (p.K > 2147483647LL)
+    return gm_fail(GPUML_ERR_ARG, "knn:tooLarge", "k = %lld is too large for the GPU",
+                   (long long)k);
+  const int K = (int)p.K;
+
+  Context ctx("knn:cuda");
+  GM_TRY(ctx.init(opt, p.gemm));
+  GM_TRY(plan_knn(p, n, d, m, k, self, ctx.budget()));
+
+  Staging<In> sg;
+  sg.rows = p.raw_rows;
+  GM_TRY(ctx.alloc(&sg.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
+  double *centre = nullptr;
+  if (p.gemm) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
+  PointSet<In, T> R, Q;  // Q: the template of the query tiles
+  R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre;
+  Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre;
+  GM_TRY(alloc_points(ctx, R, p.resident ? n : p.rt));
+  if (p.gemm && p.resident)
+    GM_TRY(load_resident_with_centre(ctx, sg, R, self ? nullptr : query, m, centre));
+  else if (p.gemm)
+    GM_TRY(compute_centre<In>(ctx, sg, data, n, self ? nullptr : query, m, d, centre));
+  else if (p.resident)
+    GM_TRY(load_points(ctx, sg, R, 0, n));
+
+  const int64_t qt = p.qt, rt = p.resident && !p.tile ? n : p.rt;
+  const size_t QK = (size_t)qt * (size_t)K;
+  T *G = nullptr, *Ld = nullptr, *Cd = nullptr;
+  int64_t *Li = nullptr, *Ci = nullptr, *offsets = nullptr, *T1i = nullptr;
+  double *Rd = nullptr, *T1d = nullptr;
+  int64_t *out_idx = nullptr;
+  In *out_dist = nullptr;
+  void *cub_tmp = nullptr;
+  const bool big_final = p.K > kBitonicMaxK;
+  // Streams: the main one (GEMMs, reranking, outputs); `sel` for the warp selection
+  // when it overlaps the next GEMM; `up` for loading the next query tile during the
+  // search. Events order them.
+  cudaStream_t main_s = ctx.stream(), sel_s = main_s, up_s = main_s;
+  const bool overlap = overlap_gemm(p), prefetch = !p.q_view;
+  cudaEvent_t g_done[2] = {}, s_done[2] = {}, sel_end = nullptr, q_ready[2] = {},
+              q_free[2] = {};
+  if (overlap) {
+    GM_TRY(ctx.new_stream(&sel_s));
+    for (int b = 0; b < 2; b++) {
+      GM_TRY(ctx.new_event(&g_done[b]));
+      GM_TRY(ctx.new_event(&s_done[b]));
+    }
+    GM_TRY(ctx.new_event(&sel_end));
+  }
+  PointSet<In, T> Qb[2] = {Q, Q};
+  Staging<In> sg2;
+  sg2.rows = p.raw_rows;
+  if (prefetch) {
+    GM_TRY(ctx.new_stream(&up_s));
+    for (int b = 0; b < 2; b++) {
+      GM_TRY(ctx.new_event(&q_ready[b]));
+      GM_TRY(ctx.new_event(&q_free[b]));
+      GM_TRY(alloc_points(ctx, Qb[b], p.qt));
+    }
+    GM_TRY(ctx.alloc(&sg2.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
+  }
+  // Queues the load of the query tile at q0 into slot b on the `up` stream, once the
+  // tile that used the slot before is done with it.
+  auto load_queries = [&](int64_t q0, int b) -> gpuml_status {
+    const int64_t qn = m - q0 < qt ? m - q0 : qt;
+    GM_TRY(ctx.check(cudaStreamWaitEvent(up_s, q_free[b], 0), "cudaStreamWaitEvent"));
+    GM_TRY(load_points(ctx, sg2, Qb[b], q0, qn, up_s));
+    return ctx.check(cudaEventRecord(q_ready[b], up_s), "cudaEventRecord");
+  };
+  T *G2[2] = {nullptr, nullptr};
+  if (p.tile) {
+    GM_TRY(ctx.alloc(&G2[0], (size_t)rt * (size_t)qt, "the distance tile"));
+    if (overlap) GM_TRY(ctx.alloc(&G2[1], (size_t)rt * (size_t)qt, "the second distance tile"));
+  }
+  G = G2[0];
+  GM_TRY(ctx.alloc(&Ld, QK, "the candidate lists"));
+  GM_TRY(ctx.alloc(&Li, QK, "the candidate lists"));
+  if (!p.small) {
+    GM_TRY(ctx.alloc(&Cd, QK, "the selected candidates"));
+    GM_TRY(ctx.alloc(&Ci, QK, "the selected candidates"));
+  }
+  GM_TRY(ctx.alloc(&Rd, QK, "the exact distances"));
+  if (big_final) {
+    GM_TRY(ctx.alloc(&T1d, QK, "sorting space"));
+    GM_TRY(ctx.alloc(&T1i, QK, "sorting space"));
+  }
+  // The whole m x k result stays on the device when it fits (one copy at the end);
+  // otherwise each query tile's part is copied out as it is done.
+  const size_t out_bytes = (size_t)k * (8 + sizeof(In));
+  const bool full_out = plan_bytes(p, n, d, k, self, qt, nullptr) + ((size_t)m - (size_t)qt) * out_bytes <=
+                        ctx.budget();
+  const size_t out_rows = full_out ? (size_t)m : (size_t)qt;
+  GM_TRY(ctx.alloc(&out_idx, out_rows * (size_t)k, "the neighbour indices"));
+  GM_TRY(ctx.alloc(&out_dist, out_rows * (size_t)k, "the neighbour distances"));
+  size_t cub_bytes = 0;
+  if (big_final) {
+    GM_TRY(ctx.alloc(&offsets, (size_t)qt + 1, "segment offsets"));
+    HostArray<int64_t> h_off;
+    if (!h_off.alloc((size_t)qt + 1))
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate segment offsets");
+    for (int64_t i = 0; i <= qt; i++) h_off.p[i] = i * p.K;
+    GM_TRY(ctx.check(cudaMemcpyAsync(offsets, h_off.p, ((size_t)qt + 1) * 8,
+                                     cudaMemcpyHostToDevice, ctx.stream()),
+                     "copying segment offsets"));
+    GM_TRY(ctx.sync("copying segment offsets"));
+    cub_bytes = p.cub_bytes;
+    char *tmp = nullptr;
+    GM_TRY(ctx.alloc(&tmp, cub_bytes, "sorting space"));
+    cub_tmp = tmp;
+  }
+
+  if (prefetch) GM_TRY(load_queries(0, 0));
+  int64_t gemm_count = 0;
+  for (int64_t q0 = 0, tile = 0; q0 < m; q0 += qt, tile++) {
+    const int64_t qn = m - q0 < qt ? m - q0 : qt;
+    const size_t qK = (size_t)qn * (size_t)K;
+    const int slot = (int)(tile % 2);
+    if (prefetch)
+      GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, q_ready[slot], 0), "cudaStreamWaitEvent"));
+    const PointSet<In, T> &Qs = p.q_view ? R : Qb[slot];
+    const In *xq = Qs.x_at(q0);
+    const T *pq = p.gemm ? Qs.p_at(q0) : nullptr;
+    const T *nq = p.gemm ? Qs.norm_at(q0) : nullptr;
+
+    int64_t *cand = Li;  // each query's K candidates after the last tile
+    for (int64_t r0 = 0; r0 < n; r0 += rt) {
+      const int64_t rn = n - r0 < rt ? n - r0 : rt;
+      GM_TRY(load_points(ctx, sg, R, r0, rn));
+      const int fresh = r0 == 0;
+      const In *xr = R.x_at(r0);
+      const T *pr = p.gemm ? R.p_at(r0) : nullptr;
+      const T *nr = p.gemm ? R.norm_at(r0) : nullptr;
+      if (overlap) {
+        // GEMM into one buffer (once the selection two steps back is done with it) while
+        // the selection of the other runs on its own stream.
+        const int b = (int)(gemm_count++ % 2);
+        GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
+        GM_TRY(gemm_tile<T>(ctx, pr, rn, pq, qn, d, G2[b], rn));
+        GM_TRY(ctx.order(main_s, sel_s, g_done[b]));
+        GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, nr, nq, xr, xq, d, r0, q0,
+                                   self, Ld, Li, K, fresh));
+        GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
+      } else if (p.small) {
+        if (p.gemm) GM_TRY(gemm_tile<T>(ctx, pr, rn, pq, qn, d, G, rn));
+        GM_TRY(small_select<T, In>(ctx, main_s, p.gemm, G, rn, qn, nr, nq, xr, xq, d, r0, q0,
+                                   self, Ld, Li, K, fresh));
+      } else {
+        if (p.gemm) GM_TRY(gemm_tile<T>(ctx, pr, rn, pq, qn, d, G, rn));
+        if (fresh) {
+          fill_list_kernel<T><<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(Ld, Li,
+                                                                                  (int64_t)qK);
+          GM_TRY(ctx.launched("initialising the candidate lists"));
+        }
+        if (!p.gemm) GM_TRY(direct_tile<T, In>(ctx, xr, rn, xq, qn, d, G, rn, self, r0, q0));
+        select_large_kernel<T, In><<<(unsigned)qn, kSelectThreads, 0, ctx.stream()>>>(
+            Ld, Li, p.K, G, rn, r0, p.gemm, nr, nq, xr, xq, d, q0, self, Cd, Ci);
+        GM_TRY(ctx.launched("kNN radix selection"));
+        if (r0 + rn >= n) {
+          // The last tile: the candidates need no order (the exact distances decide it).
+          cand = Ci;
+        } else if (!big_final) {
+          GM_TRY(sort_segments<T>(ctx, Cd, Ci, p.K, qn, Ld, Li));
+        } else {
+          size_t bytes = cub_bytes;
+          GM_TRY(ctx.check(cub::DeviceSegmentedSort::StableSortPairs(
+                               cub_tmp, bytes, Cd, Ld, Ci, Li, (int64_t)qK, qn, offsets,
+                               offsets + 1, ctx.stream()),
+                           "sorting candidates (cub::DeviceSegmentedSort)"));
+        }
+      }
+      if (gm_interrupted(opt))
+        return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "kNN search interrupted");
+    }
+
+    if (overlap) GM_TRY(ctx.order(sel_s, main_s, sel_end));  // the lists are complete
+    // Exact distances of the candidates, from the points as given; last tile first.
+    fill_double_kernel<<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(
+        Rd, (int64_t)qK, HUGE_VAL);
+    GM_TRY(ctx.launched("initialising exact distances"));
+    const int64_t rerank_step = p.resident ? n : rt;  // resident: one pass over all rows
+    for (int64_t r0 = ((n - 1) / rerank_step) * rerank_step; r0 >= 0; r0 -= rerank_step) {
+      const int64_t rn = n - r0 < rerank_step ? n - r0 : rerank_step;
+      GM_TRY(load_points(ctx, sg, R, r0, rn));
+      rerank_kernel<In><<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(
+          cand, p.K, qn, R.x_at(r0), r0, rn, xq, d, ((size_t)d * sizeof(In)) % 16 == 0, Rd);
+      GM_TRY(ctx.launched("exact distances"));
+    }
+    if (!big_final) {
+      GM_TRY(final_sort<In>(ctx, Rd, cand, p.K, qn, k, out_idx + (full_out ? q0 : 0),
+                            out_dist + (full_out ? q0 : 0), full_out ? m : qn));
+    } else {
+      size_t bytes = cub_bytes;
+      GM_TRY(ctx.check(cub::DeviceSegmentedSort::StableSortPairs(
+                           cub_tmp, bytes, cand, T1i, Rd, T1d, (int64_t)qK, qn, offsets,
+                           offsets + 1, ctx.stream()),
+                       "sorting neighbours by index (cub::DeviceSegmentedSort)"));
+      bytes = cub_bytes;
+      GM_TRY(ctx.check(cub::DeviceSegmentedSort::StableSortPairs(
+                           cub_tmp, bytes, T1d, Rd, T1i, Li, (int64_t)qK, qn, offsets,
+                           offsets + 1, ctx.stream()),
+                       "sorting neighbours by distance (cub::DeviceSegmentedSort)"));
+      write_output_kernel<In><<<grid_1d(qn * k, 256), 256, 0, ctx.stream()>>>(
+          Rd, Li, p.K, qn, k, out_idx + (full_out ? q0 : 0), out_dist + (full_out ? q0 : 0),
+          full_out ? m : qn);
+      GM_TRY(ctx.launched("writing the neighbours"));
+    }
+    if (prefetch) {
+      // This slot's queries are no longer needed once the work queued so far is done;
+      // the next tile loads into the other slot meanwhile.
+      GM_TRY(ctx.check(cudaEventRecord(q_free[slot], main_s), "cudaEventRecord"));
+      if (q0 + qt < m) GM_TRY(load_queries(q0 + qt, 1 - slot));
+    }
+    if (!full_out) {
+      GM_TRY(ctx.check(cudaMemcpy2DAsync(index + q0, (size_t)m * 8, out_idx, (size_t)qn * 8,
+                                         (size_t)qn * 8, (size_t)k, cudaMemcpyDeviceToHost,
+                                         ctx.stream()),
+                       "copying neighbour indices to the host"));
+      GM_TRY(ctx.check(cudaMemcpy2DAsync(dist + q0, (size_t)m * sizeof(In), out_dist,
+                                         (size_t)qn * sizeof(In), (size_t)qn * sizeof(In),
+                                         (size_t)k, cudaMemcpyDeviceToHost, ctx.stream()),
+                       "copying neighbour distances to the host"));
+    }
+    GM_TRY(ctx.sync("kNN search"));
+    gm_progress(opt, "knn", q0 + qn, m);
+  }
+  if (full_out) {
+    GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)m * (size_t)k * 8,
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "copying neighbour indices to the host"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(dist, out_dist, (size_t)m * (size_t)k * sizeof(In),
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "copying neighbour distances to the host"));
+    GM_TRY(ctx.sync("copying the neighbours to the host"));
+  }
+  return GPUML_OK;
+}
+
+}  // namespace
+}  // namespace gm
+
+extern "C" gpuml_status gpuml_cuda_knn(const void *data, int64_t n, int64_t d, const void *query,
+                                       int64_t m, int64_t k, int is_float, int64_t *index,
+                                       void *dist, const gpuml_options *opt) {
+  if (is_float)
+    return gm::knn_run<float, float>((const float *)data, n, d, (const float *)query, m, k,
+                                     index, (float *)dist, opt);
+  if (opt->precision == GPUML_PRECISION_SINGLE)
+    return gm::knn_run<float, double>((const double *)data, n, d, (const double *)query, m, k,
+                                      index, (double *)dist, opt);
+  return gm::knn_run<double, double>((const double *)data, n, d, (const double *)query, m, k,
+                                     index, (double *)dist, opt);
+}

@@ -1,0 +1,354 @@
+// Point sets on the device: the caller's column-major n x d matrix (double or float)
+// uploaded in row blocks through one staging buffer and prepared for the distance
+// kernels:
+//   x     the points as given (type In), points-major (d x rows: one point's d values
+//         contiguous), for the direct form, the cancellation guard and the exact re-ranking;
+//   p     GEMM form only: the centred points in the compute type T, points-major;
+//   norm  GEMM form only: |p_i|^2 (summed in fp64 from the T values, stored as T).
+// A set is either resident (all n points on the device at once) or holds one row block
+// at a time. The common centre is computed on the device (column means of the data,
+// rounded to integers when all values are integers, as gm_gemm_centre() does on the CPU).
+#ifndef GPUML_POINTS_CUH
+#define GPUML_POINTS_CUH
+
+#include "cuda_common.cuh"
+
+namespace gm {
+namespace {
+
+// What the staging buffer holds, so that a block uploaded once (for the centre) is not
+// uploaded again for the preparation.
+template <typename In>
+struct Staging {
+  In *raw = nullptr;
+  int64_t rows = 0;  // capacity in rows of d values
+  const In *tag_host = nullptr;
+  int64_t tag_r0 = -1, tag_rn = 0;
+};
+
+template <typename In, typename T>
+struct PointSet {
+  const In *host = nullptr;  // the caller's matrix, ld rows
+  int64_t ld = 0, d = 0;
+  bool gemm = false;
+  const double *centre = nullptr;  // device, d values (GEMM form)
+  In *x = nullptr;
+  T *p = nullptr;
+  T *norm = nullptr;
+  int64_t cap = 0;
+  int64_t first = -1, count = 0;  // rows loaded: [first, first + count)
+
+  const In *x_at(int64_t row) const { return x + (size_t)(row - first) * (size_t)d; }
+  const T *p_at(int64_t row) const { return p + (size_t)(row - first) * (size_t)d; }
+  const T *norm_at(int64_t row) const { return norm + (row - first); }
+};
+
+// Bytes of device memory one point takes in a set.
+template <typename In, typename T>
+inline size_t point_bytes(int64_t d, bool gemm) {
+  return (size_t)d * sizeof(In) + (gemm ? (size_t)d * sizeof(T) + sizeof(T) : 0);
+}
+
+// raw: rows x d column-major (ld = rows) -> x (points-major, In) and p = (T)(x - centre).
+template <typename In, typename T>
+__global__ void prepare_kernel(const In *__restrict__ raw, int64_t rows, int64_t d,
+                               const double *__restrict__ centre, In *__restrict__ x,
+                               T *__restrict__ p) {
+  __shared__ double tile[32][33];
+  const int64_t i0 = (int64_t)blockIdx.x * 32;
+  for (int64_t t0 = (int64_t)blockIdx.y * 32; t0 < d; t0 += (int64_t)gridDim.y * 32) {
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+      int64_t t = t0 + r, i = i0 + threadIdx.x;
+      if (i < rows && t < d) tile[r][threadIdx.x] = (double)raw[i + t * rows];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+      int64_t i = i0 + r, t = t0 + threadIdx.x;
+      if (i < rows && t < d) {
+        double v = tile[threadIdx.x][r];
+        x[i * d + t] = (In)v;
+        if (p) p[i * d + t] = (T)(v - centre[t]);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// norm[i] = sum_t p[i, t]^2, one warp per point, fixed reduction order.
+template <typename T>
+__global__ void norm_kernel(const T *__restrict__ p, int64_t rows, int64_t d,
+                            T *__restrict__ norm) {
+  const int lane = threadIdx.x & 31;
+  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (i >= rows) return;
+  const T *pi = p + i * d;
+  double s = 0;
+  for (int64_t t = lane; t < d; t += 32) {
+    double v = (double)pi[t];
+    s += v * v;
+  }
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
+  if (lane == 0) norm[i] = (T)s;
+}
+
+// Per column of raw (rows x d): the sum, whether every value is an integer, and the
+// largest magnitude. One block per column, fixed reduction order.
+template <typename In>
+__global__ void column_stats_kernel(const In *__restrict__ raw, int64_t rows, int64_t d,
+                                    double *__restrict__ sum, int *__restrict__ integer,
+                                    double *__restrict__ max_abs) {
+  __shared__ double s_sum[256], s_max[256];
+  __shared__ int s_int[256];
+  for (int64_t t = blockIdx.x; t < d; t += gridDim.x) {
+    double s = 0, mx = 0;
+    int ok = 1;
+    for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
+      double v = (double)raw[i + t * rows];
+      s += v;
+      if (v != rint(v)) ok = 0;
+      mx = fmax(mx, fabs(v));
+    }
+    s_sum[threadIdx.x] = s;
+    s_max[threadIdx.x] = mx;
+    s_int[threadIdx.x] = ok;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+      if ((int)threadIdx.x < w) {
+        s_sum[threadIdx.x] += s_sum[threadIdx.x + w];
+        s_max[threadIdx.x] = fmax(s_max[threadIdx.x], s_max[threadIdx.x + w]);
+        s_int[threadIdx.x] &= s_int[threadIdx.x + w];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      sum[t] = s_sum[0];
+      integer[t] = s_int[0];
+      max_abs[t] = s_max[0];
+    }
+    __syncthreads();
+  }
+}
+
+// Copies rows [r0, r0 + rn) of the caller's matrix into the staging buffer (rn <= its
+// capacity), unless it holds them already.
+template <typename In>
+gpuml_status stage_rows(Context &ctx, Staging<In> &sg, const In *host, int64_t ld, int64_t d,
+                        int64_t r0, int64_t rn, cudaStream_t stream) {
+  if (sg.tag_host == host && sg.tag_r0 == r0 && sg.tag_rn == rn) return GPUML_OK;
+  sg.tag_host = nullptr;
+  GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw, (size_t)rn * sizeof(In), host + r0,
+                                     (size_t)ld * sizeof(In), (size_t)rn * sizeof(In),
+                                     (size_t)d, cudaMemcpyHostToDevice, stream),
+                   "copying points to the GPU"));
+  sg.tag_host = host;
+  sg.tag_r0 = r0;
+  sg.tag_rn = rn;
+  return GPUML_OK;
+}
+
+template <typename In, typename T>
+gpuml_status alloc_points(Context &ctx, PointSet<In, T> &ps, int64_t cap) {
+  ps.cap = cap;
+  ps.first = -1;
+  ps.count = 0;
+  GM_TRY(ctx.alloc(&ps.x, (size_t)cap * (size_t)ps.d, "points"));
+  if (ps.gemm) {
+    GM_TRY(ctx.alloc(&ps.p, (size_t)cap * (size_t)ps.d, "centred points"));
+    GM_TRY(ctx.alloc(&ps.norm, (size_t)cap, "squared norms"));
+  }
+  return GPUML_OK;
+}
+
+// Makes rows [r0, r0 + rn) of the set available (rn <= cap), on `stream`. A no-op when
+// they are.
+template <typename In, typename T>
+gpuml_status load_points(Context &ctx, Staging<In> &sg, PointSet<In, T> &ps, int64_t r0,
+                         int64_t rn, cudaStream_t stream) {
+  if (ps.first >= 0 && r0 >= ps.first && r0 + rn <= ps.first + ps.count) return GPUML_OK;
+  if (rn > ps.cap) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: point block too large");
+  ps.first = -1;
+  for (int64_t c0 = 0; c0 < rn; c0 += sg.rows) {
+    const int64_t cn = rn - c0 < sg.rows ? rn - c0 : sg.rows;
+    GM_TRY(stage_rows(ctx, sg, ps.host, ps.ld, ps.d, r0 + c0, cn, stream));
+    dim3 block(32, 8);
+    int64_t gy = (ps.d + 31) / 32;
+    dim3 grid(grid_1d(cn, 32), (unsigned)(gy < 65535 ? gy : 65535));
+    prepare_kernel<In, T><<<grid, block, 0, stream>>>(
+        sg.raw, cn, ps.d, ps.centre, ps.x + (size_t)c0 * (size_t)ps.d,
+        ps.gemm ? ps.p + (size_t)c0 * (size_t)ps.d : (T *)nullptr);
+    GM_TRY(ctx.launched("preparing points"));
+    if (ps.gemm) {
+      norm_kernel<T><<<grid_1d(cn * 32, 256), 256, 0, stream>>>(
+          ps.p + (size_t)c0 * (size_t)ps.d, cn, ps.d, ps.norm + c0);
+      GM_TRY(ctx.launched("squared norms"));
+    }
+  }
+  ps.first = r0;
+  ps.count = rn;
+  return GPUML_OK;
+}
+
+template <typename In, typename T>
+gpuml_status load_points(Context &ctx, Staging<In> &sg, PointSet<In, T> &ps, int64_t r0,
+                         int64_t rn) {
+  return load_points(ctx, sg, ps, r0, rn, ctx.stream());
+}
+
+// A small malloc'd host array freed on scope exit.
+template <typename P>
+struct HostArray {
+  P *p = nullptr;
+  ~HostArray() { free(p); }
+  bool alloc(size_t count) {
+    p = (P *)gm_alloc(count, sizeof(P));
+    return p != nullptr;
+  }
+};
+
+// Column statistics gathered block by block for the common centre.
+struct CentreStats {
+  int64_t d = 0;
+  double *sum_d = nullptr, *max_d = nullptr;
+  int *int_d = nullptr;
+  HostArray<double> sum, mx, part_sum, part_max;
+  HostArray<int> part_int;
+  int all_int = 1;
+
+  gpuml_status init(Context &ctx, int64_t dim) {
+    d = dim;
+    GM_TRY(ctx.alloc(&sum_d, (size_t)d, "column sums"));
+    GM_TRY(ctx.alloc(&max_d, (size_t)d, "column maxima"));
+    GM_TRY(ctx.alloc(&int_d, (size_t)d, "column flags"));
+    if (!sum.alloc(d) || !mx.alloc(d) || !part_sum.alloc(d) || !part_max.alloc(d) ||
+        !part_int.alloc(d))
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate column statistics");
+    for (int64_t t = 0; t < d; t++) sum.p[t] = mx.p[t] = 0;
+    return GPUML_OK;
+  }
+
+  // Adds a staged block of cn rows (of x when is_x; of y only the integer test counts).
+  template <typename In>
+  gpuml_status add(Context &ctx, const In *raw, int64_t cn, bool is_x) {
+    unsigned g = (unsigned)(d < 65535 ? d : 65535);
+    column_stats_kernel<In><<<g, 256, 0, ctx.stream()>>>(raw, cn, d, sum_d, int_d, max_d);
+    GM_TRY(ctx.launched("column statistics"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(part_sum.p, sum_d, d * sizeof(double),
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "copying column sums"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(part_max.p, max_d, d * sizeof(double),
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "copying column maxima"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(part_int.p, int_d, d * sizeof(int),
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "copying column flags"));
+    GM_TRY(ctx.sync("column statistics"));
+    for (int64_t t = 0; t < d; t++) {
+      if (is_x) sum.p[t] += part_sum.p[t];
+      if (part_max.p[t] > mx.p[t]) mx.p[t] = part_max.p[t];
+      if (!part_int.p[t]) all_int = 0;
+    }
+    return GPUML_OK;
+  }
+
+  // y matters (for the integer test) only when all of x is integer.
+  template <typename In>
+  gpuml_status add_y(Context &ctx, Staging<In> &sg, const In *y, int64_t m) {
+    for (int64_t c0 = 0; y && all_int && c0 < m; c0 += sg.rows) {
+      const int64_t cn = m - c0 < sg.rows ? m - c0 : sg.rows;
+      GM_TRY(stage_rows(ctx, sg, y, m, d, c0, cn, ctx.stream()));
+      GM_TRY(add(ctx, sg.raw, cn, false));
+    }
+    return GPUML_OK;
+  }
+
+  // The column means of x, rounded to integers when all values of x and y are integers
+  // (then the GEMM of small integers is exact and ties stay exact ties), to the device.
+  gpuml_status finish(Context &ctx, int64_t n, double *centre_dev) {
+    HostArray<double> mu;
+    if (!mu.alloc(d)) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the centre");
+    double max_abs = 0;
+    for (int64_t t = 0; t < d; t++) {
+      mu.p[t] = sum.p[t] / (double)n;
+      if (mx.p[t] > max_abs) max_abs = mx.p[t];
+    }
+    if (all_int && (double)d * 16 * max_abs * max_abs < 9007199254740992.0)
+      for (int64_t t = 0; t < d; t++) mu.p[t] = nearbyint(mu.p[t]);
+    GM_TRY(ctx.check(cudaMemcpyAsync(centre_dev, mu.p, d * sizeof(double),
+                                     cudaMemcpyHostToDevice, ctx.stream()),
+                     "copying the centre"));
+    return ctx.sync("copying the centre");  // mu is freed on return
+  }
+};
+
+// The common centre of x (n x d) and y (m x d, may be NULL) for the GEMM form, computed
+// on the device block by block (for point sets that are not resident).
+template <typename In>
+gpuml_status compute_centre(Context &ctx, Staging<In> &sg, const In *x, int64_t n,
+                            const In *y, int64_t m, int64_t d, double *centre_dev) {
+  CentreStats cs;
+  GM_TRY(cs.init(ctx, d));
+  for (int64_t c0 = 0; c0 < n; c0 += sg.rows) {
+    const int64_t cn = n - c0 < sg.rows ? n - c0 : sg.rows;
+    GM_TRY(stage_rows(ctx, sg, x, n, d, c0, cn, ctx.stream()));
+    GM_TRY(cs.add(ctx, sg.raw, cn, true));
+  }
+  GM_TRY(cs.add_y(ctx, sg, y, m));
+  return cs.finish(ctx, n, centre_dev);
+}
+
+// p = (T)(x - centre) for rows already on the device.
+template <typename In, typename T>
+__global__ void centre_points_kernel(const In *__restrict__ x, int64_t count, int64_t d,
+                                     const double *__restrict__ centre, T *__restrict__ p) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+       e += (int64_t)gridDim.x * blockDim.x)
+    p[e] = (T)((double)x[e] - centre[e % d]);
+}
+
+// A resident set in the GEMM form with the centre computed on the way: each block is
+// uploaded once, its rows written to x and its columns added to the statistics; then
+// the centre, the centred copy and the norms follow on the device.
+template <typename In, typename T>
+gpuml_status load_resident_with_centre(Context &ctx, Staging<In> &sg, PointSet<In, T> &ps,
+                                       const In *y, int64_t m, double *centre_dev) {
+  const int64_t n = ps.ld, d = ps.d;
+  if (ps.cap < n) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: set is not resident");
+  CentreStats cs;
+  GM_TRY(cs.init(ctx, d));
+  for (int64_t c0 = 0; c0 < n; c0 += sg.rows) {
+    const int64_t cn = n - c0 < sg.rows ? n - c0 : sg.rows;
+    GM_TRY(stage_rows(ctx, sg, ps.host, n, d, c0, cn, ctx.stream()));
+    dim3 block(32, 8);
+    int64_t gy = (d + 31) / 32;
+    dim3 grid(grid_1d(cn, 32), (unsigned)(gy < 65535 ? gy : 65535));
+    prepare_kernel<In, T><<<grid, block, 0, ctx.stream()>>>(
+        sg.raw, cn, d, nullptr, ps.x + (size_t)c0 * (size_t)d, (T *)nullptr);
+    GM_TRY(ctx.launched("preparing points"));
+    GM_TRY(cs.add(ctx, sg.raw, cn, true));
+  }
+  GM_TRY(cs.add_y(ctx, sg, y, m));
+  GM_TRY(cs.finish(ctx, n, centre_dev));
+  const int64_t count = n * d;
+  centre_points_kernel<In, T><<<grid_1d(count, 256) < 65536u * 8 ? grid_1d(count, 256) : 65536u * 8,
+                                256, 0, ctx.stream()>>>(ps.x, count, d, centre_dev, ps.p);
+  GM_TRY(ctx.launched("centring points"));
+  norm_kernel<T><<<grid_1d(n * 32, 256), 256, 0, ctx.stream()>>>(ps.p, n, d, ps.norm);
+  GM_TRY(ctx.launched("squared norms"));
+  ps.first = 0;
+  ps.count = n;
+  return GPUML_OK;
+}
+
+// Rows of the staging buffer: as many as fit in `bytes`, at least 1, at most `rows`.
+template <typename In>
+inline int64_t staging_rows(size_t bytes, int64_t d, int64_t rows) {
+  int64_t r = (int64_t)(bytes / ((size_t)d * sizeof(In)));
+  if (r < 1) r = 1;
+  if (r > rows) r = rows;
+  return r;
+}
+
+}  // namespace
+}  // namespace gm
+
+#endif

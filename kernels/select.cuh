@@ -1,0 +1,573 @@
+// Top-k selection on the device for knn.cu. Every query keeps a running list of its K
+// best candidates (distance, index), sorted by (distance, index), between reference
+// tiles; unused slots hold (+inf, INT64_MAX).
+//  - Small K (<= kSmallMaxK): one warp per query merges each distance row into its list in
+//    shared memory. A candidate is inserted only when it beats the current K-th (the
+//    threshold filter); insertions go one at a time, ballot-ranked, so the list stays
+//    sorted. The distances come from a GEMM tile or are computed in the kernel (d < 16).
+//  - Any K: per query (one block), a radix select over the list and the tile row finds the
+//    K-th smallest key; the keys below it and the first ties (in index order) are
+//    compacted, then sorted by (distance, index) again: a bitonic sort in shared memory
+//    for K <= 8192, a stable CUB segmented sort beyond.
+//  - Final order: the candidates' distances are recomputed exactly (fp64, from the points
+//    as given) and sorted by (distance, index): a bitonic sort in shared memory for
+//    K <= 8192, two stable CUB segmented sorts beyond.
+#ifndef GPUML_SELECT_CUH
+#define GPUML_SELECT_CUH
+
+#include <cub/cub.cuh>
+#include "distance_tiles.cuh"
+
+namespace gm {
+namespace {
+
+constexpr int kSmallMaxK = 256;
+constexpr int kBitonicMaxK = 8192;  // 8192 x 16 bytes of shared memory per block
+constexpr int64_t kNoIndex = INT64_MAX;
+
+template <int KMAX>
+struct SmallConfig {
+  static constexpr int warps = KMAX <= 128 ? 8 : 4;
+};
+
+// One warp's sorted list of K candidates in shared memory, and its worst entry.
+template <typename T>
+struct WarpList {
+  T *d;
+  int64_t *i;
+  int K;
+  T wd;
+  int64_t wi;
+
+  __device__ void load(const T *gd, const int64_t *gi, int fresh, int lane) {
+    for (int t = lane; t < K; t += 32) {
+      d[t] = fresh ? infinity_of<T>() : gd[t];
+      i[t] = fresh ? kNoIndex : gi[t];
+    }
+    __syncwarp();
+    wd = d[K - 1];
+    wi = i[K - 1];
+  }
+
+  __device__ void store(T *gd, int64_t *gi, int lane) {
+    __syncwarp();
+    for (int t = lane; t < K; t += 32) {
+      gd[t] = d[t];
+      gi[t] = i[t];
+    }
+  }
+
+  // Every lane with `pass` set offers (v, j); the warp inserts them one by one. Kept out
+  // of line: the scan loops call it from many unrolled places, and inlining it there
+  // overflows the instruction cache.
+  __device__ __noinline__ void offer(bool pass, T v, int64_t j, int lane) {
+    unsigned mask = __ballot_sync(kFullMask, pass);
+    while (mask) {
+      const int src = __ffs(mask) - 1;
+      mask &= mask - 1;
+      const T cv = __shfl_sync(kFullMask, v, src);
+      const int64_t ci = __shfl_sync(kFullMask, j, src);
+      if (!before(cv, ci, wd, wi)) continue;  // the list moved on since the ballot
+      int pos = 0;
+      for (int c = 0; c < K; c += 32) {
+        const int t = c + lane;
+        const bool b = t < K && before(d[t], i[t], cv, ci);
+        const unsigned bm = __ballot_sync(kFullMask, b);
+        pos += __popc(bm);
+        if (bm != kFullMask) break;  // the list is sorted: nothing further comes before
+      }
+      // Shift [pos, K - 1) up by one, top chunk first; the last entry drops out.
+      for (int c = ((K - 1) >> 5) << 5; c >= 0 && c + 31 >= pos; c -= 32) {
+        const int t = c + lane;
+        const bool mv = t > pos && t < K;
+        T td = 0;
+        int64_t ti = 0;
+        if (mv) {
+          td = d[t - 1];
+          ti = i[t - 1];
+        }
+        __syncwarp();
+        if (mv) {
+          d[t] = td;
+          i[t] = ti;
+        }
+        __syncwarp();
+      }
+      if (lane == 0) {
+        d[pos] = cv;
+        i[pos] = ci;
+      }
+      __syncwarp();
+      wd = d[K - 1];
+      wi = i[K - 1];
+    }
+  }
+};
+
+template <typename T>
+struct Vec16;
+template <>
+struct Vec16<float> {
+  typedef float4 V;
+  static constexpr int n = 4;
+  static __device__ __forceinline__ float get(const float4 &v, int e) {
+    return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+  }
+};
+template <>
+struct Vec16<double> {
+  typedef double2 V;
+  static constexpr int n = 2;
+  static __device__ __forceinline__ double get(const double2 &v, int e) {
+    return e == 0 ? v.x : v.y;
+  }
+};
+
+// Small K, GEMM tile G (rn x qn, column q is query q's row of -2 r.q). Each lane reads
+// 16-byte vectors (when rn allows), several in flight; a cheap filter (distance <= the
+// current K-th) decides whether the warp enters the insertion path at all.
+template <typename T, typename In, int KMAX>
+__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
+    select_small_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
+                             const T *__restrict__ nr, const T *__restrict__ nq,
+                             const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
+                             int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
+                             int fresh) {
+  constexpr int W = SmallConfig<KMAX>::warps;
+  constexpr int U = 2;
+  typedef Vec16<T> VT;
+  typedef typename VT::V V;
+  constexpr int NV = VT::n;
+  __shared__ T sd[W][KMAX];
+  __shared__ int64_t si[W][KMAX];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int q = blockIdx.x * W + warp;
+  if (q >= qn) return;  // whole warps only; no block-wide barrier below
+  WarpList<T> L{sd[warp], si[warp], K, 0, 0};
+  L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
+  const T *g = G + (size_t)q * (size_t)rn;
+  const T nqq = nq[q];
+  const In *xqq = xq + (size_t)q * (size_t)d;
+  const int64_t self_index = self ? q0 + q : -1;
+  const T guard = (T)kCancellationGuard;
+  int64_t base = 0;
+  if (rn % NV == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(G) % 16 == 0) {
+    for (; base < rn; base += 32 * NV * U) {
+      V v[U], nv[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
+        if (j0 < rn) {
+          v[u] = *reinterpret_cast<const V *>(g + j0);
+          nv[u] = *reinterpret_cast<const V *>(nr + j0);
+        }
+      }
+      // Cheap screen: can any of this warp's values beat the current K-th? A value that
+      // the guard would recompute is screened as 0, so it always takes the exact path.
+      bool any = false;
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
+#pragma unroll
+        for (int e = 0; e < NV; e++) {
+          const T norms = VT::get(nv[u], e) + nqq;
+          const T val = norms + VT::get(v[u], e);
+          const T screen = val < guard * norms ? (T)0 : val;
+          any |= j0 < rn && screen <= L.wd;
+        }
+      }
+      if (__any_sync(kFullMask, any)) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
+#pragma unroll
+          for (int e = 0; e < NV; e++) {
+            const int64_t gj = r0 + j0 + e;
+            bool pass = false;
+            T val = 0;
+            if (j0 < rn && gj != self_index) {
+              val = gemm_value<T, In>(VT::get(v[u], e), VT::get(nv[u], e), nqq,
+                                      xr + (size_t)(j0 + e) * (size_t)d, xqq, d);
+              pass = val <= L.wd && before(val, gj, L.wd, L.wi);
+            }
+            L.offer(pass, val, gj, lane);
+          }
+        }
+      }
+    }
+  } else {
+    for (; base < rn; base += 32) {
+      const int64_t j = base + lane;
+      const int64_t gj = r0 + j;
+      bool pass = false;
+      T val = 0;
+      if (j < rn && gj != self_index) {
+        val = gemm_value<T, In>(g[j], nr[j], nqq, xr + (size_t)j * (size_t)d, xqq, d);
+        pass = before(val, gj, L.wd, L.wi);
+      }
+      L.offer(pass, val, gj, lane);
+    }
+  }
+  L.store(Ld + (size_t)q * K, Li + (size_t)q * K, lane);
+}
+
+// Small K, d < 16: distances computed here, reference points staged in shared memory
+// (differences in the input precision, as in the direct tile). DIM > 0 fixes d at
+// compile time. Each lane takes U candidates per step before the warp checks whether
+// any of them beats the current K-th.
+template <typename T, typename In, int KMAX, int DIM>
+__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32)
+    select_small_direct_kernel(const In *__restrict__ xr, int64_t rn,
+                               const In *__restrict__ xq, int qn, int d, int64_t r0,
+                               int64_t q0, int self, T *Ld, int64_t *Li, int K, int fresh) {
+  constexpr int W = SmallConfig<KMAX>::warps;
+  constexpr int ROWS = DIM > 0 ? DIM : kDirectMaxDim;
+  constexpr int CH = DIM > 0 ? 1024 : 128;
+  constexpr int U = 4;
+  __shared__ T sd[W][KMAX];
+  __shared__ int64_t si[W][KMAX];
+  __shared__ In sr[ROWS][CH];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int q = blockIdx.x * W + warp;
+  const bool active = q < qn;
+  const int dd = DIM > 0 ? DIM : d;
+  In qc[ROWS];
+#pragma unroll
+  for (int t = 0; t < ROWS; t++) qc[t] = (active && t < dd) ? xq[(size_t)q * dd + t] : (In)0;
+  WarpList<T> L{sd[warp], si[warp], K, 0, 0};
+  if (active) L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
+  const int64_t self_index = self ? q0 + q : -1;
+  for (int64_t c0 = 0; c0 < rn; c0 += CH) {
+    const int cn = rn - c0 < CH ? (int)(rn - c0) : CH;
+    __syncthreads();
+    const In *src = xr + (size_t)c0 * dd;
+    for (int e = threadIdx.x; e < cn * dd; e += blockDim.x) {
+      const int i = e / dd, t = e - i * dd;
+      sr[t][i] = src[e];
+    }
+    __syncthreads();
+    if (active) {
+      for (int jj = 0; jj < cn; jj += 32 * U) {
+        // Fast screen over U candidates per lane (positions past cn read stale shared
+        // values; they are dropped below).
+        T s[U];
+        bool any = false;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          const int jl = jj + u * 32 + lane;
+          T val = 0;
+#pragma unroll
+          for (int t = 0; t < ROWS; t++)
+            if (t < dd) val = add_square(val, (T)(sr[t][jl] - qc[t]));
+          s[u] = val;
+          any |= val <= L.wd;
+        }
+        if (__any_sync(kFullMask, any)) {
+          unsigned pend = 0;
+#pragma unroll
+          for (int u = 0; u < U; u++) {
+            const int jl = jj + u * 32 + lane;
+            const int64_t gj = r0 + c0 + jl;
+            if (jl < cn && s[u] <= L.wd && gj != self_index && before(s[u], gj, L.wd, L.wi))
+              pend |= 1u << u;
+          }
+          while (__any_sync(kFullMask, pend != 0)) {
+            const int b = pend ? __ffs(pend) - 1 : 0;
+            T cv = s[0];
+#pragma unroll
+            for (int c = 1; c < U; c++)
+              if (c == b) cv = s[c];
+            const int64_t gj = r0 + c0 + jj + b * 32 + lane;
+            const bool pass = pend != 0;
+            pend &= pend - 1;
+            L.offer(pass, cv, gj, lane);
+          }
+        }
+      }
+    }
+  }
+  if (active) L.store(Ld + (size_t)q * K, Li + (size_t)q * K, lane);
+}
+
+template <typename T>
+__global__ void fill_list_kernel(T *Ld, int64_t *Li, int64_t count) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    Ld[e] = infinity_of<T>();
+    Li[e] = kNoIndex;
+  }
+}
+
+template <typename T>
+struct KeyBits;
+template <>
+struct KeyBits<float> {
+  typedef unsigned int U;
+  static __device__ __forceinline__ U of(float v) { return __float_as_uint(v); }
+};
+template <>
+struct KeyBits<double> {
+  typedef unsigned long long U;
+  static __device__ __forceinline__ U of(double v) {
+    return (unsigned long long)__double_as_longlong(v);
+  }
+};
+
+constexpr int kSelectThreads = 256;
+
+// Any K: one block per query. The union of its list (K entries, in front) and its tile
+// row (rn entries, indices r0 + j) is cut to the K smallest by (key, order in the union);
+// since list indices are below r0 and both parts are in index order among equal keys,
+// that is the order by (distance, index). Keys are non-negative (or +inf), so their bits
+// order like the values. The row is either final distances (direct tile: S) or a GEMM
+// tile (-2 r.q), turned into distances on the fly (norms, guard, self excluded) in every
+// pass, always the same way.
+template <typename T, typename In>
+struct TileRow {
+  const T *row;  // this query's row of the tile
+  bool gemm;
+  const T *nr;
+  T nq;
+  const In *xr, *xq;
+  int64_t d, self_j;  // self_j: the tile column of the query itself, or -1
+
+  __device__ __forceinline__ T value(int64_t j) const {
+    T s = row[j];
+    if (gemm) s = gemm_value<T, In>(s, nr[j], nq, xr + (size_t)j * (size_t)d, xq, d);
+    if (j == self_j) s = infinity_of<T>();
+    return s;
+  }
+};
+
+template <typename T, typename In>
+__global__ void __launch_bounds__(kSelectThreads)
+    select_large_kernel(const T *__restrict__ Ld, const int64_t *__restrict__ Li, int64_t K,
+                        const T *__restrict__ S, int64_t rn, int64_t r0, int gemm,
+                        const T *__restrict__ nr, const T *__restrict__ nq,
+                        const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
+                        int64_t q0, int self, T *__restrict__ Cd, int64_t *__restrict__ Ci) {
+  typedef typename KeyBits<T>::U U;
+  typedef cub::BlockScan<int, kSelectThreads> Scan;
+  __shared__ int hist[256];
+  __shared__ U s_prefix;
+  __shared__ int64_t s_rank;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int64_t q = blockIdx.x;
+  const T *ld = Ld + q * K;
+  const int64_t *li = Li + q * K;
+  TileRow<T, In> tr;
+  tr.row = S + q * rn;
+  tr.gemm = gemm != 0;
+  tr.nr = nr;
+  tr.nq = gemm ? nq[q] : (T)0;
+  tr.xr = xr;
+  tr.xq = xq + (size_t)q * (size_t)d;
+  tr.d = d;
+  tr.self_j = self ? q0 + q - r0 : -1;
+  const int64_t total = K + rn;
+
+  U prefix = 0, mask = 0;
+  int64_t rank = K;  // 1-based rank of the wanted key among those matching the prefix
+  for (int shift = (int)sizeof(U) * 8 - 8; shift >= 0; shift -= 8) {
+    for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    for (int64_t c = 0; c < total; c += blockDim.x) {
+      const int64_t e = c + tid;
+      bool take = false;
+      unsigned digit = 0;
+      if (e < total) {
+        const U k = KeyBits<T>::of(e < K ? ld[e] : tr.value(e - K));
+        take = (k & mask) == prefix;
+        digit = (unsigned)((k >> shift) & 255);
+      }
+      // Warp-aggregated increments: one atomic per distinct digit and warp.
+      const unsigned active = __ballot_sync(kFullMask, take);
+      const unsigned peers = __match_any_sync(kFullMask, take ? digit : 256u);
+      if (take && (__ffs(peers & active) - 1) == lane)
+        atomicAdd(&hist[digit], __popc(peers & active));
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int64_t cum = 0;
+      int b = 0;
+      for (; b < 255; b++) {
+        if (cum + hist[b] >= rank) break;
+        cum += hist[b];
+      }
+      s_prefix = prefix | ((U)b << shift);
+      s_rank = rank - cum;
+    }
+    __syncthreads();
+    prefix = s_prefix;
+    rank = s_rank;
+    mask |= (U)255 << shift;
+    __syncthreads();
+  }
+  const U kth = prefix;
+  const int64_t need_ties = rank;
+
+  int64_t out_base = 0, ties_seen = 0;
+  for (int64_t c = 0; c < total; c += blockDim.x) {
+    const int64_t e = c + tid;
+    T v = 0;
+    int64_t id = 0;
+    int less = 0, tie = 0;
+    if (e < total) {
+      v = e < K ? ld[e] : tr.value(e - K);
+      id = e < K ? li[e] : r0 + (e - K);
+      const U k = KeyBits<T>::of(v);
+      less = k < kth;
+      tie = k == kth;
+    }
+    int tie_rank, tie_total;
+    Scan(scan_tmp).ExclusiveSum(tie, tie_rank, tie_total);
+    __syncthreads();
+    const int sel = less || (tie && ties_seen + tie_rank < need_ties);
+    int pos, sel_total;
+    Scan(scan_tmp).ExclusiveSum(sel, pos, sel_total);
+    __syncthreads();
+    if (sel && out_base + pos < K) {
+      Cd[q * K + out_base + pos] = v;
+      Ci[q * K + out_base + pos] = id;
+    }
+    out_base += sel_total;
+    ties_seen += tie_total;
+  }
+}
+
+// Exact squared distances of each query's candidates that lie in data rows
+// [r0, r0 + rn) (xr holds those rows). One thread per candidate, summing in dimension
+// order (exactly the CPU's sum); 16-byte loads when rows are 16-byte aligned (`vec`).
+template <typename In>
+__global__ void rerank_kernel(const int64_t *__restrict__ Li, int64_t K, int64_t qn,
+                              const In *__restrict__ xr, int64_t r0, int64_t rn,
+                              const In *__restrict__ xq, int64_t d, int vec,
+                              double *__restrict__ Rd) {
+  typedef Vec16<In> VI;
+  typedef typename VI::V V;
+  constexpr int NV = VI::n;
+  const int64_t count = qn * K;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t idx = Li[e];
+    if (idx >= r0 && idx < r0 + rn) {
+      const int64_t q = e / K;
+      const In *a = xr + (size_t)(idx - r0) * (size_t)d, *b = xq + (size_t)q * (size_t)d;
+      if (vec) {
+        double s = 0;
+        for (int64_t t = 0; t < d; t += NV) {
+          const V va = *reinterpret_cast<const V *>(a + t);
+          const V vb = *reinterpret_cast<const V *>(b + t);
+#pragma unroll
+          for (int c = 0; c < NV; c++) {
+            const double diff = __dsub_rn((double)VI::get(va, c), (double)VI::get(vb, c));
+            s = __dadd_rn(s, __dmul_rn(diff, diff));
+          }
+        }
+        Rd[e] = s;
+      } else {
+        Rd[e] = exact_sqdist(a, b, d);
+      }
+    }
+  }
+}
+
+__global__ void fill_double_kernel(double *x, int64_t count, double v) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+       e += (int64_t)gridDim.x * blockDim.x)
+    x[e] = v;
+}
+
+// Bitonic sort of one segment of P pairs (P a power of two) in shared memory, by
+// (key, index); padding is (+inf, kNoIndex).
+template <typename TK>
+__device__ void block_bitonic(TK *sd, int64_t *si, int P) {
+  for (int size = 2; size <= P; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int t = threadIdx.x; t < P / 2; t += blockDim.x) {
+        const int lo = (t / stride) * stride * 2 + (t % stride), hi = lo + stride;
+        const bool ascending = (lo & size) == 0;
+        const bool swap = ascending ? before(sd[hi], si[hi], sd[lo], si[lo])
+                                    : before(sd[lo], si[lo], sd[hi], si[hi]);
+        if (swap) {
+          TK td = sd[lo];
+          sd[lo] = sd[hi];
+          sd[hi] = td;
+          int64_t ti = si[lo];
+          si[lo] = si[hi];
+          si[hi] = ti;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+constexpr int kSortThreads = 512;
+
+// Sorts each segment of K pairs (one block per segment); P (a power of two >= K) pairs
+// of dynamic shared memory.
+template <typename TK>
+__global__ void __launch_bounds__(kSortThreads)
+    sort_segments_kernel(const TK *__restrict__ in_d, const int64_t *__restrict__ in_i,
+                         int64_t K, int P, TK *__restrict__ out_d, int64_t *__restrict__ out_i) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  int64_t *si = reinterpret_cast<int64_t *>(smem);
+  TK *sd = reinterpret_cast<TK *>(smem + (size_t)P * sizeof(int64_t));
+  const int64_t q = blockIdx.x;
+  for (int t = threadIdx.x; t < P; t += blockDim.x) {
+    sd[t] = t < K ? in_d[q * K + t] : infinity_of<TK>();
+    si[t] = t < K ? in_i[q * K + t] : kNoIndex;
+  }
+  __syncthreads();
+  block_bitonic(sd, si, P);
+  for (int t = threadIdx.x; t < K; t += blockDim.x) {
+    out_d[q * K + t] = sd[t];
+    out_i[q * K + t] = si[t];
+  }
+}
+
+// Sorts each query's K (exact distance, index) pairs and writes the first k, column-major
+// (leading dimension ldo), distances as sqrt in the output type.
+template <typename O>
+__global__ void __launch_bounds__(kSortThreads)
+    final_sort_kernel(const double *__restrict__ Rd, const int64_t *__restrict__ Li,
+                      int64_t K, int P, int64_t k, int64_t *__restrict__ out_idx,
+                      O *__restrict__ out_dist, int64_t ldo) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  int64_t *si = reinterpret_cast<int64_t *>(smem);
+  double *sd = reinterpret_cast<double *>(smem + (size_t)P * sizeof(int64_t));
+  const int64_t q = blockIdx.x;
+  for (int t = threadIdx.x; t < P; t += blockDim.x) {
+    sd[t] = t < K ? Rd[q * K + t] : infinity_of<double>();
+    si[t] = t < K ? Li[q * K + t] : kNoIndex;
+  }
+  __syncthreads();
+  block_bitonic(sd, si, P);
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+    out_idx[q + j * ldo] = si[j];
+    out_dist[q + j * ldo] = (O)sqrt(sd[j]);
+  }
+}
+
+// After the CUB sorts: the first k of each sorted segment.
+template <typename O>
+__global__ void write_output_kernel(const double *__restrict__ Rd, const int64_t *__restrict__ Li,
+                                    int64_t K, int64_t qn, int64_t k,
+                                    int64_t *__restrict__ out_idx, O *__restrict__ out_dist,
+                                    int64_t ldo) {
+  const int64_t count = qn * k;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t q = e % qn, j = e / qn;
+    out_idx[q + j * ldo] = Li[q * K + j];
+    out_dist[q + j * ldo] = (O)sqrt(Rd[q * K + j]);
+  }
+}
+
+}  // namespace
+}  // namespace gm
+
+#endif

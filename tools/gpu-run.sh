@@ -1,0 +1,157 @@
+#!/bin/sh
+# The GPU machine's run, from the repository root:  sh tools/gpu-run.sh
+#   1. configure (CUDA for sm_90) and build the library and the C tests
+#   2. the C tests with the CUDA backend: double, single, a 64 MB memory limit, forced
+#      small tiles (reloaded and resident) and the general (radix) selection forced
+#   3. compute-sanitizer memcheck and racecheck on small runs of every path
+#   4. bench/knn_gpu.c (gpuml, C API, host arrays in and out) and bench/knn_torch.py
+#      (PyTorch cdist + topk), then a table: case | gpuml ms | torch ms | ratio
+# Environment:
+#   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
+#   GPU_RUN_STEPS="build tests sanitize bench"   run only these steps (default: all)
+# When the machine has no BLAS, put libblas/liblapack (and libgfortran, libquadmath) in
+# .gpu-deps/lib and carry that folder; configure is then pointed at it.
+# Logs go to $OUT (when set) or build/gpu-run. The last line says whether all passed.
+set -u
+LOG=${OUT:-build/gpu-run}
+mkdir -p "$LOG"
+STEPS=${GPU_RUN_STEPS:-build tests sanitize bench}
+T0=$(date +%s)
+failures=0
+step() { echo; echo "== $* [$(($(date +%s) - T0)) s]"; }
+want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null ||
+  echo "nvidia-smi not available"
+
+if want build; then
+  step "configure and build"
+  EXTRA=""
+  if ! ldconfig -p 2>/dev/null | grep -qE 'lib(open)?blas\.so'; then
+    if [ -d .gpu-deps/lib ]; then
+      D="$PWD/.gpu-deps/lib"
+      echo "no system BLAS: using $D"
+      set -- --with-blas="-L$D -Wl,-rpath,$D -lblas" --with-lapack="-L$D -Wl,-rpath,$D -llapack"
+    else
+      echo "no system BLAS and no .gpu-deps/lib: configure will fail"
+      set --
+    fi
+  else
+    set --
+  fi
+  if ! ./configure --with-cuda-arch=sm_90 "$@" > "$LOG/configure.log" 2>&1; then
+    tail -n 20 "$LOG/configure.log"
+    fail "configure"
+    echo "$failures step(s) failed"
+    exit 1
+  fi
+  grep -E '^  (CUDA|BLAS)' "$LOG/configure.log"
+  if ! make -j 16 build/libgpuml.a build/tests/test_core > "$LOG/make.log" 2>&1; then
+    grep -E 'error|Error' "$LOG/make.log" | head -n 30
+    fail "make"
+    echo "$failures step(s) failed"
+    exit 1
+  fi
+  CUDA_INC="$(dirname "$(dirname "$(sed -n 's/^NVCC = //p' Makefile)")")/include"
+  LIBS="$(sed -n 's/^LAPACK_LIBS = //p' Makefile) $(sed -n 's/^BLAS_LIBS = //p' Makefile) $(sed -n 's/^CUDA_LIBS = //p' Makefile)"
+  mkdir -p build/bench
+  if ! gcc -O2 -std=c11 -fopenmp -Icore/include -I"$CUDA_INC" bench/knn_gpu.c build/libgpuml.a \
+      $LIBS -lm -o build/bench/knn_gpu > "$LOG/bench-build.log" 2>&1; then
+    cat "$LOG/bench-build.log"
+    fail "building bench/knn_gpu.c"
+  fi
+fi
+
+run_tests() {  # label, then VAR=value settings
+  label=$1
+  shift
+  if env "$@" GPUML_TEST_BACKEND=cuda ./build/tests/test_core > "$LOG/test-$label.log" 2>&1; then
+    echo "$label: $(tail -n 1 "$LOG/test-$label.log")"
+  else
+    grep FAIL "$LOG/test-$label.log" | head -n 20
+    echo "$label: $(tail -n 1 "$LOG/test-$label.log")"
+    fail "C tests ($label)"
+  fi
+}
+
+if want tests; then
+  step "C tests with the CUDA backend"
+  # Internal knobs that force the code paths the default sizes of the tests miss:
+  #   GPUML_CUDA_TILE=N          tiles of at most N rows, data not resident (reloaded)
+  #   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile sizes with the data resident
+  #                              (double-buffered GEMM tiles, query tiles loaded ahead)
+  #   GPUML_CUDA_KNN_SELECT=general   the radix selection for every k
+  run_tests double GPUML_TEST_PRECISION=double
+  run_tests single GPUML_TEST_PRECISION=single
+  run_tests double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
+  run_tests single-64M GPUML_TEST_PRECISION=single GPUML_GPU_MEMORY_LIMIT=64M
+  run_tests double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300
+  run_tests single-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_TILE=300
+  run_tests double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
+  run_tests single-resident-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_REF_TILE=256 GPUML_CUDA_QUERY_TILE=64
+  run_tests double-general GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SELECT=general
+  run_tests single-general-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SELECT=general GPUML_CUDA_TILE=257
+fi
+
+if want sanitize; then
+  step "compute-sanitizer (small runs of every path, each checked against the CPU)"
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -n 1)
+  if [ -z "$CS" ]; then
+    fail "compute-sanitizer not found"
+  else
+    # racecheck leaves out the largest k (--quick): they take minutes under it.
+    for run in "memcheck default full" "memcheck tiles full" "memcheck resident-tiles full" \
+               "racecheck default quick" "racecheck tiles quick"; do
+      set -- $run
+      tool=$1
+      mode=$3
+      case $2 in
+        default) set -- ;;
+        tiles) set -- GPUML_CUDA_TILE=200 ;;
+        resident-tiles) set -- GPUML_CUDA_REF_TILE=200 GPUML_CUDA_QUERY_TILE=64 ;;
+      esac
+      label=$(echo "$run" | tr ' ' -)
+      f="$LOG/sanitize-$label.log"
+      t1=$(date +%s)
+      if [ "$mode" = quick ]; then
+        env "$@" "$CS" --tool "$tool" --error-exitcode 99 ./build/bench/knn_gpu --sanitize --quick > "$f" 2>&1
+      else
+        env "$@" "$CS" --tool "$tool" --error-exitcode 99 ./build/bench/knn_gpu --sanitize > "$f" 2>&1
+      fi
+      rc=$?
+      summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -n 1)
+      echo "$run: rc $rc, $(($(date +%s) - t1)) s, $(grep 'sanitize runs' "$f") ${summary}"
+      if [ "$rc" != 0 ]; then
+        grep -E '=========' "$f" | head -n 20
+        grep -E 'differ|failed' "$f" | grep -vE ' 0 indices differ| 0 results differ|: 0 failed' | head
+        fail "compute-sanitizer $run"
+      fi
+    done
+  fi
+fi
+
+if want bench; then
+  step "benchmarks: gpuml (bench/knn_gpu.c)"
+  [ "${GPU_RUN_SKIP_LARGE:-0}" != 0 ] && export GPUML_BENCH_SKIP_LARGE=1
+  ./build/bench/knn_gpu 2>&1 | tee "$LOG/bench-gpuml.log" || fail "bench/knn_gpu"
+  step "benchmarks: PyTorch (bench/knn_torch.py)"
+  PYTHONUNBUFFERED=1 python3 bench/knn_torch.py 2>&1 | tee "$LOG/bench-torch.log"
+  step "table"
+  ceiling=$(sed -n 's/^CEILING_TFLOPS //p' "$LOG/bench-gpuml.log")
+  echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1); SGEMM ceiling ${ceiling:-?} TFLOP/s"
+  echo "| case | gpuml ms | torch ms | torch / gpuml | gpuml TFLOP/s (2mnd) |"
+  echo "|---|---|---|---|---|"
+  grep '^RESULT ' "$LOG/bench-gpuml.log" | grep -v warmup | while read -r _ name ms; do
+    t=$(grep "^RESULT $name " "$LOG/bench-torch.log" | awk '{print $3}')
+    echo "$name $ms ${t:--}" | awk '{
+      split($1, a, /[_=]/); n = a[2]; d = a[4];
+      tf = 2 * n * n * d / ($2 / 1e3) / 1e12;
+      r = ($3 == "-") ? "-" : sprintf("%.2f", $3 / $2);
+      printf "| %s | %s | %s | %s | %.1f |\n", $1, $2, $3, r, tf }'
+  done
+fi
+
+echo
+echo "gpu-run: $failures step(s) failed [$(($(date +%s) - T0)) s]"
+[ "$failures" -eq 0 ]
