@@ -34,6 +34,10 @@ gpuml_status gm_check_options(const gpuml_options *opt, const char *id) {
   return GPUML_OK;
 }
 
+/* Inputs larger than this are scanned for NaN/Inf by all threads (a single thread
+ * measured 15 ms per 51 million values, much of a GPU kNN's time). */
+#define GM_PARALLEL_SCAN 65536
+
 static gpuml_status check_shape(const void *x, int64_t n, int64_t d, const char *what,
                                 const char *id) {
   char full_id[64];
@@ -62,20 +66,24 @@ gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *
                              const char *id) {
   gpuml_status st = check_shape(x, n, d, what, id);
   if (st) return st;
-  int64_t count = n * d;
+  const int64_t count = n * d;
+  int64_t first = count;
+#pragma omp parallel for reduction(min : first) schedule(static) if (count > GM_PARALLEL_SCAN)
   for (int64_t i = 0; i < count; i++)
-    if (!isfinite(x[i])) return non_finite(what, id, i, n, x[i]);
-  return GPUML_OK;
+    if (!isfinite(x[i]) && i < first) first = i;
+  return first < count ? non_finite(what, id, first, n, x[first]) : GPUML_OK;
 }
 
 gpuml_status gm_check_matrix_f(const float *x, int64_t n, int64_t d, const char *what,
                                const char *id) {
   gpuml_status st = check_shape(x, n, d, what, id);
   if (st) return st;
-  int64_t count = n * d;
+  const int64_t count = n * d;
+  int64_t first = count;
+#pragma omp parallel for reduction(min : first) schedule(static) if (count > GM_PARALLEL_SCAN)
   for (int64_t i = 0; i < count; i++)
-    if (!isfinite(x[i])) return non_finite(what, id, i, n, x[i]);
-  return GPUML_OK;
+    if (!isfinite(x[i]) && i < first) first = i;
+  return first < count ? non_finite(what, id, first, n, x[first]) : GPUML_OK;
 }
 
 void *gm_alloc(size_t count, size_t size) {

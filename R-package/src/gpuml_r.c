@@ -30,10 +30,8 @@ static int r_interrupted(void *ctx) {
 
 static void r_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
   (void)ctx;
-  const char *unit = "";
-  if (strcmp(stage, "knn") == 0) unit = " queries";
-  else if (strcmp(stage, "dist") == 0) unit = " tiles";
-  REprintf("%s: %lld/%lld%s\n", stage, (long long)done, (long long)total, unit);
+  REprintf("%s: %lld/%lld (%.0f%%)\n", stage, (long long)done, (long long)total,
+           total > 0 ? 100.0 * (double)done / (double)total : 100.0);
 }
 
 /* ---- helpers ----------------------------------------------------------------------- */
