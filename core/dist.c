@@ -16,9 +16,7 @@
  * (`self`) only the upper triangle is taken and mirrored, so the result is exactly
  * symmetric. */
 static void store_tile(const double *tile, int64_t an, int64_t bn, int64_t a0, int64_t b0,
-                       int64_t n, int squared, int self, double *out, float *outf,
-                       int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static)
+                       int64_t n, int squared, int self, double *out, float *outf) {
   for (int64_t b = 0; b < bn; b++) {
     for (int64_t a = 0; a < an; a++) {
       if (self && a0 + a > b0 + b) continue;
@@ -83,8 +81,8 @@ static gpuml_status dist_cpu(const double *x, int64_t n, int64_t d, const double
       const int64_t a0 = ab * GM_DIST_TILE, b0 = bb * GM_DIST_TILE;
       const int64_t an = n - a0 < GM_DIST_TILE ? n - a0 : GM_DIST_TILE;
       const int64_t bn = m - b0 < GM_DIST_TILE ? m - b0 : GM_DIST_TILE;
-      gm_sqdist_tile(&X, a0, an, Yp, b0, bn, tile, an, 1);
-      store_tile(tile, an, bn, a0, b0, n, squared, self, out, outf, 1);
+      gm_sqdist_tile(&X, a0, an, Yp, b0, bn, tile, an);
+      store_tile(tile, an, bn, a0, b0, n, squared, self, out, outf);
       int64_t now;
 #pragma omp atomic capture
       now = ++tiles_done;
@@ -109,7 +107,7 @@ done:
 
 static gpuml_status check_dist_args(int64_t n, int64_t d, const void *y, int64_t m,
                                     const void *out, gpuml_options *opt) {
-  gpuml_status st = gm_check_options(opt, "dist");
+  gpuml_status st = gm_check_options(opt);
   if (st) return st;
   if (!out) return gm_fail(GPUML_ERR_ARG, "dist:badOutput", "the output array must not be NULL");
   int64_t cols = y ? m : n;

@@ -85,9 +85,8 @@ void gm_points_free(gm_points *p) {
 }
 
 static void direct_tile(const gm_points *A, int64_t a0, int64_t an, const gm_points *B,
-                        int64_t b0, int64_t bn, double *out, int64_t ld, int threads) {
+                        int64_t b0, int64_t bn, double *out, int64_t ld) {
   const int64_t d = A->d, na = A->n, nb = B->n;
-#pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t b = 0; b < bn; b++) {
     double *row = out + b * ld;
     for (int64_t a = 0; a < an; a++) row[a] = 0;
@@ -105,13 +104,12 @@ static void direct_tile(const gm_points *A, int64_t a0, int64_t an, const gm_poi
 }
 
 static void gemm_tile(const gm_points *A, int64_t a0, int64_t an, const gm_points *B,
-                      int64_t b0, int64_t bn, double *out, int64_t ld, int threads) {
+                      int64_t b0, int64_t bn, double *out, int64_t ld) {
   const int m = (int)an, n = (int)bn, k = (int)A->d, ldo = (int)ld;
   const double minus2 = -2.0, zero = 0.0;
   dgemm_("T", "N", &m, &n, &k, &minus2, A->points + a0 * A->d, &k, B->points + b0 * B->d, &k,
          &zero, out, &ldo, 1, 1);
   const double *sa = A->sqnorm + a0, *sb = B->sqnorm + b0;
-#pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t b = 0; b < bn; b++) {
     double *row = out + b * ld;
     for (int64_t a = 0; a < an; a++) {
@@ -125,9 +123,9 @@ static void gemm_tile(const gm_points *A, int64_t a0, int64_t an, const gm_point
 }
 
 void gm_sqdist_tile(const gm_points *A, int64_t a0, int64_t an, const gm_points *B,
-                    int64_t b0, int64_t bn, double *out, int64_t ld, int threads) {
+                    int64_t b0, int64_t bn, double *out, int64_t ld) {
   if (A->points && B->points)
-    gemm_tile(A, a0, an, B, b0, bn, out, ld, threads);
+    gemm_tile(A, a0, an, B, b0, bn, out, ld);
   else
-    direct_tile(A, a0, an, B, b0, bn, out, ld, threads);
+    direct_tile(A, a0, an, B, b0, bn, out, ld);
 }

@@ -28,12 +28,13 @@ gpuml_status gm_points_init(gm_points *p, const double *x, int64_t n, int64_t d,
                             const double *centre, int threads);
 void gm_points_free(gm_points *p);
 
-/* out[a + b * ld] = ||A[a0 + a] - B[b0 + b]||^2 for a < an, b < bn. The direct form
+/* out[a + b * ld] = ||A[a0 + a] - B[b0 + b]||^2 for a < an, b < bn, on the calling
+ * thread (callers give each OpenMP thread its own tiles; see blas.c). The direct form
  * gives exactly gm_sqdist(); the GEMM form recomputes with gm_sqdist() any pair whose
  * value is small next to the norms (where cancellation would cost accuracy), so the
  * result is never negative and is exactly 0 for identical points. */
 void gm_sqdist_tile(const gm_points *A, int64_t a0, int64_t an, const gm_points *B,
-                    int64_t b0, int64_t bn, double *out, int64_t ld, int threads);
+                    int64_t b0, int64_t bn, double *out, int64_t ld);
 
 /* The reference squared distance between a (stride sa) and b (stride sb): a plain
  * sum in dimension order, which the direct tile reproduces bit for bit. */

@@ -29,7 +29,7 @@ gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *
                              const char *id);
 gpuml_status gm_check_matrix_f(const float *x, int64_t n, int64_t d, const char *what,
                                const char *id);
-gpuml_status gm_check_options(const gpuml_options *opt, const char *id);
+gpuml_status gm_check_options(const gpuml_options *opt);
 
 /* malloc of count * size bytes, NULL on overflow or failure (the caller reports it). */
 void *gm_alloc(size_t count, size_t size);

@@ -96,7 +96,7 @@ static void knn_block(const gm_points *R, const gm_points *Q, int self, int64_t 
   for (int64_t i = 0; i < qn; i++) sizes[i] = 0;
   for (int64_t r0 = 0; r0 < n && !*stop; r0 += rblock) {
     const int64_t rn = n - r0 < rblock ? n - r0 : rblock;
-    gm_sqdist_tile(R, r0, rn, Q, q0, qn, tile, rn, 1);
+    gm_sqdist_tile(R, r0, rn, Q, q0, qn, tile, rn);
     for (int64_t i = 0; i < qn; i++)
       offer_row(heaps + i * capacity, sizes + i, capacity, tile + i * rn, r0, rn,
                 self ? q0 + i : -1);
@@ -194,7 +194,7 @@ done:
 static gpuml_status check_knn_args(int64_t n, int64_t d, const void *query, int64_t m,
                                    int64_t k, const int64_t *index, const void *dist,
                                    gpuml_options *opt) {
-  gpuml_status st = gm_check_options(opt, "knn");
+  gpuml_status st = gm_check_options(opt);
   if (st) return st;
   if (!index || !dist)
     return gm_fail(GPUML_ERR_ARG, "knn:badOutput", "the output arrays must not be NULL");

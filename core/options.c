@@ -17,8 +17,7 @@ void gpuml_options_init(gpuml_options *opt) {
   opt->backend_used = GPUML_BACKEND_CPU;
 }
 
-gpuml_status gm_check_options(const gpuml_options *opt, const char *id) {
-  (void)id;
+gpuml_status gm_check_options(const gpuml_options *opt) {
   if (!opt) return gm_fail(GPUML_ERR_ARG, "badOptions", "options must not be NULL");
   if (opt->backend != GPUML_BACKEND_AUTO && opt->backend != GPUML_BACKEND_CPU &&
       opt->backend != GPUML_BACKEND_CUDA)

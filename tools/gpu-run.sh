@@ -9,8 +9,8 @@
 # Environment:
 #   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
 #   GPU_RUN_STEPS="build tests sanitize bench"   run only these steps (default: all)
-# When the machine has no BLAS, put libblas/liblapack (and libgfortran, libquadmath) in
-# .gpu-deps/lib and carry that folder; configure is then pointed at it.
+# When the machine has no BLAS, source tools/gpu-r-env.sh first: its portable R brings
+# Debian's BLAS/LAPACK and puts them on the linker's path.
 # Logs go to $OUT (when set) or build/gpu-run. The last line says whether all passed.
 set -u
 LOG=${OUT:-build/gpu-run}
@@ -27,20 +27,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 
 if want build; then
   step "configure and build"
-  EXTRA=""
-  if ! ldconfig -p 2>/dev/null | grep -qE 'lib(open)?blas\.so'; then
-    if [ -d .gpu-deps/lib ]; then
-      D="$PWD/.gpu-deps/lib"
-      echo "no system BLAS: using $D"
-      set -- --with-blas="-L$D -Wl,-rpath,$D -lblas" --with-lapack="-L$D -Wl,-rpath,$D -llapack"
-    else
-      echo "no system BLAS and no .gpu-deps/lib: configure will fail"
-      set --
-    fi
-  else
-    set --
-  fi
-  if ! ./configure --with-cuda-arch=sm_90 "$@" > "$LOG/configure.log" 2>&1; then
+  ldconfig -p 2>/dev/null | grep -qE 'lib(open)?blas\.so' || [ -n "${LIBRARY_PATH:-}" ] ||
+    echo "no system BLAS: source tools/gpu-r-env.sh first, or configure will fail"
+  if ! ./configure --with-cuda-arch=sm_90 > "$LOG/configure.log" 2>&1; then
     tail -n 20 "$LOG/configure.log"
     fail "configure"
     echo "$failures step(s) failed"
