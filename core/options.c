@@ -61,6 +61,16 @@ static gpuml_status non_finite(const char *what, const char *id, int64_t at, int
                  (long long)(at / n + 1));
 }
 
+gpuml_status gpuml_check_columns(const char *stage, const char *second, int64_t d_second,
+                                 const char *first, int64_t d_first) {
+  gm_clear_error();
+  if (d_second == d_first) return GPUML_OK;
+  char id[64];
+  snprintf(id, sizeof id, "%s:dimMismatch", stage ? stage : "gpuml");
+  return gm_fail(GPUML_ERR_ARG, id, "%s has %lld column%s but %s has %lld: both must hold the same variables",
+                 second, (long long)d_second, d_second == 1 ? "" : "s", first, (long long)d_first);
+}
+
 gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *what,
                              const char *id) {
   gpuml_status st = check_shape(x, n, d, what, id);

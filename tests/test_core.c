@@ -370,6 +370,10 @@ static void test_bad_input(void) {
                  "dist:nonFinite", "Inf at row 3, column 2"),
         "Inf: %s", gpuml_last_error());
   data[6] = 7;
+  CHECK(error_is(gpuml_check_columns("knn", "query", 2, "data", 3), GPUML_ERR_ARG,
+                 "knn:dimMismatch", "query has 2 columns but data has 3"),
+        "column mismatch: %s", gpuml_last_error());
+  CHECK(gpuml_check_columns("dist", "y", 4, "x", 4) == GPUML_OK, "equal columns rejected");
   gpuml_backend b;
   CHECK(error_is(gpuml_parse_backend("gpu", &b), GPUML_ERR_ARG, "badBackend",
                  "use \"auto\", \"cpu\" or \"cuda\""),

@@ -30,13 +30,6 @@ as_double_matrix <- function(x, what) {
   x
 }
 
-check_same_columns <- function(a, b, what_a, what_b) {
-  if (ncol(a) != ncol(b))
-    stop(sprintf("%s has %d column%s but %s has %d: both must hold the same variables",
-                 what_b, ncol(b), if (ncol(b) == 1L) "" else "s", what_a, ncol(a)),
-         call. = FALSE)
-}
-
 as_backend <- function(backend) {
   if (!is.character(backend) || length(backend) != 1L || is.na(backend))
     stop("backend must be one string: \"auto\", \"cpu\" or \"cuda\"", call. = FALSE)

@@ -2,7 +2,6 @@ gpu_dist <- function(x, y = NULL, squared = FALSE, backend = "auto", verbose = F
   x <- as_double_matrix(x, "x")
   if (!is.null(y)) {
     y <- as_double_matrix(y, "y")
-    check_same_columns(x, y, "x", "y")
   }
   squared <- as_flag(squared, "squared")
   verbose <- as_flag(verbose, "verbose")

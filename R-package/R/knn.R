@@ -2,7 +2,6 @@ gpu_knn <- function(data, query = NULL, k = 10, backend = "auto", verbose = FALS
   data <- as_double_matrix(data, "data")
   if (!is.null(query)) {
     query <- as_double_matrix(query, "query")
-    check_same_columns(data, query, "data", "query")
   }
   if (!is.numeric(k) || length(k) != 1L || !is.finite(k) || k != round(k))
     stop("k must be a single whole number", call. = FALSE)

@@ -78,6 +78,7 @@ SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP backend, SEXP verbose, SEXP
   const int64_t n = nrows_of(x), d = ncols_of(x);
   const int has_y = !Rf_isNull(y);
   const int64_t m = has_y ? nrows_of(y) : n;
+  if (has_y) stop_on_failure(gpuml_check_columns("dist", "y", ncols_of(y), "x", d));
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int)n, (int)m));
   gpuml_status st = gpuml_dist(REAL(x), n, d, has_y ? REAL(y) : NULL, m,
                                Rf_asLogical(squared) == TRUE, REAL(out), &opt);
@@ -102,6 +103,7 @@ SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP verbose,
   const int64_t n = nrows_of(data), d = ncols_of(data);
   const int has_query = !Rf_isNull(query);
   const int64_t m = has_query ? nrows_of(query) : n;
+  if (has_query) stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", d));
   const int64_t kk = as_k(k);
   /* The core accepts no k beyond n; sizing the buffers by min(k, n) keeps an absurd k
    * from failing in the allocation before the core can explain it. */

@@ -100,6 +100,13 @@ typedef struct {
   char cuda_message[256];     /* why CUDA is unusable, "" when it is usable */
 } gpuml_info;
 
+/* The C calls take one column count for both matrices; front ends holding two
+ * matrices check that they agree with this before calling gpuml_dist()/gpuml_knn().
+ * GPUML_ERR_ARG with id "<stage>:dimMismatch" ("query has 2 columns but data has 3")
+ * when d_second != d_first. */
+gpuml_status gpuml_check_columns(const char *stage, const char *second, int64_t d_second,
+                                 const char *first, int64_t d_first);
+
 /* What was compiled in and which device was found. Never fails for lack of a GPU. */
 gpuml_status gpuml_backend_info(gpuml_info *info);
 

@@ -22,10 +22,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     gpuml_mex_check_matrix(Y, "Y", "dist");
     if (mxIsSingle(X) != mxIsSingle(Y))
       mexErrMsgIdAndTxt("gpuml:dist:badType", "X and Y must both be double or both single");
-    if (mxGetN(X) != mxGetN(Y))
-      mexErrMsgIdAndTxt("gpuml:dist:dimMismatch",
-                        "X has %lld columns but Y has %lld: both need one column per variable",
-                        (long long)mxGetN(X), (long long)mxGetN(Y));
+    gpuml_status st = gpuml_check_columns("dist", "Y", (int64_t)mxGetN(Y), "X", (int64_t)mxGetN(X));
+    if (st) gpuml_mex_raise(st);
   }
   const int squared = gpuml_mex_flag(prhs[2], "squared");
   gpuml_options opt;

@@ -36,10 +36,9 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     gpuml_mex_check_matrix(query, "query", "knn");
     if (mxIsSingle(data) != mxIsSingle(query))
       mexErrMsgIdAndTxt("gpuml:knn:badType", "data and query must both be double or both single");
-    if (mxGetN(data) != mxGetN(query))
-      mexErrMsgIdAndTxt("gpuml:knn:dimMismatch",
-                        "data has %lld columns but query has %lld: both need one column per variable",
-                        (long long)mxGetN(data), (long long)mxGetN(query));
+    gpuml_status st = gpuml_check_columns("knn", "query", (int64_t)mxGetN(query), "data",
+                                          (int64_t)mxGetN(data));
+    if (st) gpuml_mex_raise(st);
   }
   const int64_t k = knn_k(prhs[2]);
   gpuml_options opt;
