@@ -24,6 +24,12 @@ gpuml_status gpuml_cuda_knn(const void *data, int64_t n, int64_t d, const void *
                             int64_t m, int64_t k, int is_float, int64_t *index, void *dist,
                             const gpuml_options *opt);
 
+/* ---- density peaks (kernels/dpc.cu) ---- */
+
+/* ---- t-SNE (kernels/tsne.cu) ---- */
+
+/* ---- Gaussian mixtures (kernels/gmm.cu) ---- */
+
 #ifdef __cplusplus
 }
 #endif

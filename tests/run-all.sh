@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs every test suite and ends with one line "N passed, N failed" over all of them.
-#   C       build/tests/test_core (backend from GPUML_TEST_BACKEND, default cpu)
+#   C       build/tests/test_* (backend from GPUML_TEST_BACKEND, default cpu)
 #   R       R CMD check of the package tarball; its testthat counts, plus one test for
 #           the check itself (no ERROR, no WARNING). With --gpu: testthat alone against
 #           the package in RPKG_LIB, with GPUML_TEST_BACKEND=cuda.
@@ -30,9 +30,13 @@ add_counts() {
 }
 
 echo "== C tests (backend ${GPUML_TEST_BACKEND:-cpu})"
-./build/tests/test_core > "$log_dir/c.log" 2>&1
-grep FAIL "$log_dir/c.log"
-add_counts C "$log_dir/c.log"
+for t in build/tests/test_*; do
+  name=$(basename "$t")
+  "$t" > "$log_dir/$name.log" 2>&1
+  grep FAIL "$log_dir/$name.log"
+  printf '%s ' "$name"
+  add_counts C "$log_dir/$name.log"
+done
 
 if [ "$HAVE_R" = yes ]; then
   if [ "$gpu" = yes ]; then

@@ -36,7 +36,7 @@ if want build; then
     exit 1
   fi
   grep -E '^  (CUDA|BLAS)' "$LOG/configure.log"
-  if ! make -j 16 build/libgpuml.a build/tests/test_core > "$LOG/make.log" 2>&1; then
+  if ! make -j 16 build/libgpuml.a tests > "$LOG/make.log" 2>&1; then
     grep -E 'error|Error' "$LOG/make.log" | head -n 30
     fail "make"
     echo "$failures step(s) failed"
@@ -52,10 +52,11 @@ if want build; then
   fi
 fi
 
-run_tests() {  # label, then VAR=value settings
-  label=$1
-  shift
-  if env "$@" GPUML_TEST_BACKEND=cuda ./build/tests/test_core > "$LOG/test-$label.log" 2>&1; then
+run_tests() {  # test program, label, then VAR=value settings
+  prog=$1
+  label=$prog-$2
+  shift 2
+  if env "$@" GPUML_TEST_BACKEND=cuda ./build/tests/$prog > "$LOG/test-$label.log" 2>&1; then
     echo "$label: $(tail -n 1 "$LOG/test-$label.log")"
   else
     grep FAIL "$LOG/test-$label.log" | head -n 20
@@ -71,16 +72,24 @@ if want tests; then
   #   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile sizes with the data resident
   #                              (double-buffered GEMM tiles, query tiles loaded ahead)
   #   GPUML_CUDA_KNN_SELECT=general   the radix selection for every k
-  run_tests double GPUML_TEST_PRECISION=double
-  run_tests single GPUML_TEST_PRECISION=single
-  run_tests double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
-  run_tests single-64M GPUML_TEST_PRECISION=single GPUML_GPU_MEMORY_LIMIT=64M
-  run_tests double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300
-  run_tests single-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_TILE=300
-  run_tests double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
-  run_tests single-resident-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_REF_TILE=256 GPUML_CUDA_QUERY_TILE=64
-  run_tests double-general GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SELECT=general
-  run_tests single-general-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SELECT=general GPUML_CUDA_TILE=257
+  run_tests test_core double GPUML_TEST_PRECISION=double
+  run_tests test_core single GPUML_TEST_PRECISION=single
+  run_tests test_core double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
+  run_tests test_core single-64M GPUML_TEST_PRECISION=single GPUML_GPU_MEMORY_LIMIT=64M
+  run_tests test_core double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300
+  run_tests test_core single-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_TILE=300
+  run_tests test_core double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
+  run_tests test_core single-resident-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_REF_TILE=256 GPUML_CUDA_QUERY_TILE=64
+  run_tests test_core double-general GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SELECT=general
+  run_tests test_core single-general-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SELECT=general GPUML_CUDA_TILE=257
+  # The other algorithms' programs: both precisions, and a small memory limit.
+  for t in build/tests/test_*; do
+    prog=$(basename "$t")
+    [ "$prog" = test_core ] && continue
+    run_tests "$prog" double GPUML_TEST_PRECISION=double
+    run_tests "$prog" single GPUML_TEST_PRECISION=single
+    run_tests "$prog" double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
+  done
 fi
 
 if want sanitize; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything gpuml needs on a fresh Debian 12 machine: compilers, autoconf,
-# BLAS/LAPACK, R with testthat and the peer packages, Octave with its headers,
+# BLAS/LAPACK, R with testthat and the peer packages (FNN, RANN, Rtsne, mclust,
+# densityClust, dbscan), Octave with its headers,
 # pandoc (vignettes) and the Fashion-MNIST data set. The CUDA toolkit is optional and
 # not installed here. Re-running is cheap: only missing packages are fetched.
 set -euo pipefail
@@ -9,7 +10,7 @@ packages=(
   build-essential autoconf pkg-config
   libopenblas-dev liblapack-dev
   r-base-core r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown pandoc
-  r-cran-fnn r-cran-rann
+  r-cran-fnn r-cran-rann r-cran-rtsne r-cran-mclust r-cran-densityclust r-cran-dbscan
   octave liboctave-dev
   dataset-fashion-mnist
 )

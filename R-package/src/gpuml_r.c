@@ -187,6 +187,12 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
     {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 6},
     {"gpuml_r_info", (DL_FUNC)&gpuml_r_info, 0},
+    /* density peaks (gpuml_r_dpc.c) */
+
+    /* t-SNE (gpuml_r_tsne.c) */
+
+    /* Gaussian mixtures (gpuml_r_gmm.c) */
+
     {NULL, NULL, 0}};
 
 void R_init_gpuml(DllInfo *dll) {
