@@ -359,11 +359,11 @@ int main(int argc, char **argv) {
     gemm_sweep();
     return 0;
   }
-  if (argc > 5 && strcmp(argv[1], "--case") == 0) { /* --case n m d k */
+  if (argc > 5 && strcmp(argv[1], "--case") == 0) { /* --case n m d k [reps [label]] */
     int64_t n = atoll(argv[2]), m = atoll(argv[3]), d = atoll(argv[4]), k = atoll(argv[5]);
     run_case("warmup", 4096, 4096, 128, 16, 0, 1);
     int reps = argc > 6 ? atoi(argv[6]) : 1;
-    return run_case("case", n, m, d, k, 0, reps) ? 0 : 1;
+    return run_case(argc > 7 ? argv[7] : "case", n, m, d, k, 64, reps) ? 0 : 1;
   }
   printf("device: %s (%d devices), CUDA runtime %d, driver %d, %.1f GB\n", info.device_name,
          info.device_count, info.cuda_runtime_version, info.cuda_driver_version,

@@ -1,4 +1,6 @@
-// gpuml_cuda_knn(): exact k nearest neighbours on the GPU. Queries are taken in tiles;
+// gpuml_cuda_knn(): exact k nearest neighbours on the GPU. For K <= 32 with the data
+// resident on the device, one fused kernel per query tile computes the distances and
+// keeps each query's K best (knn_fused.cuh). Otherwise queries are taken in tiles;
 // for each query tile the reference points are visited in tiles, each giving a distance
 // tile (cuBLAS GEMM + norms for d >= 16, or the direct form computed inside the
 // selection kernel for small k and d < 16) that is merged at once into every query's
@@ -11,8 +13,11 @@
 //   GPUML_CUDA_TILE=N           tiles of at most N rows, data reloaded per tile
 //   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile rows with the data resident
 //   GPUML_CUDA_KNN_SELECT=general                    the radix selection for every k
+//   GPUML_CUDA_KNN_FUSED=0      the tile-by-tile path where the fused kernels would run
+//   GPUML_CUDA_FUSED_SPLIT=N    fused kernels with the references split every ~N points
+//   GPUML_CUDA_FUSED_BLOCKS=1   the fused GEMM kernel built for one block per SM
 #include "gpuml_cuda.h"
-#include "select.cuh"
+#include "knn_fused.cuh"
 
 namespace gm {
 namespace {
@@ -24,12 +29,41 @@ constexpr int64_t kRefTileLarge = 65536;  // tile rows with the radix selection
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+constexpr int64_t kFusedQueryTile = 131072;  // a query tile's work stays near a second
+
 template <typename T, typename In>
 struct KnnPlan {
   bool small = false, gemm = false, tile = false, resident = false, q_view = false;
+  bool fused = false;  // knn_fused.cuh: distances and selection in one kernel
+  int sm_count = 1;
   int64_t K = 0, rt = 0, qt = 0, raw_rows = 0;
   size_t cub_bytes = 0;
 };
+
+// Queries per block of the fused kernels.
+template <typename T, typename In>
+int64_t fused_block_queries(const KnnPlan<T, In> &p) {
+  return p.gemm ? kFusedBM : (int64_t)kDirectWarps * kDirectQpw;
+}
+
+// Reference splits of the fused kernels for a query tile of qt: enough blocks for about
+// four per multiprocessor, each split at least 2048 points. `per` is the split length.
+template <typename T, typename In>
+int64_t fused_splits(const KnnPlan<T, In> &p, int64_t n, int64_t qt, int64_t *per) {
+  const int64_t qblocks = (qt + fused_block_queries(p) - 1) / fused_block_queries(p);
+  const int64_t want = 4 * (int64_t)p.sm_count;
+  int64_t s = (want + qblocks - 1) / qblocks;
+  if (s > n / 2048) s = n / 2048;
+  // GPUML_CUDA_FUSED_SPLIT=N: splits of about N points (tests of the merge).
+  const int64_t forced = env_int("GPUML_CUDA_FUSED_SPLIT");
+  if (forced) s = (n + forced - 1) / forced;
+  if (s > 65535) s = 65535;
+  if (s < 1) s = 1;
+  int64_t len = (n + s - 1) / s;
+  len = (len + kFusedBN - 1) / kFusedBN * kFusedBN;
+  if (per) *per = len;
+  return (n + len - 1) / len;
+}
 
 template <typename T>
 size_t cub_sort_bytes(int64_t items, int64_t segments) {
@@ -68,6 +102,10 @@ size_t plan_bytes(const KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t k, bool
   // Two distance tiles when the selection overlaps the next GEMM.
   if (p.tile) s += (size_t)p.rt * (size_t)qt * sizeof(T) * (overlap_gemm(p) ? 2 : 1);
   s += (size_t)qt * K * (sizeof(T) + 8) * (p.small ? 1 : 2);  // lists (+ compaction)
+  if (p.fused) {  // partial lists of the reference splits
+    const int64_t splits = fused_splits(p, n, qt, nullptr);
+    if (splits > 1) s += (size_t)qt * K * (sizeof(T) + 8) * (size_t)splits;
+  }
   s += (size_t)qt * K * 8;                                    // exact distances
   const bool big_final = p.K > kBitonicMaxK;
   if (big_final) s += (size_t)qt * K * 16;
@@ -92,7 +130,8 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
   p.raw_rows = staging_rows<In>(raw_bytes, d, n > m ? n : m);
   const int64_t knob = env_int("GPUML_CUDA_TILE");
   int64_t rt_pref = p.tile ? min64(n, p.small ? kRefTileSmall : kRefTileLarge) : n;
-  int64_t qt_pref = min64(m, p.gemm && p.small ? 2 * kQueryTileMax : kQueryTileMax);
+  int64_t qt_pref = min64(m, p.fused ? kFusedQueryTile
+                               : p.gemm && p.small ? 2 * kQueryTileMax : kQueryTileMax);
   if (knob) {
     rt_pref = min64(rt_pref, knob);
     qt_pref = min64(qt_pref, knob);
@@ -200,7 +239,7 @@ gpuml_status allow_shared(Context &ctx, Kernel kernel, size_t bytes) {
   if (bytes <= 48 * 1024) return GPUML_OK;
   return ctx.check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)bytes),
-                   "cudaFuncSetAttribute (shared memory for sorting)");
+                   "cudaFuncSetAttribute (dynamic shared memory)");
 }
 
 template <typename TK>
@@ -225,6 +264,55 @@ gpuml_status final_sort(Context &ctx, const double *Rd, const int64_t *Li, int64
   return ctx.launched("sorting the neighbours");
 }
 
+template <typename T, typename In, int DIM>
+gpuml_status launch_direct_lists(Context &ctx, dim3 grid, const In *xq, int64_t qn, const In *xr,
+                                 int64_t n, int64_t d, int64_t q0, int self, int K, int64_t per,
+                                 T *Pd, int64_t *Pi) {
+  direct_list_kernel<T, In, DIM><<<grid, kDirectWarps * 32, 0, ctx.stream()>>>(
+      xq, (int)qn, xr, (int)n, (int)d, 0, q0, self, K, (int)per, Pd, Pi);
+  return ctx.launched("kNN search (fused direct form)");
+}
+
+// Every query of the tile at q0 against all n resident reference points in one kernel
+// (split over `splits` blocks per query block, then merged): each query's K candidates,
+// sorted, in Ld/Li.
+template <typename T, typename In>
+gpuml_status fused_lists(Context &ctx, bool gemm, const PointSet<In, T> &Qs, int64_t q0,
+                         int64_t qn, const PointSet<In, T> &R, int64_t n, int64_t d, int self,
+                         int K, int64_t splits, int64_t per, T *Pd, int64_t *Pi, T *Ld,
+                         int64_t *Li) {
+  const In *xq = Qs.x_at(q0);
+  if (gemm) {
+    if (sizeof(T) != 4) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: fused fp64 GEMM form");
+    dim3 grid((unsigned)((qn + kFusedBM - 1) / kFusedBM), (unsigned)splits);
+    // GPUML_CUDA_FUSED_BLOCKS=1: the one-block-per-multiprocessor build (benchmarks).
+    auto kernel = env_int("GPUML_CUDA_FUSED_BLOCKS") == 1 ? fused_gemm_kernel<In, 1>
+                                                          : fused_gemm_kernel<In, 2>;
+    GM_TRY(allow_shared(ctx, kernel, sizeof(FusedShared)));
+    kernel<<<grid, kFusedThreads, sizeof(FusedShared), ctx.stream()>>>(
+        (const float *)Qs.p_at(q0), (const float *)Qs.norm_at(q0), xq, (int)qn,
+        (const float *)R.p_at(0), (const float *)R.norm_at(0), R.x_at(0), (int)n, d, 0, q0,
+        self, K, (int)per, (float *)Pd, Pi);
+    GM_TRY(ctx.launched("kNN search (fused GEMM form)"));
+  } else {
+    const int64_t per_block = (int64_t)kDirectWarps * kDirectQpw;
+    dim3 grid((unsigned)((qn + per_block - 1) / per_block), (unsigned)splits);
+    const In *xr = R.x_at(0);
+    switch (d) {
+      case 1: GM_TRY((launch_direct_lists<T, In, 1>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
+      case 2: GM_TRY((launch_direct_lists<T, In, 2>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
+      case 3: GM_TRY((launch_direct_lists<T, In, 3>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
+      default: GM_TRY((launch_direct_lists<T, In, 0>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
+    }
+  }
+  if (splits > 1) {
+    merge_lists_kernel<T><<<grid_1d(qn * 32, 256), 256, 0, ctx.stream()>>>(
+        Pd, Pi, (int)qn, K, (int)splits, Ld, Li);
+    GM_TRY(ctx.launched("merging candidate lists"));
+  }
+  return GPUML_OK;
+}
+
 template <typename T, typename In>
 gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
                      int64_t k, int64_t *index, In *dist, const gpuml_options *opt) {
@@ -241,7 +329,13 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
   p.K = k + extra;
   const char *force = getenv("GPUML_CUDA_KNN_SELECT");
   p.small = p.K <= kSmallMaxK && !(force && strcmp(force, "general") == 0);
-  p.tile = p.gemm || !p.small;
+  // The fused kernels: fp32 for the GEMM form (its tensor-core screen is fp32-level),
+  // either precision for the direct form; they need the data resident. Setting
+  // GPUML_CUDA_KNN_FUSED=0 keeps the tile-by-tile path (for comparisons).
+  const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED");
+  p.fused = p.small && p.K <= kFusedMaxK && (!p.gemm || sizeof(T) == 4) &&
+            n < 2147483647LL - kFusedBN && !(fused_knob && strcmp(fused_knob, "0") == 0);
+  p.tile = !p.fused && (p.gemm || !p.small);
   if (p.K > 2147483647LL)
     return gm_fail(GPUML_ERR_ARG, "knn:tooLarge", "k = %lld is too large for the GPU",
                    (long long)k);
@@ -249,7 +343,14 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
 
   Context ctx("knn:cuda");
   GM_TRY(ctx.init(opt, p.gemm));
-  GM_TRY(plan_knn(p, n, d, m, k, self, ctx.budget()));
+  GM_TRY(ctx.check(cudaDeviceGetAttribute(&p.sm_count, cudaDevAttrMultiProcessorCount,
+                                          opt->device),
+                   "cudaDeviceGetAttribute"));
+  if (p.fused && (plan_knn(p, n, d, m, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
+    p.fused = false;  // the data do not fit on the device: tile by tile instead
+    p.tile = p.gemm || !p.small;
+  }
+  if (!p.fused) GM_TRY(plan_knn(p, n, d, m, k, self, ctx.budget()));
 
   Staging<In> sg;
   sg.rows = p.raw_rows;
@@ -319,6 +420,14 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
   G = G2[0];
   GM_TRY(ctx.alloc(&Ld, QK, "the candidate lists"));
   GM_TRY(ctx.alloc(&Li, QK, "the candidate lists"));
+  T *Pd = Ld;  // the fused kernels' partial lists (one set per reference split)
+  int64_t *Pi = Li;
+  int64_t fused_per = 0;
+  const int64_t splits = p.fused ? fused_splits(p, n, qt, &fused_per) : 1;
+  if (splits > 1) {
+    GM_TRY(ctx.alloc(&Pd, QK * (size_t)splits, "the partial candidate lists"));
+    GM_TRY(ctx.alloc(&Pi, QK * (size_t)splits, "the partial candidate lists"));
+  }
   if (!p.small) {
     GM_TRY(ctx.alloc(&Cd, QK, "the selected candidates"));
     GM_TRY(ctx.alloc(&Ci, QK, "the selected candidates"));
@@ -367,7 +476,13 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
     const T *nq = p.gemm ? Qs.norm_at(q0) : nullptr;
 
     int64_t *cand = Li;  // each query's K candidates after the last tile
-    for (int64_t r0 = 0; r0 < n; r0 += rt) {
+    if (p.fused) {
+      GM_TRY(fused_lists<T, In>(ctx, p.gemm, Qs, q0, qn, R, n, d, self, K, splits, fused_per,
+                                Pd, Pi, Ld, Li));
+      if (gm_interrupted(opt))
+        return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "kNN search interrupted");
+    }
+    for (int64_t r0 = 0; r0 < n && !p.fused; r0 += rt) {
       const int64_t rn = n - r0 < rt ? n - r0 : rt;
       GM_TRY(load_points(ctx, sg, R, r0, rn));
       const int fresh = r0 == 0;

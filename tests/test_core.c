@@ -129,6 +129,25 @@ static void test_knn_random(void) {
   }
 }
 
+/* Wide points (the GEMM form's many dimension stages) and a large k. */
+static void test_knn_wide_and_large_k(void) {
+  static const int64_t dims[] = {784, 2000};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+    int64_t d = dims[i];
+    double *data = random_matrix(450, d, 0, 1), *query = random_matrix(70, d, 0, 1);
+    char name[64];
+    snprintf(name, sizeof name, "knn self d=%lld", (long long)d);
+    check_knn_case(name, data, 450, d, NULL, 0, 16);
+    snprintf(name, sizeof name, "knn query d=%lld", (long long)d);
+    check_knn_case(name, data, 450, d, query, 70, 3);
+    free(data);
+    free(query);
+  }
+  double *data = random_matrix(3100, 6, 0, 1);
+  check_knn_case("knn k=3000", data, 3100, 6, NULL, 0, 3000);
+  free(data);
+}
+
 static void test_knn_k_range(void) {
   double *data = random_matrix(600, 20, 0, 1), *query = random_matrix(50, 20, 0, 1);
   check_knn_case("knn k=1", data, 600, 20, NULL, 0, 1);
@@ -427,6 +446,7 @@ int main(void) {
   test_dist_float();
   test_knn_random();
   test_knn_k_range();
+  test_knn_wide_and_large_k();
   test_knn_ties();
   test_knn_far_from_origin();
   test_knn_deterministic();

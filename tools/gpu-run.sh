@@ -15,7 +15,7 @@
 set -u
 LOG=${OUT:-build/gpu-run}
 mkdir -p "$LOG"
-STEPS=${GPU_RUN_STEPS:-build tests sanitize bench}
+STEPS=${GPU_RUN_STEPS:-build tests sanitize bench variants}
 T0=$(date +%s)
 failures=0
 step() { echo; echo "== $* [$(($(date +%s) - T0)) s]"; }
@@ -72,6 +72,9 @@ if want tests; then
   #   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile sizes with the data resident
   #                              (double-buffered GEMM tiles, query tiles loaded ahead)
   #   GPUML_CUDA_KNN_SELECT=general   the radix selection for every k
+  #   GPUML_CUDA_KNN_FUSED=0     the tile-by-tile path instead of the fused kernels
+  #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernels with the references split (merge path)
+  #   GPUML_CUDA_FUSED_BLOCKS=1  the fused GEMM kernel's one-block-per-SM build
   run_tests test_core double GPUML_TEST_PRECISION=double
   run_tests test_core single GPUML_TEST_PRECISION=single
   run_tests test_core double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
@@ -80,6 +83,11 @@ if want tests; then
   run_tests test_core single-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_TILE=300
   run_tests test_core double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
   run_tests test_core single-resident-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_REF_TILE=256 GPUML_CUDA_QUERY_TILE=64
+  run_tests test_core single-unfused GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_FUSED=0
+  run_tests test_core double-unfused GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_FUSED=0
+  run_tests test_core single-split GPUML_TEST_PRECISION=single GPUML_CUDA_FUSED_SPLIT=300
+  run_tests test_core double-split GPUML_TEST_PRECISION=double GPUML_CUDA_FUSED_SPLIT=300
+  run_tests test_core single-1block GPUML_TEST_PRECISION=single GPUML_CUDA_FUSED_BLOCKS=1
   run_tests test_core double-general GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SELECT=general
   run_tests test_core single-general-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SELECT=general GPUML_CUDA_TILE=257
   # The other algorithms' programs: both precisions, and a small memory limit.
@@ -99,14 +107,16 @@ if want sanitize; then
     fail "compute-sanitizer not found"
   else
     # racecheck leaves out the largest k (--quick): they take minutes under it.
-    for run in "memcheck default full" "memcheck tiles full" "memcheck resident-tiles full" \
-               "racecheck default quick" "racecheck tiles quick"; do
+    for run in "memcheck default full" "memcheck split full" "memcheck tiles full" \
+               "memcheck resident-tiles full" "racecheck default quick" "racecheck split quick" \
+               "racecheck tiles quick"; do
       set -- $run
       tool=$1
       mode=$3
       case $2 in
         default) set -- ;;
         tiles) set -- GPUML_CUDA_TILE=200 ;;
+        split) set -- GPUML_CUDA_FUSED_SPLIT=150 ;;
         resident-tiles) set -- GPUML_CUDA_REF_TILE=200 GPUML_CUDA_QUERY_TILE=64 ;;
       esac
       label=$(echo "$run" | tr ' ' -)
@@ -148,6 +158,25 @@ if want bench; then
       r = ($3 == "-") ? "-" : sprintf("%.2f", $3 / $2);
       printf "| %s | %s | %s | %s | %.1f |\n", $1, $2, $3, r, tf }'
   done
+fi
+
+if want variants; then
+  step "kernel variants (bench notes): fused 2 blocks/SM (default), 1 block/SM, tile-by-tile"
+  for c in "65536 65536 128 16" "65536 65536 784 16" "65536 65536 2 16"; do
+    set -- $c
+    tag="n=$1_d=$3_k=$4"
+    ./build/bench/knn_gpu --case $c 3 "$tag/fused" | grep -E '^RESULT|agreement'
+    GPUML_CUDA_FUSED_BLOCKS=1 ./build/bench/knn_gpu --case $c 3 "$tag/fused-1block" | grep -E '^RESULT|agreement'
+    GPUML_CUDA_KNN_FUSED=0 ./build/bench/knn_gpu --case $c 3 "$tag/unfused" | grep -E '^RESULT|agreement'
+  done 2>&1 | tee "$LOG/variants.log"
+  if command -v nsys > /dev/null 2>&1; then
+    nsys profile -o "$LOG/knn128" --force-overwrite true --stats=false \
+      ./build/bench/knn_gpu --case 65536 65536 128 16 1 profile > /dev/null 2>&1 &&
+      nsys stats --report cuda_gpu_kern_sum,cuda_gpu_mem_time_sum --format csv "$LOG/knn128.nsys-rep" 2>/dev/null |
+      cut -c1-160 | head -n 30 | tee "$LOG/profile.txt"
+  else
+    echo "nsys not found: no kernel breakdown"
+  fi
 fi
 
 echo
