@@ -130,8 +130,13 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
   p.raw_rows = staging_rows<In>(raw_bytes, d, n > m ? n : m);
   const int64_t knob = env_int("GPUML_CUDA_TILE");
   int64_t rt_pref = p.tile ? min64(n, p.small ? kRefTileSmall : kRefTileLarge) : n;
-  int64_t qt_pref = min64(m, p.fused ? kFusedQueryTile
-                               : p.gemm && p.small ? 2 * kQueryTileMax : kQueryTileMax);
+  int64_t qt_pref = min64(m, p.gemm && p.small ? 2 * kQueryTileMax : kQueryTileMax);
+  if (p.fused) {
+    // At least four query tiles when m allows, so that progress and Ctrl-C are seen
+    // during the search; the reference splits keep the GPU busy with smaller tiles.
+    const int64_t quarter = (m + 3) / 4, least = 8 * fused_block_queries(p);
+    qt_pref = min64(m, min64(kFusedQueryTile, quarter > least ? quarter : least));
+  }
   if (knob) {
     rt_pref = min64(rt_pref, knob);
     qt_pref = min64(qt_pref, knob);
