@@ -89,6 +89,33 @@ gpuml_status gemm_tile<double>(Context &ctx, const double *pa, int64_t an, const
                         "cublasDgemm");
 }
 
+// The split GEMM tile (points.cuh, `split`): G[a + b * ldg] = -2 (hi.hi + hi.lo + lo.hi)
+// of reference pa[a] and query pb[b], both in the [hi | hi | lo | hi] layout, as one
+// TF32 GEMM of depth 3d: queries use their first 3d values, references their last 3d.
+// The operands are TF32 values already, so the tensor cores' conversion is exact and the
+// accumulation is in fp32.
+inline gpuml_status gemm_tile_split(Context &ctx, const float *pa, int64_t an, const float *pb,
+                                    int64_t bn, int64_t d, float *G, int64_t ldg) {
+  const float alpha = -2.0f, beta = 0.0f;
+  const int ld = (int)(4 * d);
+  return ctx.check_blas(
+      cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, (int)(3 * d), &alpha,
+                   pa + d, CUDA_R_32F, ld, pb, CUDA_R_32F, ld, &beta, G, CUDA_R_32F, (int)ldg,
+                   CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx (split TF32)");
+}
+
+// Dispatches on the layout of the point sets (split exists for fp32 only).
+template <typename T>
+gpuml_status gemm_tile_any(Context &ctx, bool split, const T *pa, int64_t an, const T *pb,
+                           int64_t bn, int64_t d, T *G, int64_t ldg) {
+  if constexpr (sizeof(T) == 4) {
+    if (split) return gemm_tile_split(ctx, pa, an, pb, bn, d, G, ldg);
+  }
+  if (split) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: split layout in fp64");
+  return gemm_tile<T>(ctx, pa, an, pb, bn, d, G, ldg);
+}
+
 }  // namespace
 }  // namespace gm
 

@@ -1,9 +1,10 @@
-// gpuml_cuda_knn(): exact k nearest neighbours on the GPU. For K <= 32 with the data
-// resident on the device, one fused kernel per query tile computes the distances and
-// keeps each query's K best (knn_fused.cuh). Otherwise queries are taken in tiles;
+// gpuml_cuda_knn(): exact k nearest neighbours on the GPU. For d < 16, K <= 32 and the
+// data resident on the device, one fused kernel per query tile computes the distances
+// and keeps each query's K best (knn_fused.cuh). Otherwise queries are taken in tiles;
 // for each query tile the reference points are visited in tiles, each giving a distance
 // tile (cuBLAS GEMM + norms for d >= 16, or the direct form computed inside the
-// selection kernel for small k and d < 16) that is merged at once into every query's
+// selection kernel for small k and d < 16; in fp32 the GEMM is the split TF32 form of
+// points.cuh, fp32-accurate on the tensor cores) that is merged at once into every query's
 // running top-K list on the device (select.cuh). The m x n matrix never exists beyond
 // one tile. K = k plus up to 16 extra candidates; at the end the candidates' distances
 // are recomputed exactly in fp64 from the points as given and sorted by (distance,
@@ -15,7 +16,7 @@
 //   GPUML_CUDA_KNN_SELECT=general                    the radix selection for every k
 //   GPUML_CUDA_KNN_FUSED=0      the tile-by-tile path where the fused kernels would run
 //   GPUML_CUDA_FUSED_SPLIT=N    fused kernels with the references split every ~N points
-//   GPUML_CUDA_FUSED_BLOCKS=1   the fused GEMM kernel built for one block per SM
+//   GPUML_CUDA_KNN_SPLIT=0      plain SGEMM instead of the split TF32 GEMM (fp32)
 #include "gpuml_cuda.h"
 #include "knn_fused.cuh"
 
@@ -34,7 +35,8 @@ constexpr int64_t kFusedQueryTile = 131072;  // a query tile's work stays near a
 template <typename T, typename In>
 struct KnnPlan {
   bool small = false, gemm = false, tile = false, resident = false, q_view = false;
-  bool fused = false;  // knn_fused.cuh: distances and selection in one kernel
+  bool fused = false;  // knn_fused.cuh: distances and selection in one kernel (d < 16)
+  bool split = false;  // fp32 GEMM form through the split TF32 GEMM (points.cuh)
   int sm_count = 1;
   int64_t K = 0, rt = 0, qt = 0, raw_rows = 0;
   size_t cub_bytes = 0;
@@ -42,8 +44,8 @@ struct KnnPlan {
 
 // Queries per block of the fused kernels.
 template <typename T, typename In>
-int64_t fused_block_queries(const KnnPlan<T, In> &p) {
-  return p.gemm ? kFusedBM : (int64_t)kDirectWarps * kDirectQpw;
+int64_t fused_block_queries(const KnnPlan<T, In> &) {
+  return (int64_t)kDirectWarps * kDirectQpw;
 }
 
 // Reference splits of the fused kernels for a query tile of qt: enough blocks for about
@@ -60,7 +62,7 @@ int64_t fused_splits(const KnnPlan<T, In> &p, int64_t n, int64_t qt, int64_t *pe
   if (s > 65535) s = 65535;
   if (s < 1) s = 1;
   int64_t len = (n + s - 1) / s;
-  len = (len + kFusedBN - 1) / kFusedBN * kFusedBN;
+  len = (len + kFusedAlign - 1) / kFusedAlign * kFusedAlign;
   if (per) *per = len;
   return (n + len - 1) / len;
 }
@@ -91,7 +93,7 @@ bool overlap_gemm(const KnnPlan<T, In> &p) {
 template <typename T, typename In>
 size_t plan_bytes(const KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t k, bool self,
                   int64_t qt, size_t *cub_bytes) {
-  const size_t pb = point_bytes<In, T>(d, p.gemm);
+  const size_t pb = point_bytes<In, T>(d, p.gemm, p.split);
   const size_t K = (size_t)p.K;
   size_t s = (size_t)p.raw_rows * (size_t)d * sizeof(In) + (size_t)d * 4 * 8 + 4096;
   s += (p.resident ? (size_t)n : (size_t)p.rt) * pb;
@@ -282,24 +284,12 @@ gpuml_status launch_direct_lists(Context &ctx, dim3 grid, const In *xq, int64_t 
 // (split over `splits` blocks per query block, then merged): each query's K candidates,
 // sorted, in Ld/Li.
 template <typename T, typename In>
-gpuml_status fused_lists(Context &ctx, bool gemm, const PointSet<In, T> &Qs, int64_t q0,
+gpuml_status fused_lists(Context &ctx, const PointSet<In, T> &Qs, int64_t q0,
                          int64_t qn, const PointSet<In, T> &R, int64_t n, int64_t d, int self,
                          int K, int64_t splits, int64_t per, T *Pd, int64_t *Pi, T *Ld,
                          int64_t *Li) {
   const In *xq = Qs.x_at(q0);
-  if (gemm) {
-    if (sizeof(T) != 4) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: fused fp64 GEMM form");
-    dim3 grid((unsigned)((qn + kFusedBM - 1) / kFusedBM), (unsigned)splits);
-    // GPUML_CUDA_FUSED_BLOCKS=1: the one-block-per-multiprocessor build (benchmarks).
-    auto kernel = env_int("GPUML_CUDA_FUSED_BLOCKS") == 1 ? fused_gemm_kernel<In, 1>
-                                                          : fused_gemm_kernel<In, 2>;
-    GM_TRY(allow_shared(ctx, kernel, sizeof(FusedShared)));
-    kernel<<<grid, kFusedThreads, sizeof(FusedShared), ctx.stream()>>>(
-        (const float *)Qs.p_at(q0), (const float *)Qs.norm_at(q0), xq, (int)qn,
-        (const float *)R.p_at(0), (const float *)R.norm_at(0), R.x_at(0), (int)n, d, 0, q0,
-        self, K, (int)per, (float *)Pd, Pi);
-    GM_TRY(ctx.launched("kNN search (fused GEMM form)"));
-  } else {
+  {
     const int64_t per_block = (int64_t)kDirectWarps * kDirectQpw;
     dim3 grid((unsigned)((qn + per_block - 1) / per_block), (unsigned)splits);
     const In *xr = R.x_at(0);
@@ -334,12 +324,13 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
   p.K = k + extra;
   const char *force = getenv("GPUML_CUDA_KNN_SELECT");
   p.small = p.K <= kSmallMaxK && !(force && strcmp(force, "general") == 0);
-  // The fused kernels: fp32 for the GEMM form (its tensor-core screen is fp32-level),
-  // either precision for the direct form; they need the data resident. Setting
-  // GPUML_CUDA_KNN_FUSED=0 keeps the tile-by-tile path (for comparisons).
-  const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED");
-  p.fused = p.small && p.K <= kFusedMaxK && (!p.gemm || sizeof(T) == 4) &&
-            n < 2147483647LL - kFusedBN && !(fused_knob && strcmp(fused_knob, "0") == 0);
+  // The fused kernel (d < 16, K <= 32) needs the data resident. GPUML_CUDA_KNN_FUSED=0
+  // keeps the tile-by-tile path, GPUML_CUDA_KNN_SPLIT=0 plain SGEMM for fp32 (for
+  // comparisons).
+  const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED"), *split_knob = getenv("GPUML_CUDA_KNN_SPLIT");
+  p.fused = p.small && p.K <= kFusedMaxK && !p.gemm && n < 2147483647LL - kFusedAlign &&
+            !(fused_knob && strcmp(fused_knob, "0") == 0);
+  p.split = p.gemm && sizeof(T) == 4 && !(split_knob && strcmp(split_knob, "0") == 0);
   p.tile = !p.fused && (p.gemm || !p.small);
   if (p.K > 2147483647LL)
     return gm_fail(GPUML_ERR_ARG, "knn:tooLarge", "k = %lld is too large for the GPU",
@@ -363,8 +354,8 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
   double *centre = nullptr;
   if (p.gemm) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
   PointSet<In, T> R, Q;  // Q: the template of the query tiles
-  R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre;
-  Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre;
+  R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre; R.split = p.split;
+  Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre; Q.split = p.split;
   GM_TRY(alloc_points(ctx, R, p.resident ? n : p.rt));
   if (p.gemm && p.resident)
     GM_TRY(load_resident_with_centre(ctx, sg, R, self ? nullptr : query, m, centre));
@@ -482,7 +473,7 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
 
     int64_t *cand = Li;  // each query's K candidates after the last tile
     if (p.fused) {
-      GM_TRY(fused_lists<T, In>(ctx, p.gemm, Qs, q0, qn, R, n, d, self, K, splits, fused_per,
+      GM_TRY(fused_lists<T, In>(ctx, Qs, q0, qn, R, n, d, self, K, splits, fused_per,
                                 Pd, Pi, Ld, Li));
       if (gm_interrupted(opt))
         return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "kNN search interrupted");
@@ -499,17 +490,17 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
         // the selection of the other runs on its own stream.
         const int b = (int)(gemm_count++ % 2);
         GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
-        GM_TRY(gemm_tile<T>(ctx, pr, rn, pq, qn, d, G2[b], rn));
+        GM_TRY(gemm_tile_any<T>(ctx, p.split, pr, rn, pq, qn, d, G2[b], rn));
         GM_TRY(ctx.order(main_s, sel_s, g_done[b]));
         GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, nr, nq, xr, xq, d, r0, q0,
                                    self, Ld, Li, K, fresh));
         GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
       } else if (p.small) {
-        if (p.gemm) GM_TRY(gemm_tile<T>(ctx, pr, rn, pq, qn, d, G, rn));
+        if (p.gemm) GM_TRY(gemm_tile_any<T>(ctx, p.split, pr, rn, pq, qn, d, G, rn));
         GM_TRY(small_select<T, In>(ctx, main_s, p.gemm, G, rn, qn, nr, nq, xr, xq, d, r0, q0,
                                    self, Ld, Li, K, fresh));
       } else {
-        if (p.gemm) GM_TRY(gemm_tile<T>(ctx, pr, rn, pq, qn, d, G, rn));
+        if (p.gemm) GM_TRY(gemm_tile_any<T>(ctx, p.split, pr, rn, pq, qn, d, G, rn));
         if (fresh) {
           fill_list_kernel<T><<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(Ld, Li,
                                                                                   (int64_t)qK);

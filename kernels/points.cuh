@@ -5,12 +5,18 @@
 //         contiguous), for the direct form, the cancellation guard and the exact re-ranking;
 //   p     GEMM form only: the centred points in the compute type T, points-major;
 //   norm  GEMM form only: |p_i|^2 (summed in fp64 from the T values, stored as T).
+// With `split` (fp32 only), p holds each centred point as four blocks of d values,
+// [hi | hi | lo | hi], hi the TF32 rounding of the fp32 value and lo the TF32 rounding of
+// the rest: the first 3d values (query view) against the last 3d (reference view) give
+// hi.hi + hi.lo + lo.hi in one TF32 GEMM of depth 3d (gemm_tile_split), the fp32-level
+// dot product at tensor-core speed.
 // A set is either resident (all n points on the device at once) or holds one row block
 // at a time. The common centre is computed on the device (column means of the data,
 // rounded to integers when all values are integers, as gm_gemm_centre() does on the CPU).
 #ifndef GPUML_POINTS_CUH
 #define GPUML_POINTS_CUH
 
+#include <mma.h>
 #include "cuda_common.cuh"
 
 namespace gm {
@@ -31,6 +37,7 @@ struct PointSet {
   const In *host = nullptr;  // the caller's matrix, ld rows
   int64_t ld = 0, d = 0;
   bool gemm = false;
+  bool split = false;              // p in the [hi | hi | lo | hi] layout (fp32 only)
   const double *centre = nullptr;  // device, d values (GEMM form)
   In *x = nullptr;
   T *p = nullptr;
@@ -39,21 +46,43 @@ struct PointSet {
   int64_t first = -1, count = 0;  // rows loaded: [first, first + count)
 
   const In *x_at(int64_t row) const { return x + (size_t)(row - first) * (size_t)d; }
-  const T *p_at(int64_t row) const { return p + (size_t)(row - first) * (size_t)d; }
+  int64_t width() const { return split ? 4 * d : d; }  // values per point in p
+  const T *p_at(int64_t row) const { return p + (size_t)(row - first) * (size_t)width(); }
   const T *norm_at(int64_t row) const { return norm + (row - first); }
 };
 
 // Bytes of device memory one point takes in a set.
 template <typename In, typename T>
-inline size_t point_bytes(int64_t d, bool gemm) {
-  return (size_t)d * sizeof(In) + (gemm ? (size_t)d * sizeof(T) + sizeof(T) : 0);
+inline size_t point_bytes(int64_t d, bool gemm, bool split = false) {
+  return (size_t)d * sizeof(In) +
+         (gemm ? (size_t)d * sizeof(T) * (split ? 4 : 1) + sizeof(T) : 0);
+}
+
+// Stores the centred value v of point i, dimension t, in p (plain or split layout).
+template <typename T>
+__device__ __forceinline__ void store_centred(T *p, int64_t i, int64_t t, int64_t d, bool split,
+                                              double v) {
+  if constexpr (sizeof(T) == 4) {
+    if (split) {
+      const float f = (float)v;
+      const float hi = nvcuda::wmma::__float_to_tf32(f);
+      const float lo = nvcuda::wmma::__float_to_tf32(f - hi);
+      T *row = p + (size_t)i * (size_t)(4 * d);
+      row[t] = hi;
+      row[d + t] = hi;
+      row[2 * d + t] = lo;
+      row[3 * d + t] = hi;
+      return;
+    }
+  }
+  p[(size_t)i * (size_t)d + t] = (T)v;
 }
 
 // raw: rows x d column-major (ld = rows) -> x (points-major, In) and p = (T)(x - centre).
 template <typename In, typename T>
 __global__ void prepare_kernel(const In *__restrict__ raw, int64_t rows, int64_t d,
                                const double *__restrict__ centre, In *__restrict__ x,
-                               T *__restrict__ p) {
+                               T *__restrict__ p, bool split) {
   __shared__ double tile[32][33];
   const int64_t i0 = (int64_t)blockIdx.x * 32;
   for (int64_t t0 = (int64_t)blockIdx.y * 32; t0 < d; t0 += (int64_t)gridDim.y * 32) {
@@ -67,24 +96,25 @@ __global__ void prepare_kernel(const In *__restrict__ raw, int64_t rows, int64_t
       if (i < rows && t < d) {
         double v = tile[threadIdx.x][r];
         x[i * d + t] = (In)v;
-        if (p) p[i * d + t] = (T)(v - centre[t]);
+        if (p) store_centred(p, i, t, d, split, v - centre[t]);
       }
     }
     __syncthreads();
   }
 }
 
-// norm[i] = sum_t p[i, t]^2, one warp per point, fixed reduction order.
+// norm[i] = sum_t p[i, t]^2, one warp per point, fixed reduction order. In the split
+// layout the point is hi + lo, the vector whose products the split GEMM forms.
 template <typename T>
 __global__ void norm_kernel(const T *__restrict__ p, int64_t rows, int64_t d,
-                            T *__restrict__ norm) {
+                            T *__restrict__ norm, bool split) {
   const int lane = threadIdx.x & 31;
   const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (i >= rows) return;
-  const T *pi = p + i * d;
+  const T *pi = p + i * (split ? 4 * d : d);
   double s = 0;
   for (int64_t t = lane; t < d; t += 32) {
-    double v = (double)pi[t];
+    double v = split ? (double)pi[t] + (double)pi[2 * d + t] : (double)pi[t];
     s += v * v;
   }
   for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
@@ -153,7 +183,7 @@ gpuml_status alloc_points(Context &ctx, PointSet<In, T> &ps, int64_t cap) {
   ps.count = 0;
   GM_TRY(ctx.alloc(&ps.x, (size_t)cap * (size_t)ps.d, "points"));
   if (ps.gemm) {
-    GM_TRY(ctx.alloc(&ps.p, (size_t)cap * (size_t)ps.d, "centred points"));
+    GM_TRY(ctx.alloc(&ps.p, (size_t)cap * (size_t)ps.width(), "centred points"));
     GM_TRY(ctx.alloc(&ps.norm, (size_t)cap, "squared norms"));
   }
   return GPUML_OK;
@@ -175,11 +205,11 @@ gpuml_status load_points(Context &ctx, Staging<In> &sg, PointSet<In, T> &ps, int
     dim3 grid(grid_1d(cn, 32), (unsigned)(gy < 65535 ? gy : 65535));
     prepare_kernel<In, T><<<grid, block, 0, stream>>>(
         sg.raw, cn, ps.d, ps.centre, ps.x + (size_t)c0 * (size_t)ps.d,
-        ps.gemm ? ps.p + (size_t)c0 * (size_t)ps.d : (T *)nullptr);
+        ps.gemm ? ps.p + (size_t)c0 * (size_t)ps.width() : (T *)nullptr, ps.split);
     GM_TRY(ctx.launched("preparing points"));
     if (ps.gemm) {
       norm_kernel<T><<<grid_1d(cn * 32, 256), 256, 0, stream>>>(
-          ps.p + (size_t)c0 * (size_t)ps.d, cn, ps.d, ps.norm + c0);
+          ps.p + (size_t)c0 * (size_t)ps.width(), cn, ps.d, ps.norm + c0, ps.split);
       GM_TRY(ctx.launched("squared norms"));
     }
   }
@@ -299,10 +329,11 @@ gpuml_status compute_centre(Context &ctx, Staging<In> &sg, const In *x, int64_t 
 // p = (T)(x - centre) for rows already on the device.
 template <typename In, typename T>
 __global__ void centre_points_kernel(const In *__restrict__ x, int64_t count, int64_t d,
-                                     const double *__restrict__ centre, T *__restrict__ p) {
+                                     const double *__restrict__ centre, T *__restrict__ p,
+                                     bool split) {
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
        e += (int64_t)gridDim.x * blockDim.x)
-    p[e] = (T)((double)x[e] - centre[e % d]);
+    store_centred(p, e / d, e % d, d, split, (double)x[e] - centre[e % d]);
 }
 
 // A resident set in the GEMM form with the centre computed on the way: each block is
@@ -322,7 +353,7 @@ gpuml_status load_resident_with_centre(Context &ctx, Staging<In> &sg, PointSet<I
     int64_t gy = (d + 31) / 32;
     dim3 grid(grid_1d(cn, 32), (unsigned)(gy < 65535 ? gy : 65535));
     prepare_kernel<In, T><<<grid, block, 0, ctx.stream()>>>(
-        sg.raw, cn, d, nullptr, ps.x + (size_t)c0 * (size_t)d, (T *)nullptr);
+        sg.raw, cn, d, nullptr, ps.x + (size_t)c0 * (size_t)d, (T *)nullptr, false);
     GM_TRY(ctx.launched("preparing points"));
     GM_TRY(cs.add(ctx, sg.raw, cn, true));
   }
@@ -330,9 +361,11 @@ gpuml_status load_resident_with_centre(Context &ctx, Staging<In> &sg, PointSet<I
   GM_TRY(cs.finish(ctx, n, centre_dev));
   const int64_t count = n * d;
   centre_points_kernel<In, T><<<grid_1d(count, 256) < 65536u * 8 ? grid_1d(count, 256) : 65536u * 8,
-                                256, 0, ctx.stream()>>>(ps.x, count, d, centre_dev, ps.p);
+                                256, 0, ctx.stream()>>>(ps.x, count, d, centre_dev, ps.p,
+                                                        ps.split);
   GM_TRY(ctx.launched("centring points"));
-  norm_kernel<T><<<grid_1d(n * 32, 256), 256, 0, ctx.stream()>>>(ps.p, n, d, ps.norm);
+  norm_kernel<T><<<grid_1d(n * 32, 256), 256, 0, ctx.stream()>>>(ps.p, n, d, ps.norm,
+                                                                   ps.split);
   GM_TRY(ctx.launched("squared norms"));
   ps.first = 0;
   ps.count = n;

@@ -74,7 +74,7 @@ if want tests; then
   #   GPUML_CUDA_KNN_SELECT=general   the radix selection for every k
   #   GPUML_CUDA_KNN_FUSED=0     the tile-by-tile path instead of the fused kernels
   #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernels with the references split (merge path)
-  #   GPUML_CUDA_FUSED_BLOCKS=1  the fused GEMM kernel's one-block-per-SM build
+  #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
   run_tests test_core double GPUML_TEST_PRECISION=double
   run_tests test_core single GPUML_TEST_PRECISION=single
   run_tests test_core double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
@@ -87,7 +87,7 @@ if want tests; then
   run_tests test_core double-unfused GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_FUSED=0
   run_tests test_core single-split GPUML_TEST_PRECISION=single GPUML_CUDA_FUSED_SPLIT=300
   run_tests test_core double-split GPUML_TEST_PRECISION=double GPUML_CUDA_FUSED_SPLIT=300
-  run_tests test_core single-1block GPUML_TEST_PRECISION=single GPUML_CUDA_FUSED_BLOCKS=1
+  run_tests test_core single-sgemm GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SPLIT=0
   run_tests test_core double-general GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SELECT=general
   run_tests test_core single-general-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SELECT=general GPUML_CUDA_TILE=257
   # The other algorithms' programs: both precisions, and a small memory limit.
@@ -161,14 +161,17 @@ if want bench; then
 fi
 
 if want variants; then
-  step "kernel variants (bench notes): fused 2 blocks/SM (default), 1 block/SM, tile-by-tile"
-  for c in "65536 65536 128 16" "65536 65536 784 16" "65536 65536 2 16"; do
-    set -- $c
-    tag="n=$1_d=$3_k=$4"
-    ./build/bench/knn_gpu --case $c 3 "$tag/fused" | grep -E '^RESULT|agreement'
-    GPUML_CUDA_FUSED_BLOCKS=1 ./build/bench/knn_gpu --case $c 3 "$tag/fused-1block" | grep -E '^RESULT|agreement'
-    GPUML_CUDA_KNN_FUSED=0 ./build/bench/knn_gpu --case $c 3 "$tag/unfused" | grep -E '^RESULT|agreement'
-  done 2>&1 | tee "$LOG/variants.log"
+  step "kernel variants (bench notes): split TF32 GEMM vs plain SGEMM; fused vs tiled direct form"
+  {
+    for c in "65536 65536 128 16" "65536 65536 784 16"; do
+      set -- $c
+      ./build/bench/knn_gpu --case $c 3 "n=$1_d=$3_k=$4/split-tf32" | grep -E '^RESULT|agreement'
+      GPUML_CUDA_KNN_SPLIT=0 ./build/bench/knn_gpu --case $c 3 "n=$1_d=$3_k=$4/sgemm" | grep -E '^RESULT|agreement'
+    done
+    ./build/bench/knn_gpu --case 65536 65536 2 16 3 "n=65536_d=2_k=16/fused" | grep -E '^RESULT|agreement'
+    GPUML_CUDA_KNN_FUSED=0 ./build/bench/knn_gpu --case 65536 65536 2 16 3 "n=65536_d=2_k=16/tiled" | grep -E '^RESULT|agreement'
+    ./build/bench/knn_gpu --case 1000 1000 2 16 5 "n=1000_d=2_k=16/fixed-cost" | grep -E '^RESULT'
+  } 2>&1 | tee "$LOG/variants.log"
   if command -v nsys > /dev/null 2>&1; then
     nsys profile -o "$LOG/knn128" --force-overwrite true --stats=false \
       ./build/bench/knn_gpu --case 65536 65536 128 16 1 profile > /dev/null 2>&1 &&
