@@ -53,12 +53,6 @@ int gm_is_calling_thread(void);
 gpuml_status gm_choose_backend(gpuml_options *opt, double work, int cuda_ready,
                                const char *id);
 
-/* Copies rows [r0, r0 + rows) of a column-major matrix (leading dimension ld, d columns,
- * elements of elem bytes) into dst as a rows x d column-major block, on up to `threads`
- * OpenMP threads (0: the default). For staging uploads to the GPU. */
-void gm_pack_rows(const void *src, int64_t ld, int64_t r0, int64_t rows, int64_t d,
-                  size_t elem, void *dst, int threads);
-
 /* Device memory budget in bytes: opt->gpu_memory_limit, else GPUML_GPU_MEMORY_LIMIT,
  * else 0 (meaning: the free memory). Sets an error for a malformed variable. */
 gpuml_status gm_gpu_memory_limit(const gpuml_options *opt, size_t *bytes);

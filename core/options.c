@@ -113,20 +113,6 @@ gpuml_status gm_widen(const float *x, int64_t count, double **out) {
   return GPUML_OK;
 }
 
-void gm_pack_rows(const void *src, int64_t ld, int64_t r0, int64_t rows, int64_t d,
-                  size_t elem, void *dst, int threads) {
-  const char *from = (const char *)src;
-  char *to = (char *)dst;
-  const size_t bytes = (size_t)rows * elem;
-#ifdef _OPENMP
-  if (threads <= 0) threads = omp_get_max_threads();
-#endif
-  (void)threads;
-#pragma omp parallel for num_threads(threads) schedule(static) if ((size_t)d * bytes > ((size_t)1 << 20))
-  for (int64_t t = 0; t < d; t++)
-    memcpy(to + (size_t)t * bytes, from + ((size_t)t * (size_t)ld + (size_t)r0) * elem, bytes);
-}
-
 void gm_progress(const gpuml_options *opt, const char *stage, int64_t done, int64_t total) {
   if (opt->verbose > 0 && opt->progress) opt->progress(opt->callback_ctx, stage, done, total);
 }

@@ -199,20 +199,6 @@ class Context {
     return sync(what);
   }
 
-  // Page-locked host memory, or NULL (not an error: callers fall back to pageable copies).
-  template <typename P>
-  void alloc_host(P **p, size_t count) {
-    *p = NULL;
-    void *q = NULL;
-    if (nhost_ == kMax || count == 0 || count > SIZE_MAX / sizeof(P)) return;
-    if (cudaHostAlloc(&q, count * sizeof(P), cudaHostAllocDefault) != cudaSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    host_[nhost_++] = q;
-    *p = (P *)q;
-  }
-
   template <typename P>
   gpuml_status alloc(P **p, size_t count, const char *what) {
     *p = NULL;

@@ -113,7 +113,6 @@ gpuml_status dist_run(const In *x, int64_t n, int64_t d, const In *y, int64_t m,
   Staging<In> sg;
   sg.rows = raw_rows;
   GM_TRY(ctx.alloc(&sg.raw, (size_t)raw_rows * (size_t)d, "the staging buffer"));
-  GM_TRY(sg.pin_buffers(ctx, d, gm_threads(opt)));
   double *centre = nullptr;
   if (gemm) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
   PointSet<In, T> X, Y;

@@ -351,7 +351,6 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
   Staging<In> sg;
   sg.rows = p.raw_rows;
   GM_TRY(ctx.alloc(&sg.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
-  GM_TRY(sg.pin_buffers(ctx, d, gm_threads(opt)));
   double *centre = nullptr;
   if (p.gemm) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
   PointSet<In, T> R, Q;  // Q: the template of the query tiles
@@ -400,7 +399,6 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
       GM_TRY(alloc_points(ctx, Qb[b], p.qt));
     }
     GM_TRY(ctx.alloc(&sg2.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
-    GM_TRY(sg2.pin_buffers(ctx, d, gm_threads(opt)));
   }
   // Queues the load of the query tile at q0 into slot b on the `up` stream, once the
   // tile that used the slot before is done with it.

@@ -24,39 +24,12 @@ namespace {
 
 // What the staging buffer holds, so that a block uploaded once (for the centre) is not
 // uploaded again for the preparation.
-// Uploads go through two small page-locked buffers when they can be had: threads pack
-// a block of rows into one (gm_pack_rows) while the other is being copied, which runs
-// near the bus's speed instead of the ~9 GB/s of copies from pageable memory.
-constexpr size_t kPinnedBytes = (size_t)4 << 20;
-
 template <typename In>
 struct Staging {
   In *raw = nullptr;
   int64_t rows = 0;  // capacity in rows of d values
   const In *tag_host = nullptr;
   int64_t tag_r0 = -1, tag_rn = 0;
-  In *pin[2] = {nullptr, nullptr};
-  cudaEvent_t pin_free[2] = {nullptr, nullptr};
-  int64_t pin_rows = 0;
-  int pin_next = 0, threads = 0;
-
-  // Sets up the page-locked buffers (GPUML_CUDA_PINNED=0: pageable copies only).
-  gpuml_status pin_buffers(Context &ctx, int64_t d, int nthreads) {
-    const char *knob = getenv("GPUML_CUDA_PINNED");
-    if (knob && strcmp(knob, "0") == 0) return GPUML_OK;
-    threads = nthreads;
-    int64_t r = (int64_t)(kPinnedBytes / ((size_t)d * sizeof(In)));
-    pin_rows = r < 1 ? 1 : (r > rows ? rows : r);
-    for (int b = 0; b < 2; b++) {
-      ctx.alloc_host(&pin[b], (size_t)pin_rows * (size_t)d);
-      if (!pin[b]) {
-        pin[0] = pin[1] = nullptr;
-        return GPUML_OK;
-      }
-      GM_TRY(ctx.new_event(&pin_free[b]));
-    }
-    return GPUML_OK;
-  }
 };
 
 template <typename In, typename T>
@@ -193,25 +166,10 @@ gpuml_status stage_rows(Context &ctx, Staging<In> &sg, const In *host, int64_t l
                         int64_t r0, int64_t rn, cudaStream_t stream) {
   if (sg.tag_host == host && sg.tag_r0 == r0 && sg.tag_rn == rn) return GPUML_OK;
   sg.tag_host = nullptr;
-  if (!sg.pin[0]) {
-    GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw, (size_t)rn * sizeof(In), host + r0,
-                                       (size_t)ld * sizeof(In), (size_t)rn * sizeof(In),
-                                       (size_t)d, cudaMemcpyHostToDevice, stream),
-                     "copying points to the GPU"));
-  }
-  for (int64_t a = 0; sg.pin[0] && a < rn; a += sg.pin_rows) {
-    const int64_t pn = rn - a < sg.pin_rows ? rn - a : sg.pin_rows;
-    const int b = sg.pin_next;
-    sg.pin_next = 1 - b;
-    // The buffer's previous copy must be done before it is packed again.
-    GM_TRY(ctx.check(cudaEventSynchronize(sg.pin_free[b]), "waiting for a copy to the GPU"));
-    gm_pack_rows(host, ld, r0 + a, pn, d, sizeof(In), sg.pin[b], sg.threads);
-    GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw + a, (size_t)rn * sizeof(In), sg.pin[b],
-                                       (size_t)pn * sizeof(In), (size_t)pn * sizeof(In),
-                                       (size_t)d, cudaMemcpyHostToDevice, stream),
-                     "copying points to the GPU"));
-    GM_TRY(ctx.check(cudaEventRecord(sg.pin_free[b], stream), "cudaEventRecord"));
-  }
+  GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw, (size_t)rn * sizeof(In), host + r0,
+                                     (size_t)ld * sizeof(In), (size_t)rn * sizeof(In),
+                                     (size_t)d, cudaMemcpyHostToDevice, stream),
+                   "copying points to the GPU"));
   sg.tag_host = host;
   sg.tag_r0 = r0;
   sg.tag_rn = rn;

@@ -161,15 +161,13 @@ if want bench; then
 fi
 
 if want variants; then
-  step "variants (bench notes): split TF32 GEMM vs SGEMM; pinned vs pageable uploads; fused vs tiled direct form"
+  step "variants (bench notes): split TF32 GEMM vs SGEMM; fused vs tiled direct form"
   {
     for c in "65536 65536 128 16" "65536 65536 784 16"; do
       set -- $c
       ./build/bench/knn_gpu --case $c 3 "n=$1_d=$3_k=$4/split-tf32" | grep -E '^RESULT|agreement'
       GPUML_CUDA_KNN_SPLIT=0 ./build/bench/knn_gpu --case $c 3 "n=$1_d=$3_k=$4/sgemm" | grep -E '^RESULT|agreement'
     done
-    GPUML_CUDA_PINNED=0 ./build/bench/knn_gpu --case 65536 65536 128 16 3 "n=65536_d=128_k=16/pageable" | grep -E '^RESULT|agreement'
-    GPUML_CUDA_PINNED=0 ./build/bench/knn_gpu --case 65536 65536 784 16 3 "n=65536_d=784_k=16/pageable" | grep -E '^RESULT|agreement'
     ./build/bench/knn_gpu --case 65536 65536 2 16 3 "n=65536_d=2_k=16/fused" | grep -E '^RESULT|agreement'
     GPUML_CUDA_KNN_FUSED=0 ./build/bench/knn_gpu --case 65536 65536 2 16 3 "n=65536_d=2_k=16/tiled" | grep -E '^RESULT|agreement'
     ./build/bench/knn_gpu --case 1000 1000 2 16 5 "n=1000_d=2_k=16/fixed-cost" | grep -E '^RESULT'
@@ -180,7 +178,7 @@ if want variants; then
     timeout 240 "$NCU" --clock-control none --print-units base --metrics gpu__time_duration.sum --csv \
       ./build/bench/knn_gpu --case 65536 65536 128 16 1 profile > "$LOG/ncu.csv" 2> "$LOG/ncu.err"
     awk -F'","' '/gpu__time_duration.sum/ {
-        name = $5; sub(/\(.*/, "", name); gsub(/"/, "", $NF); t[name] += $NF; c[name]++ }
+        name = $5; sub(/\(.*/, "", name); v = $NF; gsub(/[",]/, "", v); t[name] += v; c[name]++ }
       END { for (k in t) printf "%10.3f ms %5d x  %s\n", t[k] / 1e6, c[k], k }' "$LOG/ncu.csv" |
       sort -rn | head -n 15 | tee "$LOG/profile.txt"
   else
