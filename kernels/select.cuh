@@ -127,14 +127,14 @@ struct Vec16<double> {
 // 16-byte vectors (when rn allows), several in flight; a cheap filter (distance <= the
 // current K-th) decides whether the warp enters the insertion path at all.
 template <typename T, typename In, int KMAX>
-__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 24 / SmallConfig<KMAX>::warps)
+__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
     select_small_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
                              const T *__restrict__ nr, const T *__restrict__ nq,
                              const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                              int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                              int fresh) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  constexpr int U = 4;  // 16-byte vectors per lane in flight (ncu: 2 left it at 1.6 TB/s)
+  constexpr int U = 2;
   typedef Vec16<T> VT;
   typedef typename VT::V V;
   constexpr int NV = VT::n;
@@ -178,23 +178,16 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 24 / SmallConfi
         }
       }
       if (__any_sync(kFullMask, any)) {
-        // Rarely taken once the lists fill: the values are read again (from cache) so
-        // that the loads above need not stay in registers.
-#pragma unroll 1
+#pragma unroll
         for (int u = 0; u < U; u++) {
           const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
-          V vu, nvu;
-          if (j0 < rn) {
-            vu = *reinterpret_cast<const V *>(g + j0);
-            nvu = *reinterpret_cast<const V *>(nr + j0);
-          }
 #pragma unroll
           for (int e = 0; e < NV; e++) {
             const int64_t gj = r0 + j0 + e;
             bool pass = false;
             T val = 0;
             if (j0 < rn && gj != self_index) {
-              val = gemm_value<T, In>(VT::get(vu, e), VT::get(nvu, e), nqq,
+              val = gemm_value<T, In>(VT::get(v[u], e), VT::get(nv[u], e), nqq,
                                       xr + (size_t)(j0 + e) * (size_t)d, xqq, d);
               pass = val <= L.wd && before(val, gj, L.wd, L.wi);
             }
