@@ -19,6 +19,46 @@
 #define GM_GMM_SMALL_D 24
 #define GM_LOG_2PI 1.8378770664093454836
 
+/* The small-d kernels take 8 rows at a time in four 2-wide vectors (GCC/Clang vector
+ * extensions, one SSE2 register each), so that the running sums stay in registers.
+ * Each row is summed in the same order whether it falls in a group of 8 or not. */
+#if defined(__GNUC__)
+typedef double gm_v2 __attribute__((vector_size(16)));
+#define GM_GMM_LANES 8
+static inline gm_v2 load2(const double *p) {
+  gm_v2 v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void store2(double *p, gm_v2 v) { memcpy(p, &v, sizeof v); }
+#else
+#define GM_GMM_LANES 0
+#endif
+
+#if GM_GMM_LANES && defined(__x86_64__)
+#define GM_GMM_AVX2 1
+typedef double gm_v4 __attribute__((vector_size(32)));
+#define GM_LOAD4(p) ({ gm_v4 v_; memcpy(&v_, (p), sizeof v_); v_; })
+#define GM_STORE4(p, v) do { gm_v4 v_ = (v); memcpy((p), &v_, sizeof v_); } while (0)
+#else
+#define GM_GMM_AVX2 0
+#endif
+
+/* out[i] = sqrt(v[i]) for v >= 0: SSE2's packed square root where there is one (the
+ * library call, with its errno handling, cost a tenth of an EM iteration). */
+#if defined(__x86_64__)
+#include <emmintrin.h>
+static void square_roots(const double *v, int64_t count, double *out) {
+  int64_t i = 0;
+  for (; i + 2 <= count; i += 2) _mm_storeu_pd(out + i, _mm_sqrt_pd(_mm_loadu_pd(v + i)));
+  for (; i < count; i++) out[i] = sqrt(v[i]);
+}
+#else
+static void square_roots(const double *v, int64_t count, double *out) {
+  for (int64_t i = 0; i < count; i++) out[i] = sqrt(v[i]);
+}
+#endif
+
 typedef struct {
   gm_gmm_data data;
   int threads;
@@ -28,7 +68,8 @@ typedef struct {
   double *z;            /* n x kmax */
   double *logdens;      /* n */
   double *block_ll;     /* one per block of rows */
-  double *work;         /* per thread: GM_GMM_BLOCK x (2 d + 1) */
+  double *work;         /* per thread: GM_GMM_BLOCK x (d + 1) */
+  int avx2;             /* the processor runs the AVX2 kernels */
 } gm_gmm_cpu;
 
 static int64_t block_count(int64_t n) { return (n + GM_GMM_BLOCK - 1) / GM_GMM_BLOCK; }
@@ -54,6 +95,9 @@ gpuml_status gm_gmm_cpu_open(const gm_gmm_data *data, void **engine) {
   if (!e) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture state");
   e->data = *data;
   e->threads = gm_threads(data->opt);
+#if GM_GMM_AVX2
+  e->avx2 = __builtin_cpu_supports("avx2") != 0;
+#endif
   const size_t n = (size_t)data->n, d = (size_t)data->d, K = (size_t)data->kmax;
   const int full = data->covariance == GPUML_GMM_FULL;
   e->w = gm_alloc(K, sizeof(double));
@@ -64,13 +108,13 @@ gpuml_status gm_gmm_cpu_open(const gm_gmm_data *data, void **engine) {
   e->z = gm_alloc(n * K, sizeof(double));
   e->logdens = gm_alloc(n, sizeof(double));
   e->block_ll = gm_alloc((size_t)block_count(data->n), sizeof(double));
-  e->work = gm_alloc((size_t)e->threads * GM_GMM_BLOCK * (2 * d + 1), sizeof(double));
+  e->work = gm_alloc((size_t)e->threads * GM_GMM_BLOCK * (d + 1), sizeof(double));
   if (!e->w || !e->mu || !e->cov || !e->U || !e->logdet_u || !e->z || !e->logdens ||
       !e->block_ll || !e->work) {
     cpu_close(e);
     return gm_fail(GPUML_ERR_NOMEM, "noMemory",
                    "cannot allocate %.1f MB for the mixture's responsibilities and work space",
-                   ((double)n * (double)(K + 1) + (double)e->threads * GM_GMM_BLOCK * (2.0 * (double)d + 1)) *
+                   ((double)n * (double)(K + 1) + (double)e->threads * GM_GMM_BLOCK * ((double)d + 1)) *
                        8 / 1e6);
   }
   *engine = e;
@@ -138,22 +182,6 @@ static gpuml_status cpu_factor(void *p, int64_t K, int *info) {
   return GPUML_OK;
 }
 
-/* The small-d kernels take 8 rows at a time in four 2-wide vectors (GCC/Clang vector
- * extensions, one SSE2 register each), so that the running sums stay in registers.
- * Each row is summed in the same order whether it falls in a group of 8 or not. */
-#if defined(__GNUC__)
-typedef double gm_v2 __attribute__((vector_size(16)));
-#define GM_GMM_LANES 8
-static inline gm_v2 load2(const double *p) {
-  gm_v2 v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static inline void store2(double *p, gm_v2 v) { memcpy(p, &v, sizeof v); }
-#else
-#define GM_GMM_LANES 0
-#endif
-
 /* out[i] = |y_i U|^2 for rn rows of Y (ld rows, d columns), U upper triangular. */
 static void small_mahalanobis(const double *Y, int64_t ld, int64_t rn, const double *U,
                               int64_t d, double *out) {
@@ -192,30 +220,99 @@ static void small_mahalanobis(const double *Y, int64_t ld, int64_t rn, const dou
   }
 }
 
-/* S[a, b] += sum_i V[i, a] C[i, b] for a <= b (V, C: rn rows, ld), with 8 partial
- * sums per entry added in a fixed order. */
-static void small_scatter(const double *V, const double *C, int64_t ld, int64_t rn, int64_t d,
-                          double *S) {
+/* S[a, b] += sum_i W[i, a] W[i, b] for a <= b (W: rn rows, ld), with 16 partial sums
+ * per entry (enough independent additions to hide their latency) combined in a fixed
+ * order. */
+static void small_scatter(const double *W, int64_t ld, int64_t rn, int64_t d, double *S) {
   for (int64_t b = 0; b < d; b++)
     for (int64_t a = 0; a <= b; a++) {
-      const double *wa = V + a * ld, *wb = C + b * ld;
+      const double *wa = W + a * ld, *wb = W + b * ld;
       double s = 0;
       int64_t i = 0;
 #if GM_GMM_LANES
-      gm_v2 acc0 = {0, 0}, acc1 = {0, 0}, acc2 = {0, 0}, acc3 = {0, 0};
-      for (; i + GM_GMM_LANES <= rn; i += GM_GMM_LANES) {
-        acc0 += load2(wa + i) * load2(wb + i);
-        acc1 += load2(wa + i + 2) * load2(wb + i + 2);
-        acc2 += load2(wa + i + 4) * load2(wb + i + 4);
-        acc3 += load2(wa + i + 6) * load2(wb + i + 6);
+      gm_v2 c0 = {0, 0}, c1 = {0, 0}, c2 = {0, 0}, c3 = {0, 0};
+      gm_v2 c4 = {0, 0}, c5 = {0, 0}, c6 = {0, 0}, c7 = {0, 0};
+      for (; i + 16 <= rn; i += 16) {
+        c0 += load2(wa + i) * load2(wb + i);
+        c1 += load2(wa + i + 2) * load2(wb + i + 2);
+        c2 += load2(wa + i + 4) * load2(wb + i + 4);
+        c3 += load2(wa + i + 6) * load2(wb + i + 6);
+        c4 += load2(wa + i + 8) * load2(wb + i + 8);
+        c5 += load2(wa + i + 10) * load2(wb + i + 10);
+        c6 += load2(wa + i + 12) * load2(wb + i + 12);
+        c7 += load2(wa + i + 14) * load2(wb + i + 14);
       }
-      const gm_v2 acc = (acc0 + acc1) + (acc2 + acc3);
-      s = acc[0] + acc[1];
+      const gm_v2 c = ((c0 + c1) + (c2 + c3)) + ((c4 + c5) + (c6 + c7));
+      s = c[0] + c[1];
 #endif
       for (; i < rn; i++) s += wa[i] * wb[i];
       S[a + b * d] += s;
     }
 }
+
+#if GM_GMM_AVX2
+/* The same kernels on 4-wide AVX2 vectors. Without FMA (not asked for) every lane does
+ * the very operations of the SSE2 code, so results do not depend on the processor. */
+
+__attribute__((target("avx2"))) static void small_mahalanobis_avx2(
+    const double *Y, int64_t ld, int64_t rn, const double *U, int64_t d, double *out) {
+  int64_t i0 = 0;
+  /* 16 rows: four independent chains of additions per column of U */
+  for (; i0 + 16 <= rn; i0 += 16) {
+    gm_v4 acc0 = {0, 0, 0, 0}, acc1 = {0, 0, 0, 0}, acc2 = {0, 0, 0, 0}, acc3 = {0, 0, 0, 0};
+    for (int64_t j = 0; j < d; j++) {
+      gm_v4 t0 = {0, 0, 0, 0}, t1 = {0, 0, 0, 0}, t2 = {0, 0, 0, 0}, t3 = {0, 0, 0, 0};
+      for (int64_t a = 0; a <= j; a++) {
+        const double u = U[a + j * d], *y = Y + a * ld + i0;
+        t0 += GM_LOAD4(y) * u;
+        t1 += GM_LOAD4(y + 4) * u;
+        t2 += GM_LOAD4(y + 8) * u;
+        t3 += GM_LOAD4(y + 12) * u;
+      }
+      acc0 += t0 * t0;
+      acc1 += t1 * t1;
+      acc2 += t2 * t2;
+      acc3 += t3 * t3;
+    }
+    GM_STORE4(out + i0, acc0);
+    GM_STORE4(out + i0 + 4, acc1);
+    GM_STORE4(out + i0 + 8, acc2);
+    GM_STORE4(out + i0 + 12, acc3);
+  }
+  for (; i0 < rn; i0++) { /* as small_mahalanobis(), without leaving AVX state behind */
+    double acc = 0;
+    for (int64_t j = 0; j < d; j++) {
+      double t = 0;
+      for (int64_t a = 0; a <= j; a++) t += Y[a * ld + i0] * U[a + j * d];
+      acc += t * t;
+    }
+    out[i0] = acc;
+  }
+}
+
+__attribute__((target("avx2"))) static void small_scatter_avx2(const double *W, int64_t ld,
+                                                              int64_t rn, int64_t d,
+                                                              double *S) {
+  const int64_t full = rn - rn % 16;
+  for (int64_t b = 0; b < d; b++)
+    for (int64_t a = 0; a <= b; a++) {
+      const double *wa = W + a * ld, *wb = W + b * ld;
+      gm_v4 c0 = {0, 0, 0, 0}, c1 = {0, 0, 0, 0}, c2 = {0, 0, 0, 0}, c3 = {0, 0, 0, 0};
+      for (int64_t i = 0; i < full; i += 16) {
+        c0 += GM_LOAD4(wa + i) * GM_LOAD4(wb + i);
+        c1 += GM_LOAD4(wa + i + 4) * GM_LOAD4(wb + i + 4);
+        c2 += GM_LOAD4(wa + i + 8) * GM_LOAD4(wb + i + 8);
+        c3 += GM_LOAD4(wa + i + 12) * GM_LOAD4(wb + i + 12);
+      }
+      /* the SSE2 code's order: lanes (0 2)(4 6)(8 10)(12 14), then the odd ones */
+      const double even = ((c0[0] + c0[2]) + (c1[0] + c1[2])) + ((c2[0] + c2[2]) + (c3[0] + c3[2]));
+      const double odd = ((c0[1] + c0[3]) + (c1[1] + c1[3])) + ((c2[1] + c2[3]) + (c3[1] + c3[3]));
+      double s = even + odd;
+      for (int64_t i = full; i < rn; i++) s += wa[i] * wb[i];
+      S[a + b * d] += s;
+    }
+}
+#endif
 
 /* logp[i] = log(w_k N(x_i | k)) for the rows of one block. Small d: the rows are
  * go 8 at a time through small_mahalanobis(); larger d: DTRMM of the centred block. */
@@ -240,7 +337,11 @@ static void block_log_prob(const gm_gmm_cpu *e, int64_t r0, int64_t rn, int64_t 
       for (int64_t i = 0; i < rn; i++) logp[i] += (y[i] * uj) * (y[i] * uj);
     }
   } else if (d <= GM_GMM_SMALL_D) {
-    small_mahalanobis(Y, rn, rn, e->U + k * d * d, d, logp);
+#if GM_GMM_AVX2
+    if (e->avx2) small_mahalanobis_avx2(Y, rn, rn, e->U + k * d * d, d, logp);
+    else
+#endif
+      small_mahalanobis(Y, rn, rn, e->U + k * d * d, d, logp);
   } else {
     const int m = (int)rn, di = (int)d;
     const double one = 1;
@@ -263,7 +364,7 @@ static gpuml_status cpu_estep(void *p, int64_t K, double *loglik) {
   const int blas_threads = gm_blas_serial_begin();
 #pragma omp parallel num_threads(e->threads)
   {
-    double *Y = e->work + (size_t)gm_thread_id() * GM_GMM_BLOCK * (size_t)(2 * d + 1);
+    double *Y = e->work + (size_t)gm_thread_id() * GM_GMM_BLOCK * (size_t)(d + 1);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < nblocks; b++) {
       if (stop) continue;
@@ -329,33 +430,26 @@ static void mstep_component(gm_gmm_cpu *e, int64_t k, double *W, double *nk_out)
   dgemv_("T", &ni, &di, &inv, x, &ni, z, &one_i, &zero, mu, &one_i, 1);
   e->w[k] = nk / (double)n;
   if (e->data.covariance == GPUML_GMM_FULL) {
-    /* The scatter of the rows centred on the new mean, by blocks of C = x - mu:
-     * S += (z C)'C (hand-written up to GM_GMM_SMALL_D), or W = sqrt(z) C and S += W'W
-     * (DSYRK). */
+    /* The scatter of the rows centred on the new mean, by blocks of
+     * W = sqrt(z) (x - mu): S += W'W (hand-written up to GM_GMM_SMALL_D, else DSYRK). */
     const int small = d <= GM_GMM_SMALL_D;
     if (small) memset(S, 0, (size_t)(d * d) * sizeof(double));
     for (int64_t r0 = 0; r0 < n; r0 += GM_GMM_BLOCK) {
       const int64_t rn = n - r0 < GM_GMM_BLOCK ? n - r0 : GM_GMM_BLOCK;
-      double *C = W + d * rn, *sz = W + 2 * d * rn;
-      const double *zb = z + r0;
-      if (!small)
-        for (int64_t i = 0; i < rn; i++) sz[i] = sqrt(zb[i]);
+      double *sz = W + d * rn;
+      square_roots(z + r0, rn, sz);
       for (int64_t j = 0; j < d; j++) {
         const double *col = x + r0 + j * n, m = mu[j];
-        double *wcol = W + j * rn, *ccol = C + j * rn;
-        if (small) {
+        double *wcol = W + j * rn;
 #pragma omp simd
-          for (int64_t i = 0; i < rn; i++) {
-            ccol[i] = col[i] - m;
-            wcol[i] = zb[i] * ccol[i];
-          }
-        } else {
-#pragma omp simd
-          for (int64_t i = 0; i < rn; i++) wcol[i] = sz[i] * (col[i] - m);
-        }
+        for (int64_t i = 0; i < rn; i++) wcol[i] = sz[i] * (col[i] - m);
       }
       if (small) {
-        small_scatter(W, C, rn, rn, d, S);
+#if GM_GMM_AVX2
+        if (e->avx2) small_scatter_avx2(W, rn, rn, d, S);
+        else
+#endif
+          small_scatter(W, rn, rn, d, S);
       } else {
         const int m = (int)rn;
         dsyrk_("U", "T", &di, &m, &one, W, &m, r0 == 0 ? &zero : &one, S, &di, 1, 1);
@@ -393,7 +487,7 @@ static gpuml_status cpu_mstep(void *p, int64_t K, double *nk) {
   const int blas_threads = gm_blas_serial_begin();
 #pragma omp parallel num_threads(e->threads)
   {
-    double *W = e->work + (size_t)gm_thread_id() * GM_GMM_BLOCK * (size_t)(2 * e->data.d + 1);
+    double *W = e->work + (size_t)gm_thread_id() * GM_GMM_BLOCK * (size_t)(e->data.d + 1);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t k = 0; k < K; k++) {
       if (stop) continue;
