@@ -109,7 +109,8 @@ static void close_engine(gm_engine *eng) {
 static void column_stats(const double *x, int64_t n, int64_t d, int threads, double *mean,
                          double *avg_var) {
   double total = 0;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total) \
+    if ((double)n * (double)d >= 262144)
   for (int64_t j = 0; j < d; j++) {
     const double *col = x + j * n;
     double s = 0;

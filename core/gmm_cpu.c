@@ -18,6 +18,8 @@
 /* Up to this dimension hand-written loops beat the BLAS calls on blocks of rows. */
 #define GM_GMM_SMALL_D 24
 #define GM_LOG_2PI 1.8378770664093454836
+/* Work per pass (rows x components x d^2, or x d) from which the passes are threaded. */
+#define GM_GMM_PARALLEL_WORK 2e6
 
 /* The small-d kernels take 8 rows at a time in four 2-wide vectors (GCC/Clang vector
  * extensions, one SSE2 register each), so that the running sums stay in registers.
@@ -94,7 +96,11 @@ gpuml_status gm_gmm_cpu_open(const gm_gmm_data *data, void **engine) {
   gm_gmm_cpu *e = calloc(1, sizeof *e);
   if (!e) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture state");
   e->data = *data;
-  e->threads = gm_threads(data->opt);
+  /* Small problems run on one thread: their iterations take less than the cost of
+   * waking and joining the others (and, on a busy machine, far less). */
+  const double work = (double)data->n * (double)data->kmax * (double)data->d *
+                      (data->covariance == GPUML_GMM_FULL ? (double)data->d : 1.0);
+  e->threads = work >= GM_GMM_PARALLEL_WORK ? gm_threads(data->opt) : 1;
 #if GM_GMM_AVX2
   e->avx2 = __builtin_cpu_supports("avx2") != 0;
 #endif

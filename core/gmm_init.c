@@ -147,7 +147,8 @@ gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
                              gpuml_gmm_covariance covariance, double reg, uint64_t seed,
                              const gpuml_options *opt, double *weights, double *means,
                              double *covariances) {
-  const int threads = gm_threads(opt);
+  /* The passes below are short; below this size their threads cost more than they do. */
+  const int threads = (double)n * (double)d >= 262144 ? gm_threads(opt) : 1;
   gm_rng rng;
   gm_rng_seed(&rng, seed);
   const int sampled = n > GM_INIT_SAMPLE;
