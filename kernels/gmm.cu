@@ -31,7 +31,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kParts = 128;  // first-stage blocks of a column sum (fixed, for determinism)
 constexpr double kLog2Pi = 1.8378770664093454836;
-constexpr size_t kTileBytes = (size_t)128 << 20;  // the E-step's Y tile, the M-step's W
+constexpr size_t kTileBytes = (size_t)256 << 20;  // the E-step's Y tile, the M-step's W
 constexpr int64_t kMinTile = 256;
 // Batched-GEMM blocks wanted in the M-step's scatter (about two per SM of an H100).
 constexpr int64_t kScatterBlocks = 264;
@@ -169,14 +169,17 @@ __global__ void estep_diag_kernel(const double *__restrict__ X, int64_t ldx, int
   }
 }
 
-// out[e] (+)= sum_q part[q len + e] in chunk order.
-__global__ void sum_chunks_kernel(const double *__restrict__ part, int64_t nparts, int64_t len,
-                                  int accumulate, double *__restrict__ out) {
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < len;
-       e += (int64_t)gridDim.x * blockDim.x) {
-    double s = accumulate ? out[e] : 0.0;
-    for (int64_t q = 0; q < nparts; q++) s += part[q * len + e];
-    out[e] = s;
+// For each of `batches` groups: out[b len + e] (+)= sum_q part[(b parts + q) len + e],
+// in chunk order.
+__global__ void sum_chunks_kernel(const double *__restrict__ part, int64_t parts, int64_t len,
+                                  int64_t batches, int accumulate, double *__restrict__ out) {
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < len * batches;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t b = t / len, e = t % len;
+    const double *p = part + b * parts * len + e;
+    double s = accumulate ? out[t] : 0.0;
+    for (int64_t q = 0; q < parts; q++) s += p[q * len];
+    out[t] = s;
   }
 }
 
@@ -594,7 +597,7 @@ struct Gmm {
                                           P + nfull * d * K, (int)d),
                               "cublasDgemm (weighted sums)"));
       sum_chunks_kernel<<<blocks_for(d * K), kThreads, 0, ctx.stream()>>>(
-          P, nfull + (rem > 0), d * K, r0 > 0, sums);
+          P, nfull + (rem > 0), d * K, 1, r0 > 0, sums);
       GM_TRY(ctx.launched("weighted sums"));
     }
     means_kernel<<<blocks_for(d * K), kThreads, 0, ctx.stream()>>>(sums, nk, d, K, (double)n, w,
@@ -617,12 +620,10 @@ struct Gmm {
                                       (int)chunk, (long long)(chunk * d), &zero, P, (int)d,
                                       (long long)(d * d), (int)(K * parts)),
             "cublasDgemmStridedBatched (scatter)"));
-        // P holds (k, q) blocks: sum over q for each k into S.
-        for (int64_t k = 0; k < K; k++) {
-          sum_chunks_kernel<<<blocks_for(d * d), kThreads, 0, ctx.stream()>>>(
-              P + k * parts * d * d, parts, d * d, r0 > 0, S + k * d * d);
-          GM_TRY(ctx.launched("scatter"));
-        }
+        // P holds the (k, q) products: sum over q for each k into S.
+        sum_chunks_kernel<<<blocks_for(d * d * K), kThreads, 0, ctx.stream()>>>(
+            P, parts, d * d, K, r0 > 0, S);
+        GM_TRY(ctx.launched("scatter"));
       } else {
         scatter_diag_kernel<<<dim3((unsigned)d, (unsigned)K), kThreads, 0, ctx.stream()>>>(
             X, ldx, rn, z + r0, n, mu, d, r0 > 0, S);
