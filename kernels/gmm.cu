@@ -40,7 +40,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Deterministic sum of a block's values (blockDim.x == kThreads, or kParts for the
 // second stage; both powers of two).
-__device__ double block_sum(double v) {
+__device__ __forceinline__ double block_sum(double v) {
   __shared__ double s[kThreads];
   s[threadIdx.x] = v;
   __syncthreads();
@@ -109,7 +109,8 @@ __global__ void prepare_estep_kernel(const double *__restrict__ w, const double 
 
 // Turns the log-probabilities z[i + k ldz] of one row into responsibilities, as the
 // CPU does: the largest first, terms below exp(GM_GMM_LOG_FLUSH) of it set to 0.
-__device__ void normalise_row(double *z, int64_t ldz, int64_t K, double top, double *logdens) {
+__device__ __forceinline__ void normalise_row(double *z, int64_t ldz, int64_t K, double top,
+                                              double *logdens) {
   double sum = 0;
   for (int64_t k = 0; k < K; k++) {
     const double t = z[k * ldz] - top;
