@@ -376,6 +376,23 @@ static void test_reproducible(void) {
                 memcmp(a.z, c.z, sizeof(double) * n * G) == 0,
             "%s: one thread gives the same fit as several", gpuml_gmm_covariance_name(t));
     }
+    /* Large enough for the threaded passes (small ones run on one thread anyway). */
+    const int64_t nb = 90000, db = 6;
+    int64_t *lb = malloc(sizeof(int64_t) * nb);
+    double *xb = mixture(nb, db, G, 6, 0, 93, lb);
+    gpuml_options o3 = options(test_backend), o4 = options(test_backend);
+    o3.threads = 2;
+    o4.threads = 1;
+    fit_t p2 = fit_with(xb, nb, db, &G, 1, t, 15, 0, 1e-6, 1, 5, &o3);
+    fit_t p1 = fit_with(xb, nb, db, &G, 1, t, 15, 0, 1e-6, 1, 5, &o4);
+    CHECK(!p1.status && !p2.status && p1.model.loglik == p2.model.loglik &&
+              memcmp(p1.model.covariances, p2.model.covariances, sizeof(double) * db * db * G) == 0 &&
+              memcmp(p1.z, p2.z, sizeof(double) * nb * G) == 0,
+          "%s: 90000 rows, one thread and two give identical fits", gpuml_gmm_covariance_name(t));
+    fit_free(&p1);
+    fit_free(&p2);
+    free(xb);
+    free(lb);
     fit_t m = fit_with(x, n, d, &G, 1, t, 1000, 1e-8, 1e-6, 6, 99, &o1);
     CHECK(!m.status && m.model.loglik >= a.model.loglik,
           "%s: n_init = 6 keeps a fit at least as good as the first start (%.10g vs %.10g)",

@@ -108,6 +108,12 @@ test_that("a seed makes fits reproducible; set.seed() is honoured", {
   d1 <- gpu_gmm(mx$x, G = 4, seed = 10, backend = backend())
   expect_identical(d1$parameters, a$parameters)
   expect_identical(d1$z, a$z)
+  big <- gmm_mixture(50000, 6, 4, spread = 6, seed = 8)$x  # large enough to be threaded
+  b1 <- gpu_gmm(big, G = 4, seed = 1, tol = 0, max_iter = 10, backend = backend())
+  options(gpuml.threads = 2)
+  b2 <- gpu_gmm(big, G = 4, seed = 1, tol = 0, max_iter = 10, backend = backend())
+  expect_identical(b1$parameters, b2$parameters)
+  expect_identical(b1$z, b2$z)
   many <- gpu_gmm(mx$x, G = 4, seed = 10, n_init = 4, backend = backend())
   expect_gte(many$loglik, a$loglik)
   # a G fitted alone is the same fit as within a list
