@@ -2,11 +2,12 @@
  * value is computed the same way whatever the number of threads:
  *  - E-step: fixed blocks of rows in parallel; for each block and component the rows
  *    are centred on the component's mean first and then multiplied by the inverse
- *    Cholesky factor U (DTRMM), so that log N(x | mu, Sigma) = -d/2 log(2 pi)
- *    + sum log diag(U) - |(x - mu) U|^2 / 2; the block sums of the log-likelihood are
- *    added in block order.
+ *    Cholesky factor U, so that log N(x | mu, Sigma) = -d/2 log(2 pi) + sum log diag(U)
+ *    - |(x - mu) U|^2 / 2 (hand-written kernels up to GM_GMM_SMALL_D, DTRMM above);
+ *    the block sums of the log-likelihood are added in block order.
  *  - M-step: components in parallel, each over all rows in order: the weighted mean,
- *    then the scatter of the rows centred on it (DSYRK of sqrt(z) (x - mu) by blocks).
+ *    then the scatter W'W of W = sqrt(z) (x - mu), the rows centred on it (by blocks;
+ *    hand-written kernels up to GM_GMM_SMALL_D, DSYRK above).
  * OpenBLAS is held to one thread inside these regions (blas.c). */
 #include <math.h>
 #include <stdlib.h>
