@@ -30,6 +30,25 @@ gpuml_status gpuml_cuda_knn(const void *data, int64_t n, int64_t d, const void *
 
 /* ---- Gaussian mixtures (kernels/gmm.cu) ---- */
 
+/* The CUDA engine of the mixtures: the steps of core/gmm.h's gm_gmm_ops on the device
+ * (data, responsibilities and parameters stay there between steps). open() takes a
+ * struct gm_gmm_data (core/gmm.h); close() frees everything. */
+struct gm_gmm_data;
+gpuml_status gpuml_cuda_gmm_open(const struct gm_gmm_data *data, void **engine);
+gpuml_status gpuml_cuda_gmm_set_params(void *engine, int64_t K, const double *weights,
+                                       const double *means, const double *covariances);
+gpuml_status gpuml_cuda_gmm_set_component(void *engine, int64_t K, const double *weights,
+                                          int64_t k, const double *mean,
+                                          const double *covariance);
+gpuml_status gpuml_cuda_gmm_factor(void *engine, int64_t K, int *info);
+gpuml_status gpuml_cuda_gmm_estep(void *engine, int64_t K, double *loglik);
+gpuml_status gpuml_cuda_gmm_log_density(void *engine, double *out);
+gpuml_status gpuml_cuda_gmm_mstep(void *engine, int64_t K, double *nk);
+gpuml_status gpuml_cuda_gmm_get_params(void *engine, int64_t K, double *weights,
+                                       double *means, double *covariances);
+gpuml_status gpuml_cuda_gmm_get_z(void *engine, int64_t K, double *z);
+void gpuml_cuda_gmm_close(void *engine);
+
 #ifdef __cplusplus
 }
 #endif

@@ -183,6 +183,10 @@ SEXP gpuml_r_info(void) {
 
 /* ---- registration ------------------------------------------------------------------ */
 
+/* Gaussian mixtures (gpuml_r_gmm.c) */
+extern SEXP gpuml_r_gmm_fit(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+extern SEXP gpuml_r_gmm_predict(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
 static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
     {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 6},
@@ -192,6 +196,8 @@ static const R_CallMethodDef call_methods[] = {
     /* t-SNE (gpuml_r_tsne.c) */
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
+    {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 11},
+    {"gpuml_r_gmm_predict", (DL_FUNC)&gpuml_r_gmm_predict, 8},
 
     {NULL, NULL, 0}};
 

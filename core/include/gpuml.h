@@ -154,7 +154,84 @@ gpuml_status gpuml_knn_f(const float *data, int64_t n, int64_t d, const float *q
  * Gaussian mixture models: core/gmm.c, kernels/gmm.cu
  * ===================================================================================== */
 
-/* (GMM API) */
+/* Covariance structure of every component (mclust's model names in brackets). */
+typedef enum {
+  GPUML_GMM_FULL = 0,     /* an unrestricted covariance matrix per component ("VVV") */
+  GPUML_GMM_DIAG = 1,     /* a diagonal covariance matrix per component ("VVI") */
+  GPUML_GMM_SPHERICAL = 2 /* sigma_k^2 times the identity per component ("VII") */
+} gpuml_gmm_covariance;
+
+/* "full", "diag", "spherical" (case-insensitive) <-> enum; an unknown name is
+ * GPUML_ERR_ARG with id "gmm:badCovariance" and a message listing the valid names. */
+const char *gpuml_gmm_covariance_name(gpuml_gmm_covariance covariance);
+gpuml_status gpuml_parse_gmm_covariance(const char *name, gpuml_gmm_covariance *out);
+/* mclust's name of the model: "VVV", "VVI", "VII" ("" for an unknown value). */
+const char *gpuml_gmm_model_name(gpuml_gmm_covariance covariance);
+/* Free parameters of a G-component model in d dimensions: G - 1 weights, G d means
+ * and G d (d + 1) / 2, G d or G variances. BIC = 2 loglik - npar log(n). */
+int64_t gpuml_gmm_npar(gpuml_gmm_covariance covariance, int64_t G, int64_t d);
+
+typedef struct {
+  const int64_t *G;      /* in: the numbers of components to try, nG values >= 1 */
+  int64_t nG;
+  gpuml_gmm_covariance covariance;
+  int64_t max_iter;      /* EM iterations per fit, >= 1 */
+  double tol;            /* stop when |loglik_t - loglik_{t-1}| <= tol |loglik_t|; 0 runs
+                            max_iter iterations */
+  double reg;            /* >= 0, added to the diagonal of every covariance matrix */
+  int64_t n_init;        /* k-means++ starts per G; the one of largest loglik is kept */
+} gpuml_gmm_params;
+
+/* Defaults: G = NULL (the caller must set G and nG), full covariance, max_iter 1000,
+ * tol 1e-8, reg 1e-6, n_init 1. */
+void gpuml_gmm_params_init(gpuml_gmm_params *params);
+
+/* A fitted mixture. The arrays are the caller's, sized for the largest G that the
+ * model may hold; the first G components are meaningful. Column-major, as mclust
+ * holds them: component k has weight weights[k], mean means[0 .. d-1 + k d] and
+ * covariance covariances[k d d .. (k + 1) d d - 1] (a full d x d matrix for every
+ * structure: diagonal for "diag", sigma_k^2 I for "spherical"). */
+typedef struct {
+  gpuml_gmm_covariance covariance;
+  int64_t G, d;
+  double *weights;       /* G: mixing proportions, summing to 1 */
+  double *means;         /* d x G */
+  double *covariances;   /* d x d x G, reg included */
+  double loglik;         /* out (fit): the log-likelihood of the data under the model */
+  int64_t n_iter;        /* out (fit): EM iterations run */
+  int converged;         /* out (fit): 1 when tol was met before max_iter */
+} gpuml_gmm_model;
+
+/*
+ * Fits a Gaussian mixture by EM (fp64 on both backends) for each G in params->G and
+ * keeps the one of largest BIC (ties: the earlier G in the list). Each fit starts from
+ * greedy k-means++ centres drawn with opt->seed (the same centres on both backends;
+ * a given G gives the same fit whatever else is in the list), with params->n_init
+ * starts per G. A component left with less than one point's worth of
+ * responsibility, or whose covariance is not positive definite even after reg, is
+ * re-seeded at the worst-fitted points; a fit where that keeps happening fails
+ * ("gmm:collapse"): with several G, that G gets a NaN BIC and the others go on.
+ *   x: n x d data.
+ *   model: in: weights, means, covariances allocated for max(G) components; out: the
+ *     chosen model (G, d, covariance and all fields).
+ *   z: NULL or n x max(G); out: z[i + k n] (k < model->G) = P(component k | x_i).
+ *   classification: NULL or n; out: the component of largest z (0-based; ties: the
+ *     smaller index). uncertainty: NULL or n; out: 1 - max_k z[i, k].
+ *   bic: NULL or nG; out: BIC of each G tried (NaN where it could not be fitted).
+ * Same data, params, seed and backend give identical results (any thread count).
+ */
+gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
+                           const gpuml_gmm_params *params, gpuml_gmm_model *model,
+                           double *z, int64_t *classification, double *uncertainty,
+                           double *bic, gpuml_options *opt);
+
+/*
+ * Posterior probabilities of a fitted model for new data x (m x d, d = model->d).
+ *   z: NULL or m x model->G; classification, uncertainty: NULL or m (as in the fit).
+ */
+gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, int64_t m,
+                               double *z, int64_t *classification, double *uncertainty,
+                               gpuml_options *opt);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,191 @@
+/* gpuml_r_gmm.c: the .Call glue of the Gaussian mixtures (R/gmm.R). Converts types,
+ * calls gpuml_gmm_fit() / gpuml_gmm_predict() and reports the core's errors; the
+ * core validates every value. */
+#include <stdint.h>
+#include <string.h>
+#include <R.h>
+#include <Rinternals.h>
+#include <R_ext/Utils.h>
+#include "gpuml.h"
+
+SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, SEXP reg,
+                     SEXP n_init, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covariance, SEXP x,
+                         SEXP backend, SEXP verbose, SEXP threads);
+
+static void check_interrupt(void *unused) {
+  (void)unused;
+  R_CheckUserInterrupt();
+}
+
+/* From the calling (R main) thread only; R_ToplevelExec catches the longjmp of a
+ * pending interrupt, so the core unwinds and frees before R raises it. */
+static int r_interrupted(void *ctx) {
+  (void)ctx;
+  return R_ToplevelExec(check_interrupt, NULL) == FALSE;
+}
+
+static void r_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
+  (void)ctx;
+  REprintf("%s: %lld/%lld (%.0f%%)\n", stage, (long long)done, (long long)total,
+           total > 0 ? 100.0 * (double)done / (double)total : 100.0);
+}
+
+static void set_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads) {
+  gpuml_options_init(opt);
+  if (gpuml_parse_backend(CHAR(STRING_ELT(backend, 0)), &opt->backend) != GPUML_OK)
+    Rf_error("%s", gpuml_last_error());
+  opt->threads = Rf_asInteger(threads);
+  if (opt->threads == NA_INTEGER) opt->threads = 0;
+  opt->verbose = Rf_asLogical(verbose) == TRUE ? 1 : 0;
+  opt->progress = r_progress;
+  opt->interrupted = r_interrupted;
+}
+
+/* After the core has returned and freed everything, R may longjmp. */
+static void stop_on_failure(gpuml_status st) {
+  if (st == GPUML_OK) return;
+  if (st == GPUML_ERR_INTERRUPTED) R_CheckUserInterrupt();
+  const char *msg = gpuml_last_error();
+  Rf_error("%s", msg && *msg ? msg : gpuml_status_string(st));
+}
+
+static gpuml_gmm_covariance covariance_of(SEXP name) {
+  gpuml_gmm_covariance c = GPUML_GMM_FULL;
+  if (gpuml_parse_gmm_covariance(CHAR(STRING_ELT(name, 0)), &c) != GPUML_OK)
+    Rf_error("%s", gpuml_last_error());
+  return c;
+}
+
+/* Whole numbers arrive as doubles (checked in R); values beyond int64 are clamped so
+ * that the core reports them. */
+static int64_t as_int64(double v) {
+  if (v >= 9.2e18) return INT64_MAX;
+  if (v <= -9.2e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
+/* A named list of `count` elements, protected (1 on the stack); the caller fills it
+ * with SET_VECTOR_ELT straight from each allocation. */
+static SEXP new_list(int count, const char **names) {
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, count));
+  SEXP nm = Rf_allocVector(STRSXP, count);
+  Rf_setAttrib(res, R_NamesSymbol, nm);
+  for (int i = 0; i < count; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
+  return res;
+}
+
+/* z (m x G, ld m), classification (0-based) and uncertainty as R objects, protected
+ * (3 on the stack). */
+static void outputs(const double *z, const int64_t *cls, const double *unc, int64_t m,
+                    int64_t G, SEXP *rz, SEXP *rcls, SEXP *runc) {
+  *rz = PROTECT(Rf_allocMatrix(REALSXP, (int)m, (int)G));
+  memcpy(REAL(*rz), z, sizeof(double) * (size_t)m * (size_t)G);
+  *rcls = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)m));
+  int *c = INTEGER(*rcls);
+  for (int64_t i = 0; i < m; i++) c[i] = (int)cls[i] + 1;
+  *runc = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)m));
+  memcpy(REAL(*runc), unc, sizeof(double) * (size_t)m);
+}
+
+SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, SEXP reg,
+                     SEXP n_init, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
+  gpuml_options opt;
+  set_options(&opt, backend, verbose, threads);
+  opt.seed = (uint64_t)Rf_asReal(seed);
+  const int64_t n = Rf_nrows(x), d = Rf_ncols(x), nG = XLENGTH(G);
+  gpuml_gmm_params p;
+  gpuml_gmm_params_init(&p);
+  int64_t *gs = (int64_t *)R_alloc(nG > 0 ? (size_t)nG : 1, sizeof(int64_t));
+  int64_t gmax = 1;
+  for (int64_t g = 0; g < nG; g++) {
+    gs[g] = as_int64(REAL(G)[g]);
+    if (gs[g] > gmax) gmax = gs[g];
+  }
+  /* The core refuses G > n before writing; sizing by min(G, n) keeps an absurd G from
+   * failing in an allocation first. */
+  if (gmax > n) gmax = n > 0 ? n : 1;
+  p.G = gs;
+  p.nG = nG;
+  p.covariance = covariance_of(covariance);
+  p.max_iter = as_int64(Rf_asReal(max_iter));
+  p.tol = Rf_asReal(tol);
+  p.reg = Rf_asReal(reg);
+  p.n_init = as_int64(Rf_asReal(n_init));
+  gpuml_gmm_model model;
+  memset(&model, 0, sizeof model);
+  model.weights = (double *)R_alloc((size_t)gmax, sizeof(double));
+  model.means = (double *)R_alloc((size_t)(d > 0 ? d : 1) * (size_t)gmax, sizeof(double));
+  model.covariances =
+      (double *)R_alloc((size_t)(d > 0 ? d * d : 1) * (size_t)gmax, sizeof(double));
+  const size_t rows = n > 0 ? (size_t)n : 1;
+  double *z = (double *)R_alloc(rows * (size_t)gmax, sizeof(double));
+  double *unc = (double *)R_alloc(rows, sizeof(double));
+  int64_t *cls = (int64_t *)R_alloc(rows, sizeof(int64_t));
+  double *bic = (double *)R_alloc(nG > 0 ? (size_t)nG : 1, sizeof(double));
+  stop_on_failure(gpuml_gmm_fit(REAL(x), n, d, &p, &model, z, cls, unc, bic, &opt));
+
+  const int64_t Gb = model.G;
+  SEXP rz, rcls, runc;
+  outputs(z, cls, unc, n, Gb, &rz, &rcls, &runc);
+  SEXP w = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)Gb));
+  memcpy(REAL(w), model.weights, sizeof(double) * (size_t)Gb);
+  SEXP mu = PROTECT(Rf_allocMatrix(REALSXP, (int)d, (int)Gb));
+  memcpy(REAL(mu), model.means, sizeof(double) * (size_t)(d * Gb));
+  SEXP sigma = PROTECT(Rf_alloc3DArray(REALSXP, (int)d, (int)d, (int)Gb));
+  memcpy(REAL(sigma), model.covariances, sizeof(double) * (size_t)(d * d * Gb));
+  SEXP rbic = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nG));
+  for (int64_t g = 0; g < nG; g++) REAL(rbic)[g] = ISNAN(bic[g]) ? NA_REAL : bic[g];
+  const char *names[] = {"G",     "covariance", "modelName",      "pro",         "mean",
+                         "sigma", "z",          "classification", "uncertainty", "loglik",
+                         "bic",   "df",         "n_iter",         "converged",   "backend"};
+  SEXP res = new_list(15, names);
+  SET_VECTOR_ELT(res, 0, Rf_ScalarInteger((int)Gb));
+  SET_VECTOR_ELT(res, 1, Rf_mkString(gpuml_gmm_covariance_name(model.covariance)));
+  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_gmm_model_name(model.covariance)));
+  SET_VECTOR_ELT(res, 3, w);
+  SET_VECTOR_ELT(res, 4, mu);
+  SET_VECTOR_ELT(res, 5, sigma);
+  SET_VECTOR_ELT(res, 6, rz);
+  SET_VECTOR_ELT(res, 7, rcls);
+  SET_VECTOR_ELT(res, 8, runc);
+  SET_VECTOR_ELT(res, 9, Rf_ScalarReal(model.loglik));
+  SET_VECTOR_ELT(res, 10, rbic);
+  SET_VECTOR_ELT(res, 11, Rf_ScalarReal((double)gpuml_gmm_npar(model.covariance, Gb, d)));
+  SET_VECTOR_ELT(res, 12, Rf_ScalarInteger((int)model.n_iter));
+  SET_VECTOR_ELT(res, 13, Rf_ScalarLogical(model.converged != 0));
+  SET_VECTOR_ELT(res, 14, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  UNPROTECT(8);
+  return res;
+}
+
+SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covariance, SEXP x,
+                         SEXP backend, SEXP verbose, SEXP threads) {
+  gpuml_options opt;
+  set_options(&opt, backend, verbose, threads);
+  const int64_t m = Rf_nrows(x), G = XLENGTH(weights), d = Rf_nrows(means);
+  stop_on_failure(gpuml_check_columns("gmm", "newdata", Rf_ncols(x), "the model", d));
+  gpuml_gmm_model model;
+  memset(&model, 0, sizeof model);
+  model.covariance = covariance_of(covariance);
+  model.G = G;
+  model.d = d;
+  model.weights = REAL(weights);
+  model.means = REAL(means);
+  model.covariances = REAL(covariances);
+  const size_t rows = m > 0 ? (size_t)m : 1;
+  double *z = (double *)R_alloc(rows * (size_t)(G > 0 ? G : 1), sizeof(double));
+  double *unc = (double *)R_alloc(rows, sizeof(double));
+  int64_t *cls = (int64_t *)R_alloc(rows, sizeof(int64_t));
+  stop_on_failure(gpuml_gmm_predict(&model, REAL(x), m, z, cls, unc, &opt));
+  SEXP rz, rcls, runc;
+  outputs(z, cls, unc, m, G, &rz, &rcls, &runc);
+  const char *names[] = {"classification", "z", "uncertainty", "backend"};
+  SEXP res = new_list(4, names);
+  SET_VECTOR_ELT(res, 0, rcls);
+  SET_VECTOR_ELT(res, 1, rz);
+  SET_VECTOR_ELT(res, 2, runc);
+  SET_VECTOR_ELT(res, 3, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  UNPROTECT(4);
+  return res;
+}

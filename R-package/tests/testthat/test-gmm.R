@@ -1,0 +1,211 @@
+backend <- function() test_backend()
+
+test_that("gpu_gmm returns an mclust-like object", {
+  fit <- gpu_gmm(faithful, G = 1:4, seed = 1, backend = backend())
+  expect_s3_class(fit, "gpu_gmm")
+  expect_identical(fit$G, 2L)
+  expect_identical(fit$modelName, "VVV")
+  expect_identical(fit$covariance, "full")
+  expect_named(fit$parameters, c("pro", "mean", "variance"))
+  expect_equal(sum(fit$parameters$pro), 1, tolerance = 1e-12)
+  expect_identical(dim(fit$parameters$mean), c(2L, 2L))
+  expect_identical(rownames(fit$parameters$mean), c("eruptions", "waiting"))
+  expect_identical(dim(fit$parameters$variance$sigma), c(2L, 2L, 2L))
+  expect_identical(dim(fit$z), c(272L, 2L))
+  expect_equal(rowSums(fit$z), rep(1, 272), tolerance = 1e-12, ignore_attr = TRUE)
+  expect_true(is.integer(fit$classification) && all(fit$classification %in% 1:2))
+  expect_equal(unname(fit$uncertainty), unname(1 - apply(fit$z, 1, max)), tolerance = 1e-14)
+  expect_identical(names(fit$bic), c("1", "2", "3", "4"))
+  expect_identical(which.max(fit$bic), c(`2` = 2L))
+  expect_equal(max(fit$bic), 2 * fit$loglik - fit$df * log(272), tolerance = 1e-12)
+  expect_identical(fit$df, 11)
+  expect_true(fit$converged && fit$n_iter >= 1)
+  if (backend() != "auto") expect_identical(fit$backend, backend())
+  s <- fit$parameters$variance$sigma
+  for (k in 1:2) expect_identical(s[, , k], t(s[, , k]))
+})
+
+test_that("faithful: the same fit as mclust's VVV model", {
+  skip_if_not_installed("mclust")
+  fit <- gpu_gmm(faithful, G = 1:4, seed = 1, backend = backend())
+  m <- mclust_fit(faithful, 1:4)
+  expect_identical(fit$G, m$G)
+  expect_gte(fit$loglik, m$loglik - 1e-6 * abs(m$loglik))
+  expect_equal(fit$loglik, m$loglik, tolerance = 1e-6)
+  expect_equal(max(fit$bic), m$bic, tolerance = 1e-6)
+  expect_gte(adjusted_rand(fit$classification, m$classification), 0.99)
+})
+
+test_that("separated mixtures are recovered, at least as well as by mclust", {
+  for (case in list(list(n = 1200, d = 3, G = 3), list(n = 2000, d = 6, G = 4))) {
+    mx <- gmm_mixture(case$n, case$d, case$G, seed = case$d)
+    for (cov in c("full", "diag", "spherical")) {
+      fit <- gpu_gmm(mx$x, G = case$G, covariance = cov, seed = 2, backend = backend())
+      expect_gte(adjusted_rand(fit$classification, mx$label), 0.95)
+      expect_true(fit$converged)
+    }
+    if (requireNamespace("mclust", quietly = TRUE)) {
+      fit <- gpu_gmm(mx$x, G = case$G, seed = 2, backend = backend())
+      m <- mclust_fit(mx$x, case$G)
+      expect_gte(fit$loglik, m$loglik - 1e-3 * abs(m$loglik))
+    }
+  }
+})
+
+test_that("BIC picks the true number of components", {
+  for (cov in c("full", "diag", "spherical")) {
+    mx <- gmm_mixture(900, 2, 3, spread = 40, seed = 11, shape = cov)
+    fit <- gpu_gmm(mx$x, G = 1:6, covariance = cov, seed = 4, backend = backend())
+    expect_identical(fit$G, 3L)
+    expect_false(anyNA(fit$bic))
+    expect_gte(adjusted_rand(fit$classification, mx$label), 0.95)
+  }
+})
+
+test_that("diag and spherical covariances have their form and mclust's names", {
+  mx <- gmm_mixture(600, 3, 2, seed = 5)
+  fd <- gpu_gmm(mx$x, G = 2, covariance = "diag", seed = 1, backend = backend())
+  fs <- gpu_gmm(mx$x, G = 2, covariance = "Spherical", seed = 1, backend = backend())
+  expect_identical(c(fd$modelName, fs$modelName), c("VVI", "VII"))
+  for (k in 1:2) {
+    sd <- fd$parameters$variance$sigma[, , k]
+    expect_identical(sd[upper.tri(sd)], rep(0, 3))
+    ss <- fs$parameters$variance$sigma[, , k]
+    expect_equal(ss, diag(ss[1, 1], 3))
+  }
+  expect_identical(c(fd$df, fs$df), c(1 + 6 + 6, 1 + 6 + 2))
+})
+
+test_that("predict gives the fitted classification and z on the training data", {
+  mx <- gmm_mixture(800, 4, 3, seed = 6)
+  fit <- gpu_gmm(mx$x, G = 3, seed = 3, backend = backend())
+  p <- predict(fit, mx$x, backend = backend())
+  expect_identical(p$classification, unname(fit$classification))
+  expect_equal(p$z, fit$z, tolerance = 1e-10, ignore_attr = TRUE)
+  expect_equal(p$uncertainty, unname(fit$uncertainty), tolerance = 1e-10)
+  q <- t(fit$parameters$mean)
+  expect_identical(predict(fit, q)$classification, 1:3)
+  expect_identical(predict(fit, as.data.frame(q[2, , drop = FALSE]))$classification, 2L)
+  expect_error(predict(fit), "newdata is required")
+  expect_error(predict(fit, q[, 1:2]), "newdata has 2 columns but the model has 4")
+  expect_error(predict(fit, rbind(q, NA)), "NA/NaN at row 4")
+})
+
+test_that("a seed makes fits reproducible; set.seed() is honoured", {
+  mx <- gmm_mixture(1000, 3, 4, spread = 6, seed = 7)
+  a <- gpu_gmm(mx$x, G = 4, seed = 10, backend = backend())
+  b <- gpu_gmm(mx$x, G = 4, seed = 10, backend = backend())
+  a$call <- b$call <- NULL
+  expect_identical(a, b)
+  set.seed(99)
+  c1 <- gpu_gmm(mx$x, G = 4, backend = backend())
+  set.seed(99)
+  c2 <- gpu_gmm(mx$x, G = 4, backend = backend())
+  expect_identical(c1$seed, c2$seed)
+  expect_identical(c1$parameters, c2$parameters)
+  old <- options(gpuml.threads = 1)
+  on.exit(options(old))
+  d1 <- gpu_gmm(mx$x, G = 4, seed = 10, backend = backend())
+  expect_identical(d1$parameters, a$parameters)
+  expect_identical(d1$z, a$z)
+  big <- gmm_mixture(50000, 6, 4, spread = 6, seed = 8)$x  # large enough to be threaded
+  b1 <- gpu_gmm(big, G = 4, seed = 1, tol = 0, max_iter = 10, backend = backend())
+  options(gpuml.threads = 2)
+  b2 <- gpu_gmm(big, G = 4, seed = 1, tol = 0, max_iter = 10, backend = backend())
+  expect_identical(b1$parameters, b2$parameters)
+  expect_identical(b1$z, b2$z)
+  many <- gpu_gmm(mx$x, G = 4, seed = 10, n_init = 4, backend = backend())
+  expect_gte(many$loglik, a$loglik)
+  # a G fitted alone is the same fit as within a list
+  one <- gpu_gmm(mx$x, G = 3, seed = 10, backend = backend())
+  list_fit <- gpu_gmm(mx$x, G = 3:4, seed = 10, backend = backend())
+  expect_equal(unname(list_fit$bic["3"]), max(one$bic))
+})
+
+test_that("print, summary and plot work", {
+  fit <- gpu_gmm(faithful, G = 1:3, seed = 1, backend = backend())
+  expect_output(print(fit), "Gaussian mixture model \\(gpuml\\): 2 components, full covariance \\(VVV\\)")
+  expect_output(print(fit), "BIC by G")
+  s <- summary(fit)
+  expect_s3_class(s, "summary.gpu_gmm")
+  expect_output(print(s), "Clustering table")
+  expect_equal(sum(s$classification), 272)
+  pdf(NULL)
+  on.exit(dev.off())
+  expect_identical(plot(fit), fit)
+  expect_silent(plot(fit, "classification", data = faithful))
+  expect_silent(plot(fit, "uncertainty", data = faithful, dimens = c(2, 1)))
+  expect_error(plot(fit, "classification"), "needs the data")
+  expect_error(plot(fit, "classification", data = faithful[1:10, ]), "was fitted to 272 x 2")
+  one_d <- gpu_gmm(faithful$waiting, G = 2, seed = 1, backend = backend())
+  expect_silent(plot(one_d, "classification", data = faithful$waiting))
+  expect_silent(plot(one_d, "uncertainty", data = faithful$waiting))
+})
+
+test_that("verbose reports the fits and the model chosen", {
+  out <- capture.output(fit <- gpu_gmm(faithful, G = 1:3, seed = 1, verbose = TRUE,
+                                       backend = "cpu"), type = "message")
+  expect_match(out, "^gmm: 3/3 \\(100%\\)$", all = FALSE)
+  expect_match(out, "^gmm: G = 2 \\(VVV\\) chosen by BIC", all = FALSE)
+  quiet <- capture.output(gpu_gmm(faithful, G = 2, seed = 1, backend = "cpu"), type = "message")
+  expect_length(quiet, 0)
+})
+
+test_that("gpu_gmm reports bad input clearly", {
+  x <- as.matrix(faithful)
+  expect_error(gpu_gmm(x[1:5, ], G = 6), "G = 6 exceeds the 5 rows of the data")
+  expect_error(gpu_gmm(x, G = 0), "G = 0 must be at least 1")
+  expect_error(gpu_gmm(x, G = 2.5), "G must be a vector of whole numbers")
+  expect_error(gpu_gmm(x, G = c(1, NA)), "G must be a vector of whole numbers")
+  bad <- x
+  bad[5, 2] <- NA
+  expect_error(gpu_gmm(bad, G = 2), "data contains NA/NaN at row 5, column 2")
+  bad[5, 2] <- Inf
+  expect_error(gpu_gmm(bad, G = 2), "data contains Inf at row 5, column 2")
+  wide <- matrix(rnorm(8 * 10), 8)
+  expect_error(gpu_gmm(wide, G = 1), "need more than 10 rows.*diag")
+  expect_s3_class(gpu_gmm(wide, G = 1, covariance = "diag", backend = backend()), "gpu_gmm")
+  expect_s3_class(gpu_gmm(wide, G = 1, reg = 1, backend = backend()), "gpu_gmm")
+  expect_error(gpu_gmm(x, G = 2, covariance = "VVV"), "unknown covariance \"VVV\"")
+  expect_error(gpu_gmm(x, G = 2, covariance = c("full", "diag")), "covariance must be one string")
+  expect_error(gpu_gmm(x, G = 2, tol = -1), "tol = -1 must be")
+  expect_error(gpu_gmm(x, G = 2, reg = -1), "reg = -1 must be")
+  expect_error(gpu_gmm(x, G = 2, max_iter = 0), "max_iter = 0 must be at least 1")
+  expect_error(gpu_gmm(x, G = 2, n_init = 0), "n_init = 0 must be at least 1")
+  expect_error(gpu_gmm(x, G = 2, seed = -1), "seed must be NULL or")
+  expect_error(gpu_gmm(x, G = 2, backend = "gpu"), "unknown backend \"gpu\"")
+  expect_error(gpu_gmm(letters, G = 2), "data must be numeric")
+  expect_error(gpu_gmm(matrix(c(1, 1, 2, 2), 4, 1), G = 3), "exceeds the 2 distinct rows")
+  # a G that cannot be fitted gets an NA BIC; the others are still compared
+  fit <- gpu_gmm(matrix(c(1, 1, 2, 2), 4, 1), G = 1:3, reg = 0.01, backend = backend())
+  expect_true(is.na(fit$bic[["3"]]) && !anyNA(fit$bic[1:2]))
+  expect_identical(dim(gpu_gmm(x, G = 2, backend = backend())$z), c(272L, 2L))
+})
+
+test_that("backend = \"cuda\" without a device is a clear error", {
+  if (has_cuda_device()) skip("a CUDA device is present")
+  expect_error(gpu_gmm(faithful, G = 2, backend = "cuda"), "cuda.*not available")
+  expect_identical(gpu_gmm(faithful, G = 2, backend = "auto")$backend, "cpu")
+})
+
+test_that("the CUDA backend agrees with the CPU backend", {
+  skip_if_no_cuda()
+  for (case in list(list(n = 3000, d = 2, G = 3), list(n = 4000, d = 30, G = 5))) {
+    mx <- gmm_mixture(case$n, case$d, case$G, spread = 8, seed = case$d)
+    for (cov in c("full", "diag", "spherical")) {
+      g <- gpu_gmm(mx$x, G = case$G, covariance = cov, seed = 5, tol = 0, max_iter = 30,
+                   backend = "cuda")
+      h <- gpu_gmm(mx$x, G = case$G, covariance = cov, seed = 5, tol = 0, max_iter = 30,
+                   backend = "cpu")
+      expect_identical(g$backend, "cuda")
+      expect_lt(abs(g$loglik - h$loglik) / abs(h$loglik), 1e-8)
+      expect_equal(g$parameters$mean, h$parameters$mean, tolerance = 1e-6)
+      expect_identical(predict(g, mx$x, backend = "cuda")$classification,
+                       unname(g$classification))
+    }
+    g <- gpu_gmm(mx$x, G = 1:6, seed = 5, backend = "cuda")
+    h <- gpu_gmm(mx$x, G = 1:6, seed = 5, backend = "cpu")
+    expect_identical(g$G, h$G)
+    expect_lt(abs(g$loglik - h$loglik) / abs(h$loglik), 1e-8)
+  }
+})

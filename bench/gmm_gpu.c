@@ -1,0 +1,215 @@
+/* GPU benchmark of gpuml_gmm_fit() (backend cuda, fp64 throughout, host arrays in and
+ * out): the time of one EM iteration, measured as the difference between fits of
+ * 3 + ITER and 3 iterations from the same start (tol = 0), so that the start, the
+ * upload and the output do not count; plus the time of whole fits, the agreement of
+ * the GPU with the CPU backend from the same start, and the DGEMM ceiling of the device.
+ *
+ *   build/bench/gmm_gpu              all cases (GPUML_BENCH_SKIP_LARGE=1: not n = 10^6)
+ *   build/bench/gmm_gpu --sanitize   small runs of every path, each checked against the
+ *                                    CPU backend (for compute-sanitizer; also run it with
+ *                                    GPUML_CUDA_TILE=500 for the tiled data path)
+ *
+ * Build (as tools/gpu-run.sh builds bench/knn_gpu.c):
+ *   gcc -O2 -std=c11 -fopenmp -Icore/include -I$CUDA_INC bench/gmm_gpu.c build/libgpuml.a \
+ *       $LIBS -lm -o build/bench/gmm_gpu
+ * Prints "RESULT <case> <ms per iteration>" lines, as bench/gmm_sklearn.py does. */
+#define _POSIX_C_SOURCE 200809L
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "gpuml.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static uint64_t rng = 88172645463325252ULL;
+static double uniform(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static double normal(void) { return sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform()); }
+
+/* n points (column-major n x d) around G centres spread over a cube of side 8. */
+static double *clustered(int64_t n, int64_t d, int64_t G) {
+  double *x = malloc(sizeof(double) * (size_t)n * (size_t)d);
+  double *centre = malloc(sizeof(double) * (size_t)(G * d));
+  if (!x || !centre) {
+    fprintf(stderr, "out of host memory\n");
+    exit(2);
+  }
+  for (int64_t i = 0; i < G * d; i++) centre[i] = 8 * uniform();
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t k = i % G;
+    for (int64_t j = 0; j < d; j++) x[i + j * n] = centre[k * d + j] + normal();
+  }
+  free(centre);
+  return x;
+}
+
+typedef struct {
+  gpuml_gmm_model model;
+  int64_t *cls;
+  double ms;
+  gpuml_status status;
+} run_t;
+
+static run_t fit(const double *x, int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov,
+                 int64_t max_iter, double tol, gpuml_backend backend, int want_labels) {
+  run_t r;
+  memset(&r, 0, sizeof r);
+  r.model.weights = malloc(sizeof(double) * G);
+  r.model.means = malloc(sizeof(double) * d * G);
+  r.model.covariances = malloc(sizeof(double) * d * d * G);
+  if (want_labels) r.cls = malloc(sizeof(int64_t) * n);
+  gpuml_gmm_params p;
+  gpuml_gmm_params_init(&p);
+  p.G = &G;
+  p.nG = 1;
+  p.covariance = cov;
+  p.max_iter = max_iter;
+  p.tol = tol;
+  gpuml_options o;
+  gpuml_options_init(&o);
+  o.backend = backend;
+  o.seed = 7;
+  const double t0 = now_ms();
+  r.status = gpuml_gmm_fit(x, n, d, &p, &r.model, NULL, r.cls, NULL, NULL, &o);
+  r.ms = now_ms() - t0;
+  if (r.status) fprintf(stderr, "fit failed: %s\n", gpuml_last_error());
+  return r;
+}
+
+static void run_free(run_t *r) {
+  free(r->model.weights);
+  free(r->model.means);
+  free(r->model.covariances);
+  free(r->cls);
+}
+
+/* fp64 GEMM ceiling: C (M x N) = A B with k = 50, the shape of the E-step. */
+static void dgemm_ceiling(void) {
+  const int M = 65536, N = 800, K = 50, reps = 5;
+  double *A = NULL, *B = NULL, *C = NULL;
+  cublasHandle_t h = NULL;
+  cudaEvent_t e0, e1;
+  if (cudaMalloc((void **)&A, sizeof(double) * (size_t)M * K) ||
+      cudaMalloc((void **)&B, sizeof(double) * (size_t)K * N) ||
+      cudaMalloc((void **)&C, sizeof(double) * (size_t)M * N) || cublasCreate(&h)) {
+    printf("dgemm ceiling: allocation failed\n");
+    goto out;
+  }
+  cudaMemset(A, 0, sizeof(double) * (size_t)M * K);
+  cudaMemset(B, 0, sizeof(double) * (size_t)K * N);
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const double alpha = 1, beta = 0;
+  cublasDgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &alpha, A, M, B, K, &beta, C, M);
+  cudaEventRecord(e0, 0);
+  for (int r = 0; r < reps; r++)
+    cublasDgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &alpha, A, M, B, K, &beta, C, M);
+  cudaEventRecord(e1, 0);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  printf("CEILING_DGEMM_TFLOPS %.1f (cublasDgemm %d x %d x %d, the E-step's shape)\n",
+         2.0 * M * N * K * reps / (ms / 1e3) / 1e12, M, N, K);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+out:
+  if (h) cublasDestroy(h);
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
+}
+
+/* ms per EM iteration on the GPU, and a whole fit to convergence. */
+static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov, int iters) {
+  char name[128];
+  snprintf(name, sizeof name, "gmm_n%lld_d%lld_k%lld_%s", (long long)n, (long long)d,
+           (long long)G, gpuml_gmm_covariance_name(cov));
+  double *x = clustered(n, d, G);
+  run_t warm = fit(x, n, d, G, cov, 2, 0, GPUML_BACKEND_CUDA, 0);
+  run_t a = fit(x, n, d, G, cov, 3, 0, GPUML_BACKEND_CUDA, 0);
+  run_t b = fit(x, n, d, G, cov, 3 + iters, 0, GPUML_BACKEND_CUDA, 0);
+  run_t c = fit(x, n, d, G, cov, 200, 1e-8, GPUML_BACKEND_CUDA, 0);
+  if (!a.status && !b.status && !c.status) {
+    const double per = (b.ms - a.ms) / iters;
+    printf("%-34s %8.2f ms per iteration; whole fit (tol 1e-8, at most 200 iterations): %.0f ms, %lld iterations, "
+           "loglik %.10g\n",
+           name, per, c.ms, (long long)c.model.n_iter, c.model.loglik);
+    printf("RESULT %s %.3f\n", name, per);
+    fflush(stdout);
+  }
+  run_free(&warm);
+  run_free(&a);
+  run_free(&b);
+  run_free(&c);
+  free(x);
+}
+
+/* GPU and CPU fits from the same start: log-likelihoods and classes. */
+static int agree(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov, int64_t iters) {
+  double *x = clustered(n, d, G);
+  run_t g = fit(x, n, d, G, cov, iters, 0, GPUML_BACKEND_CUDA, 1);
+  run_t h = fit(x, n, d, G, cov, iters, 0, GPUML_BACKEND_CPU, 1);
+  int ok = !g.status && !h.status;
+  if (ok) {
+    const double rel = fabs(g.model.loglik - h.model.loglik) / fabs(h.model.loglik);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; i++) differ += g.cls[i] != h.cls[i];
+    ok = rel < 1e-8 && differ <= n / 10000;
+    printf("agreement n = %lld d = %lld G = %lld %s, %lld iterations: loglik rel. difference "
+           "%.2e, %lld of %lld classes differ%s\n",
+           (long long)n, (long long)d, (long long)G, gpuml_gmm_covariance_name(cov),
+           (long long)iters, rel, (long long)differ, (long long)n, ok ? "" : "  <-- FAILED");
+  }
+  run_free(&g);
+  run_free(&h);
+  free(x);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  const int sanitize = argc > 1 && strcmp(argv[1], "--sanitize") == 0;
+  gpuml_info info;
+  gpuml_backend_info(&info);
+  if (info.device_count == 0) {
+    fprintf(stderr, "no CUDA device: %s\n", info.cuda_message);
+    return 2;
+  }
+  printf("device: %s, %.0f GiB\n", info.device_name, info.device_memory / 1073741824.0);
+  if (sanitize) {
+    int runs = 0, failed = 0;
+    const gpuml_gmm_covariance all[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
+    for (int t = 0; t < 3; t++) {
+      failed += !agree(3000, 20, 5, all[t], 15);
+      failed += !agree(2000, 3, 3, all[t], 15);
+      runs += 2;
+    }
+    printf("sanitize runs: %d, failed: %d\n", runs, failed);
+    return failed ? 1 : 0;
+  }
+  dgemm_ceiling();
+  int failed = 0;
+  failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
+  failed += !agree(20000, 50, 16, GPUML_GMM_DIAG, 10);
+  failed += !agree(20000, 784, 10, GPUML_GMM_FULL, 3);
+  if (!getenv("GPUML_BENCH_SKIP_LARGE")) {
+    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 10);
+    bench_case(1000000, 50, 16, GPUML_GMM_DIAG, 10);
+  }
+  bench_case(200000, 50, 16, GPUML_GMM_FULL, 10);
+  bench_case(60000, 784, 10, GPUML_GMM_FULL, 5);
+  printf("agreement checks failed: %d\n", failed);
+  return failed ? 1 : 0;
+}

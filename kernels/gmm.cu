@@ -1,0 +1,709 @@
+// The CUDA engine of the Gaussian mixtures (core/gmm.h): the data, the
+// responsibilities and the parameters stay on the device between the steps of EM, so
+// that an iteration returns to the host only the component sizes, the Cholesky status
+// of each component and the log-likelihood. Everything is fp64.
+//
+//  - The data are centred on their column means once (in place on the device), which
+//    keeps the products below free of the offset's cancellation.
+//  - E-step, full covariances: Y = X [U_1 ... U_K] for a tile of rows in one cuBLAS
+//    GEMM (U_k the inverse upper Cholesky factor), then one thread per row forms
+//    |y_k - mu_k U_k|^2, the log-sum-exp and the responsibilities. Diagonal and
+//    spherical covariances: one kernel, no GEMM.
+//  - M-step: component sizes and sums X'Z by fixed row chunks (batched GEMM) reduced in
+//    chunk order; the scatter of each component about its new mean from
+//    W = sqrt(z) (x - mu), in chunks of rows (one batched GEMM over components and
+//    chunks, so that a d x d product still spreads over the SMs), reduced in order.
+//  - Cholesky: cuSOLVER potrf per component (its info is the collapse test), then
+//    U = R^-1 by a triangular solve against the identity.
+// Every sum has a fixed order (no atomics), so a fit is reproducible bit for bit on
+// one device. The data stay resident when they fit the memory budget; otherwise each
+// pass uploads them tile by tile. Internal knob: GPUML_CUDA_TILE=N forces tiles of at
+// most N rows and the data not resident.
+#include <cusolverDn.h>
+#include <new>
+#include "cuda_common.cuh"
+#include "gmm.h"
+#include "gpuml_cuda.h"
+
+namespace gm {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kParts = 128;  // first-stage blocks of a column sum (fixed, for determinism)
+constexpr double kLog2Pi = 1.8378770664093454836;
+constexpr size_t kTileBytes = (size_t)256 << 20;  // the E-step's Y tile, the M-step's W
+constexpr int64_t kMinTile = 256;
+// Batched-GEMM blocks wanted in the M-step's scatter (about two per SM of an H100).
+constexpr int64_t kScatterBlocks = 264;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Deterministic sum of a block's values (blockDim.x == kThreads, or kParts for the
+// second stage; both powers of two).
+__device__ __forceinline__ double block_sum(double v) {
+  __shared__ double s[kThreads];
+  s[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if ((int)threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  double r = s[0];
+  __syncthreads();
+  return r;
+}
+
+// part[b + c kParts] = the sum of rows [b per, (b + 1) per) of column c of A.
+__global__ void column_partial_kernel(const double *__restrict__ A, int64_t lda, int64_t rows,
+                                      double *__restrict__ part) {
+  const int64_t c = blockIdx.y, per = (rows + kParts - 1) / kParts;
+  const int64_t start = (int64_t)blockIdx.x * per;
+  const int64_t end = start + per < rows ? start + per : rows;
+  double s = 0;
+  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) s += A[i + c * lda];
+  s = block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x + c * kParts] = s;
+}
+
+__global__ void column_final_kernel(const double *__restrict__ part, double *__restrict__ out) {
+  const double s = block_sum(part[threadIdx.x + (int64_t)blockIdx.x * kParts]);
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+
+// x[i + j ld] -= centre[j] for rows < rows.
+__global__ void centre_kernel(double *__restrict__ x, int64_t ld, int64_t rows, int64_t d,
+                              const double *__restrict__ centre) {
+  const int64_t count = rows * d;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = e % rows, j = e / rows;
+    x[i + j * ld] -= centre[j];
+  }
+}
+
+// means[j + k d] -= centre[j]: the device holds the means in centred coordinates.
+__global__ void centre_means_kernel(double *__restrict__ means, int64_t d, int64_t count,
+                                    const double *__restrict__ centre) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < d * count;
+       e += (int64_t)gridDim.x * blockDim.x)
+    means[e] -= centre[e % d];
+}
+
+// c[k] = log w_k + log det U_k - d/2 log(2 pi); full: m[:, k] = mu_k' U_k.
+__global__ void prepare_estep_kernel(const double *__restrict__ w, const double *__restrict__ mu,
+                                     const double *__restrict__ U,
+                                     const double *__restrict__ logdet_u, int64_t d, int64_t K,
+                                     int full, double *__restrict__ m, double *__restrict__ c) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < d * K;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = e % d, k = e / d;
+    if (j == 0) c[k] = log(w[k]) + logdet_u[k] - 0.5 * (double)d * kLog2Pi;
+    if (full) {
+      const double *Uk = U + k * d * d, *muk = mu + k * d;
+      double s = 0;
+      for (int64_t a = 0; a <= j; a++) s += muk[a] * Uk[a + j * d];
+      m[e] = s;
+    }
+  }
+}
+
+// Turns the log-probabilities z[i + k ldz] of one row into responsibilities, as the
+// CPU does: the largest first, terms below exp(GM_GMM_LOG_FLUSH) of it set to 0.
+__device__ __forceinline__ void normalise_row(double *z, int64_t ldz, int64_t K, double top,
+                                              double *logdens) {
+  double sum = 0;
+  for (int64_t k = 0; k < K; k++) {
+    const double t = z[k * ldz] - top;
+    const double v = t < GM_GMM_LOG_FLUSH ? 0.0 : exp(t);
+    z[k * ldz] = v;
+    sum += v;
+  }
+  const double inv = 1 / sum;
+  for (int64_t k = 0; k < K; k++) z[k * ldz] *= inv;
+  *logdens = top + log(sum);
+}
+
+// Full covariances: Y (rn x dK, ld rn) = X U for the tile.
+__global__ void estep_full_kernel(const double *__restrict__ Y, int64_t rn, int64_t d, int64_t K,
+                                  const double *__restrict__ m, const double *__restrict__ c,
+                                  double *__restrict__ z, int64_t ldz,
+                                  double *__restrict__ logdens) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rn;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    double top = -HUGE_VAL;
+    for (int64_t k = 0; k < K; k++) {
+      const double *y = Y + i + k * d * rn, *mk = m + k * d;
+      double s = 0;
+      for (int64_t j = 0; j < d; j++) {
+        const double t = y[j * rn] - mk[j];
+        s += t * t;
+      }
+      const double lp = c[k] - 0.5 * s;
+      z[i + k * ldz] = lp;
+      top = lp > top ? lp : top;
+    }
+    normalise_row(z + i, ldz, K, top, logdens + i);
+  }
+}
+
+// Diagonal and spherical covariances: u[:, k] holds 1 / the standard deviations.
+__global__ void estep_diag_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn,
+                                  int64_t d, int64_t K, const double *__restrict__ mu,
+                                  const double *__restrict__ u, const double *__restrict__ c,
+                                  double *__restrict__ z, int64_t ldz,
+                                  double *__restrict__ logdens) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rn;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    double top = -HUGE_VAL;
+    for (int64_t k = 0; k < K; k++) {
+      const double *muk = mu + k * d, *uk = u + k * d;
+      double s = 0;
+      for (int64_t j = 0; j < d; j++) {
+        const double t = (X[i + j * ldx] - muk[j]) * uk[j];
+        s += t * t;
+      }
+      const double lp = c[k] - 0.5 * s;
+      z[i + k * ldz] = lp;
+      top = lp > top ? lp : top;
+    }
+    normalise_row(z + i, ldz, K, top, logdens + i);
+  }
+}
+
+// For each of `batches` groups: out[b len + e] (+)= sum_q part[(b parts + q) len + e],
+// in chunk order.
+__global__ void sum_chunks_kernel(const double *__restrict__ part, int64_t parts, int64_t len,
+                                  int64_t batches, int accumulate, double *__restrict__ out) {
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < len * batches;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t b = t / len, e = t % len;
+    const double *p = part + b * parts * len + e;
+    double s = accumulate ? out[t] : 0.0;
+    for (int64_t q = 0; q < parts; q++) s += p[q * len];
+    out[t] = s;
+  }
+}
+
+// Components with at least GM_GMM_MIN_POINTS take their new weight and mean (centred
+// coordinates); the others keep theirs for the driver to re-seed.
+__global__ void means_kernel(const double *__restrict__ sums, const double *__restrict__ nk,
+                             int64_t d, int64_t K, double n, double *__restrict__ w,
+                             double *__restrict__ mu) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < d * K;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = e % d, k = e / d;
+    if (!(nk[k] >= GM_GMM_MIN_POINTS)) continue;
+    mu[e] = sums[e] / nk[k];
+    if (j == 0) w[k] = nk[k] / n;
+  }
+}
+
+// W in chunks: W[((k nq + q) d + j) chunk + l] = sqrt(z_ik) (x_ij - mu_jk) for the row
+// i = q chunk + l of the tile, 0 past its rn rows.
+__global__ void scatter_rows_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn,
+                                    const double *__restrict__ z, int64_t ldz,
+                                    const double *__restrict__ mu, int64_t d, int64_t K,
+                                    int64_t nq, int64_t chunk, double *__restrict__ W) {
+  const int64_t count = K * nq * d * chunk;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t l = e % chunk;
+    int64_t t = e / chunk;
+    const int64_t j = t % d;
+    t /= d;
+    const int64_t q = t % nq, k = t / nq, i = q * chunk + l;
+    W[e] = i < rn ? sqrt(z[i + k * ldz]) * (X[i + j * ldx] - mu[j + k * d]) : 0.0;
+  }
+}
+
+// Diagonal scatter of one tile: S[j + k d] (+)= sum_i z_ik (x_ij - mu_jk)^2, one block
+// per (j, k).
+__global__ void scatter_diag_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn,
+                                    const double *__restrict__ z, int64_t ldz,
+                                    const double *__restrict__ mu, int64_t d, int accumulate,
+                                    double *__restrict__ S) {
+  const int64_t j = blockIdx.x, k = blockIdx.y;
+  const double m = mu[j + k * d];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < rn; i += blockDim.x) {
+    const double t = X[i + j * ldx] - m;
+    s += z[i + k * ldz] * t * t;
+  }
+  s = block_sum(s);
+  if (threadIdx.x == 0) S[j + k * d] = (accumulate ? S[j + k * d] : 0.0) + s;
+}
+
+// New covariances of the components with at least GM_GMM_MIN_POINTS: full: the upper
+// triangle of the scatter (so that the result is exactly symmetric) / nk, plus reg on
+// the diagonal; diag and spherical from the per-column scatter.
+__global__ void covariances_kernel(const double *__restrict__ S, const double *__restrict__ nk,
+                                   int64_t d, int64_t K, int covariance, double reg,
+                                   double *__restrict__ cov) {
+  const int64_t dd = d * d;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < dd * K;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t k = e / dd, r = e % dd, a = r % d, b = r / d;
+    if (!(nk[k] >= GM_GMM_MIN_POINTS)) continue;
+    double v;
+    if (covariance == GPUML_GMM_FULL) {
+      const int64_t lo = a < b ? a : b, hi = a < b ? b : a;
+      v = S[k * dd + lo + hi * d] / nk[k] + (a == b ? reg : 0.0);
+    } else if (a != b) {
+      v = 0;
+    } else if (covariance == GPUML_GMM_DIAG) {
+      v = S[a + k * d] / nk[k] + reg;
+    } else {
+      double s = 0;
+      for (int64_t j = 0; j < d; j++) s += S[j + k * d] / nk[k];
+      v = s / (double)d + reg;
+    }
+    cov[e] = v;
+  }
+}
+
+__global__ void identity_kernel(double *__restrict__ U, int64_t d, int64_t K) {
+  const int64_t dd = d * d;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < dd * K;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = e % dd;
+    U[e] = (r % d == r / d) ? 1.0 : 0.0;
+  }
+}
+
+// log det U_k from the diagonal of the inverse factors; a factor that is not finite
+// marks its component as failed (as on the CPU).
+__global__ void logdet_full_kernel(const double *__restrict__ U, int64_t d, int64_t K,
+                                   double *__restrict__ logdet, int *__restrict__ info) {
+  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < K;
+       k += (int64_t)gridDim.x * blockDim.x) {
+    double s = 0;
+    for (int64_t j = 0; j < d; j++) s += log(U[k * d * d + j + j * d]);
+    logdet[k] = s;
+    if (info[k] == 0 && !isfinite(s)) info[k] = 1;
+  }
+}
+
+__global__ void factor_diag_kernel(const double *__restrict__ cov, int64_t d, int64_t K,
+                                   double *__restrict__ u, double *__restrict__ logdet,
+                                   int *__restrict__ info) {
+  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < K;
+       k += (int64_t)gridDim.x * blockDim.x) {
+    int status = 0;
+    double s = 0;
+    for (int64_t j = 0; j < d && !status; j++) {
+      const double v = cov[k * d * d + j + j * d];
+      if (!(v > 0) || !isfinite(v)) {
+        status = (int)j + 1;
+      } else {
+        u[j + k * d] = 1 / sqrt(v);
+        s += log(u[j + k * d]);
+      }
+    }
+    if (!status && !isfinite(s)) status = 1;
+    logdet[k] = s;
+    info[k] = status;
+  }
+}
+
+inline unsigned blocks_for(int64_t count) {
+  const unsigned g = grid_1d(count, kThreads);
+  return g < 65536u * 4 ? g : 65536u * 4;
+}
+
+struct Gmm {
+  Context ctx{"gmm:cuda"};
+  cusolverDnHandle_t solver = nullptr;
+  gm_gmm_data data{};
+  int64_t n = 0, d = 0, kmax = 0;
+  bool full = false, resident = false;
+  int64_t tile = 0, chunk = 0, nq = 0;
+  double *x = nullptr;  // resident: n x d (ld n), centred; else one tile (ld its rows)
+  double *centre = nullptr, *z = nullptr, *logdens = nullptr;
+  double *w = nullptr, *mu = nullptr, *cov = nullptr, *chol = nullptr, *U = nullptr;
+  double *logdet_u = nullptr, *m = nullptr, *c = nullptr, *nk = nullptr, *sums = nullptr;
+  double *S = nullptr, *Y = nullptr, *P = nullptr, *part = nullptr, *scalar = nullptr;
+  double *work = nullptr;
+  int lwork = 0;
+  int *info = nullptr;
+
+  explicit Gmm(const gm_gmm_data *dt) : data(*dt) {}
+  ~Gmm() {
+    if (solver) {
+      cudaStreamSynchronize(ctx.stream());
+      cusolverDnDestroy(solver);
+    }
+  }
+
+  gpuml_status check_solver(cusolverStatus_t s, const char *what) {
+    if (s == CUSOLVER_STATUS_SUCCESS) return GPUML_OK;
+    cudaGetLastError();
+    if (s == CUSOLVER_STATUS_ALLOC_FAILED)
+      return gm_fail(GPUML_ERR_NOMEM, ctx.id(), "cuSOLVER error in %s: out of GPU memory", what);
+    return gm_fail(GPUML_ERR_CUDA, ctx.id(), "cuSOLVER error in %s (status %d)", what, (int)s);
+  }
+
+  // Device bytes for a tile of `rows` rows (beyond the fixed arrays).
+  size_t tile_bytes(int64_t rows, int64_t parts) const {
+    size_t b = (size_t)rows * (size_t)d * (size_t)kmax * 8;             // Y / W
+    b += (size_t)parts * (size_t)d * (size_t)(full ? d : 1) * (size_t)kmax * 8;  // P
+    b += (size_t)parts * (size_t)d * (size_t)kmax * 8;
+    if (!resident) b += (size_t)rows * (size_t)d * 8;                    // the tile of X
+    return b;
+  }
+
+  gpuml_status plan() {
+    const size_t dd = (size_t)d * (size_t)d, K = (size_t)kmax;
+    size_t fixed = (size_t)n * (K + 1) * 8;                        // z, logdens
+    fixed += (4 * dd * K + 8 * (size_t)d * K + 8 * K + (size_t)d + kParts * K + 64) * 8;
+    fixed += (size_t)lwork * 8 + K * 4 + 4096;
+    const size_t budget = ctx.budget();
+    const int64_t knob = env_int("GPUML_CUDA_TILE");
+    int64_t cap = (int64_t)(kTileBytes / ((size_t)d * K * 8));
+    if (cap < kMinTile) cap = kMinTile;
+    if (knob) cap = knob;
+    if (cap > n) cap = n;
+    const int64_t per_block = ceil_div(d, 64) * ceil_div(d, 64) * kmax;
+    for (int res = knob ? 0 : 1; res >= 0; res--) {
+      resident = res != 0;
+      const size_t base = fixed + (resident ? (size_t)n * (size_t)d * 8 : 0);
+      for (int64_t rows = cap; rows >= 1; rows = rows > 1 ? rows / 2 : 0) {
+        int64_t parts = full ? ceil_div(kScatterBlocks, per_block) : 1;
+        if (parts > ceil_div(rows, kMinTile)) parts = ceil_div(rows, kMinTile);
+        if (parts < 1) parts = 1;
+        const int64_t ch = ceil_div(rows, parts);
+        if (base <= budget && tile_bytes(ch * parts, parts) <= budget - base) {
+          // Resident data want a tile of a useful size; otherwise tile the data too.
+          if (resident && rows < (n < 4096 ? n : 4096) && !knob) break;
+          nq = parts;
+          chunk = ch;
+          tile = ch * parts;
+          return GPUML_OK;
+        }
+        if (rows == 1) break;
+      }
+    }
+    return gm_fail(GPUML_ERR_NOMEM, ctx.id(),
+                   "the GPU memory budget of %.1f MB is too small for a mixture of %lld "
+                   "components of %lld x %lld data (it needs at least %.1f MB); raise "
+                   "gpu_memory_limit or use backend \"cpu\"",
+                   (double)budget / 1e6, (long long)kmax, (long long)n, (long long)d,
+                   (double)(fixed + tile_bytes(1, 1)) / 1e6);
+  }
+
+  gpuml_status open() {
+    n = data.n;
+    d = data.d;
+    kmax = data.kmax;
+    full = data.covariance == GPUML_GMM_FULL;
+    if (d * kmax > 2147483647LL)
+      return gm_fail(GPUML_ERR_ARG, "gmm:tooLarge", "d x G = %lld is too large for the GPU",
+                     (long long)(d * kmax));
+    GM_TRY(ctx.init(data.opt, 1));
+    GM_TRY(check_solver(cusolverDnCreate(&solver), "cusolverDnCreate"));
+    GM_TRY(check_solver(cusolverDnSetStream(solver, ctx.stream()), "cusolverDnSetStream"));
+    const size_t dd = (size_t)d * (size_t)d, K = (size_t)kmax;
+    if (full) {
+      GM_TRY(ctx.alloc(&chol, dd * K, "the Cholesky factors"));
+      GM_TRY(check_solver(cusolverDnDpotrf_bufferSize(solver, CUBLAS_FILL_MODE_UPPER, (int)d,
+                                                      chol, (int)d, &lwork),
+                          "cusolverDnDpotrf_bufferSize"));
+    }
+    GM_TRY(plan());
+    GM_TRY(ctx.alloc(&z, (size_t)n * K, "the responsibilities"));
+    GM_TRY(ctx.alloc(&logdens, (size_t)n, "the log-densities"));
+    GM_TRY(ctx.alloc(&centre, (size_t)d, "the column means"));
+    GM_TRY(ctx.alloc(&w, K, "the weights"));
+    GM_TRY(ctx.alloc(&mu, (size_t)d * K, "the means"));
+    GM_TRY(ctx.alloc(&cov, dd * K, "the covariances"));
+    if (full) {
+      GM_TRY(ctx.alloc(&U, dd * K, "the inverse Cholesky factors"));
+      GM_TRY(ctx.alloc(&S, dd * K, "the scatter matrices"));
+      GM_TRY(ctx.alloc(&m, (size_t)d * K, "the transformed means"));
+      GM_TRY(ctx.alloc(&work, (size_t)(lwork > 0 ? lwork : 1), "cuSOLVER work space"));
+    } else {
+      GM_TRY(ctx.alloc(&U, (size_t)d * K, "the inverse standard deviations"));
+      GM_TRY(ctx.alloc(&S, (size_t)d * K, "the scatter"));
+    }
+    GM_TRY(ctx.alloc(&logdet_u, K, "the log-determinants"));
+    GM_TRY(ctx.alloc(&c, K, "the log-weights"));
+    GM_TRY(ctx.alloc(&nk, K, "the component sizes"));
+    GM_TRY(ctx.alloc(&sums, (size_t)d * K, "the weighted sums"));
+    GM_TRY(ctx.alloc(&part, (size_t)kParts * K, "partial sums"));
+    GM_TRY(ctx.alloc(&scalar, 1, "the log-likelihood"));
+    GM_TRY(ctx.alloc(&info, K, "the Cholesky status"));
+    GM_TRY(ctx.alloc(&Y, (size_t)tile * (size_t)d * K, "the tile work space"));
+    GM_TRY(ctx.alloc(&P, (size_t)nq * (size_t)d * (full ? (size_t)d : 1) * K, "chunk partials"));
+    GM_TRY(ctx.alloc(&x, (resident ? (size_t)n : (size_t)tile) * (size_t)d, "the data"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(centre, data.centre, (size_t)d * 8, cudaMemcpyHostToDevice,
+                                     ctx.stream()),
+                     "copying the column means"));
+    if (resident) {
+      GM_TRY(ctx.check(cudaMemcpyAsync(x, data.x, (size_t)n * (size_t)d * 8,
+                                       cudaMemcpyHostToDevice, ctx.stream()),
+                       "copying the data to the GPU"));
+      centre_kernel<<<blocks_for(n * d), kThreads, 0, ctx.stream()>>>(x, n, n, d, centre);
+      GM_TRY(ctx.launched("centring the data"));
+    }
+    return ctx.sync("loading the data");
+  }
+
+  // The centred rows [r0, r0 + rn) and their leading dimension.
+  gpuml_status rows(int64_t r0, int64_t rn, const double **p, int64_t *ld) {
+    if (resident) {
+      *p = x + r0;
+      *ld = n;
+      return GPUML_OK;
+    }
+    GM_TRY(ctx.check(cudaMemcpy2DAsync(x, (size_t)rn * 8, data.x + r0, (size_t)n * 8,
+                                       (size_t)rn * 8, (size_t)d, cudaMemcpyHostToDevice,
+                                       ctx.stream()),
+                     "copying a tile of the data to the GPU"));
+    centre_kernel<<<blocks_for(rn * d), kThreads, 0, ctx.stream()>>>(x, rn, rn, d, centre);
+    GM_TRY(ctx.launched("centring a tile"));
+    *p = x;
+    *ld = rn;
+    return GPUML_OK;
+  }
+
+  gpuml_status column_sums(const double *A, int64_t lda, int64_t nrows, int64_t cols,
+                           double *out) {
+    column_partial_kernel<<<dim3(kParts, (unsigned)cols), kThreads, 0, ctx.stream()>>>(
+        A, lda, nrows, part);
+    GM_TRY(ctx.launched("column sums"));
+    column_final_kernel<<<(unsigned)cols, kParts, 0, ctx.stream()>>>(part, out);
+    return ctx.launched("column sums");
+  }
+
+  gpuml_status download(void *host, const void *dev, size_t bytes, const char *what) {
+    GM_TRY(ctx.check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, ctx.stream()), what));
+    return ctx.sync(what);
+  }
+
+  gpuml_status upload_means(int64_t k0, int64_t count, const double *host) {
+    GM_TRY(ctx.check(cudaMemcpyAsync(mu + k0 * d, host, (size_t)(count * d) * 8,
+                                     cudaMemcpyHostToDevice, ctx.stream()),
+                     "copying the means to the GPU"));
+    centre_means_kernel<<<blocks_for(count * d), kThreads, 0, ctx.stream()>>>(mu + k0 * d, d,
+                                                                              count, centre);
+    return ctx.launched("centring the means");
+  }
+
+  gpuml_status set_params(int64_t K, const double *hw, const double *hmu, const double *hcov) {
+    GM_TRY(ctx.check(cudaMemcpyAsync(w, hw, (size_t)K * 8, cudaMemcpyHostToDevice, ctx.stream()),
+                     "copying the weights to the GPU"));
+    GM_TRY(upload_means(0, K, hmu));
+    GM_TRY(ctx.check(cudaMemcpyAsync(cov, hcov, (size_t)(K * d * d) * 8, cudaMemcpyHostToDevice,
+                                     ctx.stream()),
+                     "copying the covariances to the GPU"));
+    return ctx.sync("setting the parameters");
+  }
+
+  gpuml_status set_component(int64_t K, const double *hw, int64_t k, const double *hmu,
+                             const double *hcov) {
+    GM_TRY(ctx.check(cudaMemcpyAsync(w, hw, (size_t)K * 8, cudaMemcpyHostToDevice, ctx.stream()),
+                     "copying the weights to the GPU"));
+    GM_TRY(upload_means(k, 1, hmu));
+    GM_TRY(ctx.check(cudaMemcpyAsync(cov + k * d * d, hcov, (size_t)(d * d) * 8,
+                                     cudaMemcpyHostToDevice, ctx.stream()),
+                     "copying a covariance to the GPU"));
+    return ctx.sync("setting a component");
+  }
+
+  gpuml_status factor(int64_t K, int *host_info) {
+    if (full) {
+      const size_t dd = (size_t)d * (size_t)d;
+      GM_TRY(ctx.check(cudaMemcpyAsync(chol, cov, (size_t)K * dd * 8, cudaMemcpyDeviceToDevice,
+                                       ctx.stream()),
+                       "copying the covariances"));
+      for (int64_t k = 0; k < K; k++)
+        GM_TRY(check_solver(cusolverDnDpotrf(solver, CUBLAS_FILL_MODE_UPPER, (int)d,
+                                             chol + k * dd, (int)d, work, lwork, info + k),
+                            "cusolverDnDpotrf"));
+      identity_kernel<<<blocks_for((int64_t)dd * K), kThreads, 0, ctx.stream()>>>(U, d, K);
+      GM_TRY(ctx.launched("the identity"));
+      const double one = 1;
+      // U_k = R_k^-1: R_k U_k = I (a component whose factorisation failed gives
+      // garbage here, and is re-seeded by the driver before it is used).
+      for (int64_t k = 0; k < K; k++)
+        GM_TRY(ctx.check_blas(cublasDtrsm(ctx.blas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER,
+                                          CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, (int)d, (int)d, &one,
+                                          chol + k * dd, (int)d, U + k * dd, (int)d),
+                              "cublasDtrsm (inverse Cholesky factor)"));
+      logdet_full_kernel<<<grid_1d(K, 64), 64, 0, ctx.stream()>>>(U, d, K, logdet_u, info);
+      GM_TRY(ctx.launched("log-determinants"));
+    } else {
+      factor_diag_kernel<<<grid_1d(K, 64), 64, 0, ctx.stream()>>>(cov, d, K, U, logdet_u, info);
+      GM_TRY(ctx.launched("inverse standard deviations"));
+    }
+    GM_TRY(download(host_info, info, (size_t)K * sizeof(int), "the Cholesky status"));
+    for (int64_t k = 0; k < K; k++)
+      if (host_info[k] < 0)
+        return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: cusolverDnDpotrf argument %d",
+                       -host_info[k]);
+    return GPUML_OK;
+  }
+
+  gpuml_status estep(int64_t K, double *loglik) {
+    if (gm_interrupted(data.opt))
+      return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "Gaussian mixture fit interrupted");
+    prepare_estep_kernel<<<blocks_for(d * K), kThreads, 0, ctx.stream()>>>(
+        w, mu, U, logdet_u, d, K, full, m, c);
+    GM_TRY(ctx.launched("preparing the E-step"));
+    const double one = 1, zero = 0;
+    for (int64_t r0 = 0; r0 < n; r0 += tile) {
+      const int64_t rn = n - r0 < tile ? n - r0 : tile;
+      const double *X;
+      int64_t ldx;
+      GM_TRY(rows(r0, rn, &X, &ldx));
+      if (full) {
+        GM_TRY(ctx.check_blas(cublasDgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, (int)rn,
+                                          (int)(d * K), (int)d, &one, X, (int)ldx, U, (int)d,
+                                          &zero, Y, (int)rn),
+                              "cublasDgemm (E-step)"));
+        estep_full_kernel<<<blocks_for(rn), kThreads, 0, ctx.stream()>>>(
+            Y, rn, d, K, m, c, z + r0, n, logdens + r0);
+      } else {
+        estep_diag_kernel<<<blocks_for(rn), kThreads, 0, ctx.stream()>>>(
+            X, ldx, rn, d, K, mu, U, c, z + r0, n, logdens + r0);
+      }
+      GM_TRY(ctx.launched("E-step"));
+    }
+    GM_TRY(column_sums(logdens, n, n, 1, scalar));
+    return download(loglik, scalar, 8, "the log-likelihood");
+  }
+
+  gpuml_status mstep(int64_t K, double *host_nk) {
+    if (gm_interrupted(data.opt))
+      return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "Gaussian mixture fit interrupted");
+    const double one = 1, zero = 0;
+    GM_TRY(column_sums(z, n, n, K, nk));
+    // sums = X'Z by chunks of rows, added in order.
+    for (int64_t r0 = 0; r0 < n; r0 += tile) {
+      const int64_t rn = n - r0 < tile ? n - r0 : tile;
+      const double *X;
+      int64_t ldx;
+      GM_TRY(rows(r0, rn, &X, &ldx));
+      const int64_t nfull = rn / chunk, rem = rn - nfull * chunk;
+      if (nfull > 0)
+        GM_TRY(ctx.check_blas(
+            cublasDgemmStridedBatched(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)d, (int)K,
+                                      (int)chunk, &one, X, (int)ldx, (long long)chunk, z + r0,
+                                      (int)n, (long long)chunk, &zero, P, (int)d,
+                                      (long long)(d * K), (int)nfull),
+            "cublasDgemmStridedBatched (weighted sums)"));
+      if (rem > 0)
+        GM_TRY(ctx.check_blas(cublasDgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)d, (int)K,
+                                          (int)rem, &one, X + nfull * chunk, (int)ldx,
+                                          z + r0 + nfull * chunk, (int)n, &zero,
+                                          P + nfull * d * K, (int)d),
+                              "cublasDgemm (weighted sums)"));
+      sum_chunks_kernel<<<blocks_for(d * K), kThreads, 0, ctx.stream()>>>(
+          P, nfull + (rem > 0), d * K, 1, r0 > 0, sums);
+      GM_TRY(ctx.launched("weighted sums"));
+    }
+    means_kernel<<<blocks_for(d * K), kThreads, 0, ctx.stream()>>>(sums, nk, d, K, (double)n, w,
+                                                                   mu);
+    GM_TRY(ctx.launched("means"));
+    // The scatter about the new means.
+    for (int64_t r0 = 0; r0 < n; r0 += tile) {
+      const int64_t rn = n - r0 < tile ? n - r0 : tile;
+      const double *X;
+      int64_t ldx;
+      GM_TRY(rows(r0, rn, &X, &ldx));
+      if (full) {
+        const int64_t parts = ceil_div(rn, chunk);
+        scatter_rows_kernel<<<blocks_for(K * parts * d * chunk), kThreads, 0, ctx.stream()>>>(
+            X, ldx, rn, z + r0, n, mu, d, K, parts, chunk, Y);
+        GM_TRY(ctx.launched("weighted centred rows"));
+        GM_TRY(ctx.check_blas(
+            cublasDgemmStridedBatched(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)d, (int)d,
+                                      (int)chunk, &one, Y, (int)chunk, (long long)(chunk * d), Y,
+                                      (int)chunk, (long long)(chunk * d), &zero, P, (int)d,
+                                      (long long)(d * d), (int)(K * parts)),
+            "cublasDgemmStridedBatched (scatter)"));
+        // P holds the (k, q) products: sum over q for each k into S.
+        sum_chunks_kernel<<<blocks_for(d * d * K), kThreads, 0, ctx.stream()>>>(
+            P, parts, d * d, K, r0 > 0, S);
+        GM_TRY(ctx.launched("scatter"));
+      } else {
+        scatter_diag_kernel<<<dim3((unsigned)d, (unsigned)K), kThreads, 0, ctx.stream()>>>(
+            X, ldx, rn, z + r0, n, mu, d, r0 > 0, S);
+        GM_TRY(ctx.launched("diagonal scatter"));
+      }
+    }
+    covariances_kernel<<<blocks_for(d * d * K), kThreads, 0, ctx.stream()>>>(
+        S, nk, d, K, (int)data.covariance, data.reg, cov);
+    GM_TRY(ctx.launched("covariances"));
+    return download(host_nk, nk, (size_t)K * 8, "the component sizes");
+  }
+
+  gpuml_status get_params(int64_t K, double *hw, double *hmu, double *hcov) {
+    if (hw) GM_TRY(download(hw, w, (size_t)K * 8, "copying the weights"));
+    if (hmu) {
+      GM_TRY(download(hmu, mu, (size_t)(K * d) * 8, "copying the means"));
+      for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < d; j++) hmu[j + k * d] += data.centre[j];
+    }
+    if (hcov) GM_TRY(download(hcov, cov, (size_t)(K * d * d) * 8, "copying the covariances"));
+    return GPUML_OK;
+  }
+};
+
+}  // namespace
+}  // namespace gm
+
+using gm::Gmm;
+
+extern "C" gpuml_status gpuml_cuda_gmm_open(const struct gm_gmm_data *data, void **engine) {
+  *engine = nullptr;
+  Gmm *g = new (std::nothrow) Gmm(data);
+  if (!g) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture state");
+  gpuml_status st = g->open();
+  if (st) {
+    delete g;
+    return st;
+  }
+  *engine = g;
+  return GPUML_OK;
+}
+
+extern "C" gpuml_status gpuml_cuda_gmm_set_params(void *e, int64_t K, const double *weights,
+                                                  const double *means,
+                                                  const double *covariances) {
+  return static_cast<Gmm *>(e)->set_params(K, weights, means, covariances);
+}
+
+extern "C" gpuml_status gpuml_cuda_gmm_set_component(void *e, int64_t K, const double *weights,
+                                                     int64_t k, const double *mean,
+                                                     const double *covariance) {
+  return static_cast<Gmm *>(e)->set_component(K, weights, k, mean, covariance);
+}
+
+extern "C" gpuml_status gpuml_cuda_gmm_factor(void *e, int64_t K, int *info) {
+  return static_cast<Gmm *>(e)->factor(K, info);
+}
+
+extern "C" gpuml_status gpuml_cuda_gmm_estep(void *e, int64_t K, double *loglik) {
+  return static_cast<Gmm *>(e)->estep(K, loglik);
+}
+
+extern "C" gpuml_status gpuml_cuda_gmm_log_density(void *e, double *out) {
+  Gmm *g = static_cast<Gmm *>(e);
+  return g->download(out, g->logdens, (size_t)g->n * 8, "copying the log-densities");
+}
+
+extern "C" gpuml_status gpuml_cuda_gmm_mstep(void *e, int64_t K, double *nk) {
+  return static_cast<Gmm *>(e)->mstep(K, nk);
+}
+
+extern "C" gpuml_status gpuml_cuda_gmm_get_params(void *e, int64_t K, double *weights,
+                                                  double *means, double *covariances) {
+  return static_cast<Gmm *>(e)->get_params(K, weights, means, covariances);
+}
+
+extern "C" gpuml_status gpuml_cuda_gmm_get_z(void *e, int64_t K, double *z) {
+  Gmm *g = static_cast<Gmm *>(e);
+  return g->download(z, g->z, (size_t)g->n * (size_t)K * 8, "copying the responsibilities");
+}
+
+extern "C" void gpuml_cuda_gmm_close(void *e) { delete static_cast<Gmm *>(e); }

@@ -1,0 +1,292 @@
+## -*- texinfo -*-
+## @deftypefn  {} {@var{labels} =} gpu_gmm (@var{X})
+## @deftypefnx {} {@var{labels} =} gpu_gmm (@var{X}, @var{K})
+## @deftypefnx {} {@var{labels} =} gpu_gmm (@dots{}, @var{name}, @var{value}, @dots{})
+## @deftypefnx {} {[@var{labels}, @var{model}] =} gpu_gmm (@dots{})
+## Fit a Gaussian mixture model to the rows of @var{X} by EM, in double precision,
+## on the GPU when there is one and on the CPU (OpenMP and BLAS) otherwise, with
+## the same results.
+##
+## A mixture is fitted for each number of components in @var{K} and the one of
+## largest BIC is kept (BIC = 2 log L - p log n with p free parameters; larger is
+## better, as in mclust).  Each fit starts from greedy k-means++ centres drawn
+## from the seed; a component that collapses (less than one point's worth of
+## probability, or a covariance that is not positive definite even with
+## @qcode{"reg"}) is restarted at the worst-fitted points, and a @var{K} where that
+## keeps happening gets a NaN BIC.
+##
+## @strong{Inputs}
+##
+## @table @var
+## @item X
+## @var{n}-by-@var{d} data, one observation per row; finite values.  Single,
+## integer and logical matrices are converted to double.
+##
+## @item K
+## The numbers of components to try (whole numbers from 1 to @var{n}); default
+## @code{1:9}.
+## @end table
+##
+## @strong{Options} (name/value pairs; names are case-insensitive)
+##
+## @table @asis
+## @item @qcode{"covariance"}
+## @qcode{"full"} (default; mclust's VVV), @qcode{"diag"} (VVI) or
+## @qcode{"spherical"} (VII).
+##
+## @item @qcode{"max_iter"}
+## EM iterations of one fit at most (default 1000).
+##
+## @item @qcode{"tol"}
+## Stop when the log-likelihood changes by at most @var{tol} times its absolute
+## value (default 1e-8; 0 runs @qcode{"max_iter"} iterations).
+##
+## @item @qcode{"reg"}
+## Added to the diagonal of every covariance matrix (default 1e-6).
+##
+## @item @qcode{"n_init"}
+## Starts per @var{K}; the fit of largest log-likelihood is kept (default 1).
+##
+## @item @qcode{"seed"}
+## A whole number >= 0; by default one is drawn from @code{rand}, so that
+## @code{rand ("seed", @dots{})} makes fits reproducible.
+##
+## @item @qcode{"backend"}
+## @qcode{"auto"} (default), @qcode{"cpu"} or @qcode{"cuda"}.
+##
+## @item @qcode{"verbose"}
+## @code{true} to print progress (default @code{false}).
+## @end table
+##
+## @strong{Outputs}
+##
+## @table @var
+## @item labels
+## @var{n}-by-1 component of largest posterior probability of each row (1 to G).
+##
+## @item model
+## Struct with fields @code{G} (components chosen), @code{covariance},
+## @code{modelName} (@qcode{"VVV"}, @qcode{"VVI"} or @qcode{"VII"}),
+## @code{weights} (1-by-G), @code{means} (G-by-d, one row per component),
+## @code{covariances} (d-by-d-by-G), @code{z} (n-by-G posterior probabilities),
+## @code{uncertainty} (n-by-1, one minus the largest probability),
+## @code{loglik}, @code{bic} and @code{K} (the BIC of each @var{K} tried),
+## @code{n_iter}, @code{converged} and @code{backend}.  Pass it to
+## @code{gpu_gmm_predict} to classify new data.
+## @end table
+##
+## Press Ctrl-C to interrupt a long fit.
+##
+## @strong{Example}
+##
+## @example
+## @group
+## randn ("state", 1);
+## X = [randn(200, 2); randn(100, 2) + 6];
+## [labels, model] = gpu_gmm (X, 1:4, "seed", 1);
+## model.G
+##   @result{} 2
+## accumarray (labels, 1)'
+##   @result{} 200   100
+## @end group
+## @end example
+##
+## @seealso{gpu_gmm_predict, gpu_knn, gpuml_info}
+## @end deftypefn
+
+function [labels, model] = gpu_gmm (X, varargin)
+
+  if (nargin < 1)
+    print_usage ();
+  endif
+  K = 1:9;
+  args = varargin;
+  if (! isempty (args) && ! ischar (args{1}))
+    K = args{1};
+    args(1) = [];
+  endif
+  opts = gpuml_parse_options ("gpu_gmm",
+                              struct ("covariance", "full", "max_iter", 1000, "tol", 1e-8,
+                                      "reg", 1e-6, "n_init", 1, "seed", [],
+                                      "backend", "auto", "verbose", false),
+                              args);
+  if ((isnumeric (X) || islogical (X)) && ! issparse (X))
+    X = double (X);
+  endif
+  if (isnumeric (K) || islogical (K))
+    K = double (K);
+  endif
+  seed = opts.seed;
+  if (isempty (seed))
+    seed = floor (rand () * 2^31);
+  endif
+  try
+    [labels, model] = gpuml_gmm_mex (X, K, opts.covariance, opts.max_iter, opts.tol,
+                                     opts.reg, opts.n_init, seed, opts.backend,
+                                     opts.verbose);
+  catch err
+    gpuml_rethrow (err, "gpu_gmm", "gpuml_gmm_mex");
+  end_try_catch
+
+endfunction
+
+
+%!shared B
+%! B = getenv ("GPUML_TEST_BACKEND");
+%! if (isempty (B))
+%!   B = "auto";
+%! endif
+
+## Adjusted Rand index of two labellings.
+%!function r = ari (a, b)
+%!  [~, ~, a] = unique (a(:));  [~, ~, b] = unique (b(:));
+%!  t = accumarray ([a b], 1);
+%!  c2 = @(v) sum (v(:) .* (v(:) - 1) / 2);
+%!  total = c2 (numel (a));
+%!  e = c2 (sum (t, 2)) * c2 (sum (t, 1)) / total;
+%!  top = (c2 (sum (t, 2)) + c2 (sum (t, 1))) / 2;
+%!  r = (c2 (t) - e) / (top - e);
+%!endfunction
+
+## Separated clusters: correlated ("full"), axis-aligned ("diag") or round ("spherical").
+%!function [X, truth] = mixture (n, d, G, spread, state, shape)
+%!  randn ("state", state);  rand ("state", state);
+%!  sizes = round (n * (1:G) / sum (1:G));  sizes(end) = n - sum (sizes(1:end-1));
+%!  X = zeros (n, d);  truth = zeros (n, 1);  r = 0;
+%!  for k = 1:G
+%!    A = diag (0.5 + rand (d, 1));
+%!    if (strcmp (shape, "full"))
+%!      A += tril (rand (d) - 0.5, -1);
+%!    elseif (strcmp (shape, "spherical"))
+%!      A = A(1) * eye (d);
+%!    endif
+%!    rows = r + (1:sizes(k));
+%!    X(rows,:) = randn (sizes(k), d) * A' + spread * rand (1, d);
+%!    truth(rows) = k;  r += sizes(k);
+%!  endfor
+%!endfunction
+
+## classes recovered and the true K chosen, for every covariance structure
+%!test
+%! for cov = {"full", "diag", "spherical"}
+%!   [X, truth] = mixture (900, 2, 3, 40, 3, cov{1});
+%!   [labels, model] = gpu_gmm (X, 1:5, "covariance", cov{1}, "seed", 2, "backend", B);
+%!   assert (model.G, 3);
+%!   assert (ari (labels, truth) >= 0.95);
+%!   assert (model.K, 1:5);
+%!   assert (all (isfinite (model.bic)));
+%!   [~, best] = max (model.bic);
+%!   assert (best, 3);
+%!   assert (model.converged);
+%!   assert (model.covariance, cov{1});
+%! endfor
+
+## the model's fields and sizes
+%!test
+%! [X, truth] = mixture (500, 3, 2, 30, 4, "full");
+%! [labels, model] = gpu_gmm (X, 2, "seed", 5, "backend", B);
+%! assert (size (labels), [500 1]);
+%! assert (all (labels == 1 | labels == 2));
+%! assert (model.modelName, "VVV");
+%! assert (size (model.weights), [1 2]);
+%! assert (sum (model.weights), 1, 1e-12);
+%! assert (size (model.means), [2 3]);
+%! assert (size (model.covariances), [3 3 2]);
+%! assert (size (model.z), [500 2]);
+%! assert (sum (model.z, 2), ones (500, 1), 1e-12);
+%! assert (model.uncertainty, 1 - max (model.z, [], 2), 1e-14);
+%! [~, l] = max (model.z, [], 2);
+%! assert (labels, l);
+%! for k = 1:2
+%!   assert (model.covariances(:,:,k), model.covariances(:,:,k)');
+%!   assert (model.means(k,:), mean (X(labels == k,:)), 0.2);
+%! endfor
+%! npar = 1 + 2 * 3 + 2 * 6;
+%! assert (model.bic, 2 * model.loglik - npar * log (500), 1e-8);
+%! if (! strcmp (B, "auto"))
+%!   assert (model.backend, B);
+%! endif
+
+## reproducible with a seed and with rand's state; n_init keeps the best start
+%!test
+%! [X, truth] = mixture (600, 3, 4, 6, 5, "full");
+%! [l1, m1] = gpu_gmm (X, 4, "seed", 7, "backend", B);
+%! [l2, m2] = gpu_gmm (X, 4, "seed", 7, "backend", B);
+%! assert (l1, l2);
+%! assert (m1, m2);
+%! rand ("seed", 11);  [~, a] = gpu_gmm (X, 4, "backend", B);
+%! rand ("seed", 11);  [~, b] = gpu_gmm (X, 4, "backend", B);
+%! assert (a.loglik, b.loglik);
+%! [~, many] = gpu_gmm (X, 4, "seed", 7, "n_init", 3, "backend", B);
+%! assert (many.loglik >= m1.loglik);
+
+## diagonal and spherical covariances have their form
+%!test
+%! [X, truth] = mixture (400, 3, 2, 30, 6, "diag");
+%! [~, md] = gpu_gmm (X, 2, "covariance", "diag", "seed", 1, "backend", B);
+%! [~, ms] = gpu_gmm (X, 2, "covariance", "SPHERICAL", "seed", 1, "backend", B);
+%! assert ({md.modelName, ms.modelName}, {"VVI", "VII"});
+%! for k = 1:2
+%!   assert (md.covariances(:,:,k), diag (diag (md.covariances(:,:,k))));
+%!   assert (ms.covariances(:,:,k), ms.covariances(1,1,k) * eye (3));
+%! endfor
+
+## single and integer data are fitted in double
+%!test
+%! [X, truth] = mixture (300, 2, 2, 30, 8, "full");
+%! [l1, m1] = gpu_gmm (X, 2, "seed", 3);
+%! [l2, m2] = gpu_gmm (single (X), 2, "seed", 3);
+%! assert (l2, l1);
+%! assert (class (m2.means), "double");
+%! [l3, m3] = gpu_gmm (int32 (round (10 * X)), 2, "seed", 3);
+%! assert (ari (l3, truth) >= 0.95);
+
+## verbose prints progress
+%!test
+%! out = evalc ('gpu_gmm (randn (60, 2), 1:2, "verbose", true, "backend", "cpu");');
+%! assert (! isempty (strfind (out, "gpuml gmm")));
+%! out = evalc ('gpu_gmm (randn (60, 2), 1:2, "backend", "cpu");');
+%! assert (isempty (out));
+
+## with a GPU, the CUDA backend agrees with the CPU from the same start
+%!testif ; gpuml_info ().device_count > 0
+%! [X, truth] = mixture (3000, 10, 4, 8, 9, "full");
+%! for cov = {"full", "diag", "spherical"}
+%!   [lg, mg] = gpu_gmm (X, 4, "covariance", cov{1}, "seed", 4, "tol", 0, "max_iter", 30, "backend", "cuda");
+%!   [lc, mc] = gpu_gmm (X, 4, "covariance", cov{1}, "seed", 4, "tol", 0, "max_iter", 30, "backend", "cpu");
+%!   assert (mg.backend, "cuda");
+%!   assert (mg.loglik, mc.loglik, -1e-8);
+%!   assert (mg.means, mc.means, 1e-6);
+%! endfor
+
+## the backend "cuda" without a GPU is an error
+%!testif ; gpuml_info ().device_count == 0
+%! try
+%!   gpu_gmm (randn (20, 2), 2, "backend", "cuda");
+%!   error ("test:noError", "no error raised");
+%! catch err
+%!   assert (err.identifier, "gpuml:gmm:noCuda");
+%! end_try_catch
+
+## bad input
+%!error id=gpuml:gmm:badG gpu_gmm (randn (5, 2), 6)
+%!error <gpu_gmm: G = 6 exceeds the 5 rows of the data> gpu_gmm (randn (5, 2), 6)
+%!error id=gpuml:gmm:badG gpu_gmm (randn (5, 2), 0)
+%!error id=gpuml:gmm:badK gpu_gmm (randn (5, 2), 1.5)
+%!error id=gpuml:gmm:badK gpu_gmm (randn (5, 2), [])
+%!error id=gpuml:gmm:badG gpu_gmm ([1; 1; 2; 2], 3)
+%!error id=gpuml:gmm:nonFinite gpu_gmm ([1 2; NaN 4; 5 6; 7 8], 1)
+%!error <data contains Inf at row 2, column 1> gpu_gmm ([1 2; Inf 4; 5 6; 7 8], 1)
+%!error id=gpuml:gmm:tooFewRows gpu_gmm (randn (5, 8), 1)
+%!error id=gpuml:gmm:badCovariance gpu_gmm (randn (20, 2), 2, "covariance", "VVV")
+%!error id=gpuml:gmm:badTol gpu_gmm (randn (20, 2), 2, "tol", -1)
+%!error id=gpuml:gmm:badReg gpu_gmm (randn (20, 2), 2, "reg", -1)
+%!error id=gpuml:gmm:badMaxIter gpu_gmm (randn (20, 2), 2, "max_iter", 0)
+%!error id=gpuml:gmm:badNInit gpu_gmm (randn (20, 2), 2, "n_init", 0)
+%!error id=gpuml:gmm:badSeed gpu_gmm (randn (20, 2), 2, "seed", -1)
+%!error id=gpuml:gmm:badOption gpu_gmm (randn (20, 2), 2, "max_iter", "many")
+%!error id=gpuml:gmm:badData gpu_gmm (zeros (0, 2), 1)
+%!error id=gpuml:gmm:badType gpu_gmm ({1, 2}, 1)
+%!error id=gpuml:badBackend gpu_gmm (randn (20, 2), 2, "backend", "gpu")
+%!error id=gpuml:badOption gpu_gmm (randn (20, 2), 2, "iterations", 5)
+%!error <Invalid call> gpu_gmm ()

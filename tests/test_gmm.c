@@ -1,0 +1,786 @@
+/* C tests of the Gaussian mixtures through gpuml.h. The backend comes from
+ * GPUML_TEST_BACKEND ("cpu" by default; "cuda" on a GPU machine, where the fits are
+ * also repeated on the CPU backend and compared). The mixtures always compute in fp64,
+ * so GPUML_TEST_PRECISION changes nothing here. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "gpuml.h"
+
+static gpuml_backend test_backend = GPUML_BACKEND_CPU;
+
+/* ---- data ----------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 2024;
+static double uniform(void) {
+  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
+}
+static double normal(void) {
+  return sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform());
+}
+
+/* n points from G Gaussian clusters in d dimensions: centres uniform in a cube of side
+ * `spread`, covariances A A' with A lower triangular (diagonal in [0.5, 1.5], below it
+ * in [-0.5, 0.5]; only the diagonal when `axis_aligned`). Sizes are unequal (1 : 2 : ...).
+ * Column-major x (n x d), true labels 0..G-1. */
+static double *mixture(int64_t n, int64_t d, int64_t G, double spread, int axis_aligned,
+                       uint64_t seed, int64_t *label) {
+  rng_state = seed;
+  double *x = malloc(sizeof(double) * n * d);
+  double *centre = malloc(sizeof(double) * G * d), *A = malloc(sizeof(double) * G * d * d);
+  for (int64_t k = 0; k < G; k++) {
+    for (int64_t j = 0; j < d; j++) centre[k * d + j] = spread * uniform();
+    for (int64_t a = 0; a < d; a++)
+      for (int64_t b = 0; b < d; b++)
+        A[k * d * d + a + b * d] = a == b ? 0.5 + uniform() : (a > b && !axis_aligned ? uniform() - 0.5 : 0);
+  }
+  int64_t total_weight = G * (G + 1) / 2;
+  double *e = malloc(sizeof(double) * d);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t k = 0, acc = 1, slot = (i * total_weight) / n;
+    while (slot >= acc) acc += ++k + 1;
+    label[i] = k;
+    for (int64_t j = 0; j < d; j++) e[j] = normal();
+    for (int64_t a = 0; a < d; a++) {
+      double v = centre[k * d + a];
+      for (int64_t b = 0; b <= a; b++) v += A[k * d * d + a + b * d] * e[b];
+      x[i + a * n] = v;
+    }
+  }
+  free(e);
+  free(centre);
+  free(A);
+  return x;
+}
+
+/* Adjusted Rand index of two labellings with labels in 0..ka-1 and 0..kb-1. */
+static double adjusted_rand(const int64_t *a, const int64_t *b, int64_t n, int64_t ka,
+                            int64_t kb) {
+  double *t = calloc((size_t)(ka * kb), sizeof(double));
+  double *ra = calloc((size_t)ka, sizeof(double)), *rb = calloc((size_t)kb, sizeof(double));
+  for (int64_t i = 0; i < n; i++) {
+    t[a[i] + b[i] * ka] += 1;
+    ra[a[i]] += 1;
+    rb[b[i]] += 1;
+  }
+  double sum_t = 0, sum_a = 0, sum_b = 0;
+  for (int64_t i = 0; i < ka * kb; i++) sum_t += t[i] * (t[i] - 1) / 2;
+  for (int64_t i = 0; i < ka; i++) sum_a += ra[i] * (ra[i] - 1) / 2;
+  for (int64_t i = 0; i < kb; i++) sum_b += rb[i] * (rb[i] - 1) / 2;
+  const double pairs = (double)n * (double)(n - 1) / 2, expected = sum_a * sum_b / pairs;
+  const double top = 0.5 * (sum_a + sum_b);
+  free(t);
+  free(ra);
+  free(rb);
+  return top == expected ? 1 : (sum_t - expected) / (top - expected);
+}
+
+/* ---- fitting -------------------------------------------------------------------------- */
+
+static gpuml_options options(gpuml_backend backend) {
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  opt.backend = backend;
+  return opt;
+}
+
+typedef struct {
+  gpuml_gmm_model model;
+  double *z, *uncertainty, *bic;
+  int64_t *cls;
+  gpuml_status status;
+  gpuml_backend used;
+} fit_t;
+
+static void fit_free(fit_t *f) {
+  free(f->model.weights);
+  free(f->model.means);
+  free(f->model.covariances);
+  free(f->z);
+  free(f->uncertainty);
+  free(f->bic);
+  free(f->cls);
+}
+
+static fit_t fit_with(const double *x, int64_t n, int64_t d, const int64_t *G, int64_t nG,
+                      gpuml_gmm_covariance cov, int64_t max_iter, double tol, double reg,
+                      int64_t n_init, uint64_t seed, gpuml_options *opt) {
+  fit_t f;
+  memset(&f, 0, sizeof f);
+  int64_t gmax = 1;
+  for (int64_t g = 0; g < nG; g++)
+    if (G[g] > gmax) gmax = G[g];
+  f.model.weights = malloc(sizeof(double) * gmax);
+  f.model.means = malloc(sizeof(double) * d * gmax);
+  f.model.covariances = malloc(sizeof(double) * d * d * gmax);
+  f.z = malloc(sizeof(double) * n * gmax);
+  f.uncertainty = malloc(sizeof(double) * n);
+  f.cls = malloc(sizeof(int64_t) * n);
+  f.bic = malloc(sizeof(double) * (nG > 0 ? nG : 1));
+  gpuml_gmm_params p;
+  gpuml_gmm_params_init(&p);
+  p.G = G;
+  p.nG = nG;
+  p.covariance = cov;
+  p.max_iter = max_iter;
+  p.tol = tol;
+  p.reg = reg;
+  p.n_init = n_init;
+  opt->seed = seed;
+  f.status = gpuml_gmm_fit(x, n, d, &p, &f.model, f.z, f.cls, f.uncertainty, f.bic, opt);
+  f.used = opt->backend_used;
+  return f;
+}
+
+static fit_t fit(const double *x, int64_t n, int64_t d, const int64_t *G, int64_t nG,
+                 gpuml_gmm_covariance cov, uint64_t seed) {
+  gpuml_options opt = options(test_backend);
+  return fit_with(x, n, d, G, nG, cov, 1000, 1e-8, 1e-6, 1, seed, &opt);
+}
+
+static int all_finite(const double *v, int64_t count) {
+  for (int64_t i = 0; i < count; i++)
+    if (!isfinite(v[i])) return 0;
+  return 1;
+}
+
+static int fit_finite(const fit_t *f, int64_t n, int64_t d) {
+  const int64_t G = f->model.G;
+  return all_finite(f->model.weights, G) && all_finite(f->model.means, d * G) &&
+         all_finite(f->model.covariances, d * d * G) && all_finite(f->z, n * G) &&
+         all_finite(f->uncertainty, n) && isfinite(f->model.loglik);
+}
+
+static double rel_diff(double a, double b) {
+  return fabs(a - b) / (fabs(b) > 1e-300 ? fabs(b) : 1e-300);
+}
+
+static double max_abs_diff(const double *a, const double *b, int64_t count) {
+  double m = 0;
+  for (int64_t i = 0; i < count; i++)
+    if (fabs(a[i] - b[i]) > m) m = fabs(a[i] - b[i]);
+  return m;
+}
+
+/* log det of a d x d SPD matrix and S^{-1} v products, by a plain Cholesky. */
+static double chol_logdet(const double *S, int64_t d) {
+  double *L = calloc((size_t)(d * d), sizeof(double)), logdet = 0;
+  for (int64_t j = 0; j < d; j++) {
+    double s = S[j + j * d];
+    for (int64_t p = 0; p < j; p++) s -= L[j + p * d] * L[j + p * d];
+    L[j + j * d] = sqrt(s);
+    logdet += 2 * log(L[j + j * d]);
+    for (int64_t i = j + 1; i < d; i++) {
+      double t = S[i + j * d];
+      for (int64_t p = 0; p < j; p++) t -= L[i + p * d] * L[j + p * d];
+      L[i + j * d] = t / L[j + j * d];
+    }
+  }
+  free(L);
+  return logdet;
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+/* One component: the maximum-likelihood answer is known in closed form. */
+static void test_one_component(void) {
+  const int64_t n = 500, d = 3, G = 1;
+  int64_t *label = malloc(sizeof(int64_t) * n);
+  double *x = mixture(n, d, 1, 10, 0, 11, label);
+  double mean[3], S[9];
+  for (int64_t j = 0; j < d; j++) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i + j * n];
+    mean[j] = s / n;
+  }
+  for (int64_t a = 0; a < d; a++)
+    for (int64_t b = 0; b < d; b++) {
+      double s = 0;
+      for (int64_t i = 0; i < n; i++) s += (x[i + a * n] - mean[a]) * (x[i + b * n] - mean[b]);
+      S[a + b * d] = s / n;
+    }
+  const double log2pi = log(2 * 3.14159265358979323846);
+  const gpuml_gmm_covariance types[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
+  for (int t = 0; t < 3; t++) {
+    gpuml_options opt = options(test_backend);
+    fit_t f = fit_with(x, n, d, &G, 1, types[t], 100, 1e-12, 0, 1, 1, &opt);
+    CHECK(f.status == GPUML_OK, "G = 1 %s: %s", gpuml_gmm_covariance_name(types[t]),
+          gpuml_last_error());
+    if (f.status) {
+      fit_free(&f);
+      continue;
+    }
+    double want[9] = {0}, logdet = 0, var_mean = (S[0] + S[4] + S[8]) / 3;
+    for (int64_t a = 0; a < d; a++)
+      for (int64_t b = 0; b < d; b++)
+        want[a + b * d] = types[t] == GPUML_GMM_FULL ? S[a + b * d]
+                          : a != b                  ? 0
+                          : types[t] == GPUML_GMM_DIAG ? S[a + a * d]
+                                                       : var_mean;
+    logdet = chol_logdet(want, d);
+    /* sum_i (x_i - m)' Sigma^-1 (x_i - m) = n tr(Sigma^-1 S) = n d for the MLE (full and
+     * diagonal); for the spherical MLE too (tr(S) / sigma^2 = d). */
+    const double loglik = -0.5 * n * (d * log2pi + logdet + d);
+    CHECK(f.model.G == 1 && f.model.d == d, "G = 1 model shape");
+    CHECK(fabs(f.model.weights[0] - 1) < 1e-14, "G = 1 weight %g", f.model.weights[0]);
+    CHECK(max_abs_diff(f.model.means, mean, d) < 1e-10, "G = 1 %s means",
+          gpuml_gmm_covariance_name(types[t]));
+    CHECK(max_abs_diff(f.model.covariances, want, d * d) < 1e-10, "G = 1 %s covariance",
+          gpuml_gmm_covariance_name(types[t]));
+    CHECK(rel_diff(f.model.loglik, loglik) < 1e-10, "G = 1 %s loglik %.12g, want %.12g",
+          gpuml_gmm_covariance_name(types[t]), f.model.loglik, loglik);
+    CHECK(f.model.converged && f.model.n_iter <= 3, "G = 1 converges at once (%lld)",
+          (long long)f.model.n_iter);
+    const double bic = 2 * loglik - gpuml_gmm_npar(types[t], 1, d) * log((double)n);
+    CHECK(rel_diff(f.bic[0], bic) < 1e-10, "G = 1 BIC %g, want %g", f.bic[0], bic);
+    int ones = 1;
+    for (int64_t i = 0; i < n; i++) ones &= f.z[i] == 1 && f.cls[i] == 0 && f.uncertainty[i] == 0;
+    CHECK(ones, "G = 1: every z is 1");
+    fit_free(&f);
+  }
+  CHECK(gpuml_gmm_npar(GPUML_GMM_FULL, 3, 4) == 2 + 12 + 30, "npar full");
+  CHECK(gpuml_gmm_npar(GPUML_GMM_DIAG, 3, 4) == 2 + 12 + 12, "npar diag");
+  CHECK(gpuml_gmm_npar(GPUML_GMM_SPHERICAL, 3, 4) == 2 + 12 + 3, "npar spherical");
+  free(x);
+  free(label);
+}
+
+/* Separated clusters are recovered by every covariance structure. */
+static void test_separated(void) {
+  const int64_t n = 1500, G = 3;
+  for (int64_t d = 2; d <= 6; d += 4) {
+    for (int t = 0; t < 3; t++) {
+      const gpuml_gmm_covariance cov = (gpuml_gmm_covariance)t;
+      int64_t *label = malloc(sizeof(int64_t) * n);
+      double *x = mixture(n, d, G, 30, cov != GPUML_GMM_FULL, 100 + d + t, label);
+      fit_t f = fit(x, n, d, &G, 1, cov, 7);
+      CHECK(f.status == GPUML_OK, "separated d = %lld %s: %s", (long long)d,
+            gpuml_gmm_covariance_name(cov), gpuml_last_error());
+      if (!f.status) {
+        const double ari = adjusted_rand(label, f.cls, n, G, G);
+        CHECK(ari >= 0.95, "separated d = %lld %s: ARI %.4f", (long long)d,
+              gpuml_gmm_covariance_name(cov), ari);
+        CHECK(f.model.converged, "separated fits converge");
+        CHECK(fit_finite(&f, n, d), "separated: all finite");
+        double wsum = 0;
+        for (int64_t k = 0; k < G; k++) wsum += f.model.weights[k];
+        CHECK(fabs(wsum - 1) < 1e-12, "weights sum to 1 (%.15g)", wsum);
+        int rows_ok = 1;
+        for (int64_t i = 0; i < n; i++) {
+          double s = 0;
+          for (int64_t k = 0; k < G; k++) s += f.z[i + k * n];
+          rows_ok &= fabs(s - 1) < 1e-12;
+        }
+        CHECK(rows_ok, "every row of z sums to 1");
+        if (cov != GPUML_GMM_FULL) {
+          int diag_ok = 1;
+          for (int64_t k = 0; k < G; k++)
+            for (int64_t a = 0; a < d; a++)
+              for (int64_t b = 0; b < d; b++) {
+                const double v = f.model.covariances[k * d * d + a + b * d];
+                if (a != b) diag_ok &= v == 0;
+                else if (cov == GPUML_GMM_SPHERICAL) diag_ok &= v == f.model.covariances[k * d * d];
+              }
+          CHECK(diag_ok, "%s covariances have the documented form", gpuml_gmm_covariance_name(cov));
+        } else {
+          int sym = 1;
+          for (int64_t k = 0; k < G; k++)
+            for (int64_t a = 0; a < d; a++)
+              for (int64_t b = 0; b < d; b++)
+                sym &= f.model.covariances[k * d * d + a + b * d] ==
+                       f.model.covariances[k * d * d + b + a * d];
+          CHECK(sym, "full covariances are exactly symmetric");
+        }
+      }
+      fit_free(&f);
+      free(x);
+      free(label);
+    }
+  }
+}
+
+/* EM never lowers the log-likelihood, iteration after iteration. */
+static void test_monotone(void) {
+  const int64_t n = 800, d = 3, G = 4;
+  int64_t *label = malloc(sizeof(int64_t) * n);
+  double *x = mixture(n, d, G, 4, 0, 55, label);
+  for (int t = 0; t < 3; t++) {
+    double prev = -INFINITY;
+    int monotone = 1, ok = 1;
+    for (int64_t it = 1; it <= 25; it++) {
+      gpuml_options opt = options(test_backend);
+      fit_t f = fit_with(x, n, d, &G, 1, (gpuml_gmm_covariance)t, it, 0, 1e-6, 1, 3, &opt);
+      ok &= f.status == GPUML_OK && f.model.n_iter == it && !f.model.converged;
+      if (f.model.loglik < prev - 1e-10 * fabs(prev)) monotone = 0;
+      prev = f.model.loglik;
+      fit_free(&f);
+    }
+    CHECK(ok, "%s: max_iter iterations run with tol = 0", gpuml_gmm_covariance_name(t));
+    CHECK(monotone, "%s: the log-likelihood never decreases", gpuml_gmm_covariance_name(t));
+  }
+  free(x);
+  free(label);
+}
+
+/* BIC picks the true G; fitting one G gives the same fit as within a list. */
+static void test_bic(void) {
+  const int64_t n = 900, d = 3, Gs[] = {1, 2, 3, 4, 5, 6};
+  int64_t *label = malloc(sizeof(int64_t) * n);
+  double *x = mixture(n, d, 3, 25, 0, 77, label);
+  fit_t f = fit(x, n, d, Gs, 6, GPUML_GMM_FULL, 5);
+  CHECK(f.status == GPUML_OK, "BIC fit: %s", gpuml_last_error());
+  if (!f.status) {
+    CHECK(f.model.G == 3, "BIC picks G = 3, not %lld", (long long)f.model.G);
+    int finite = all_finite(f.bic, 6), best = 1;
+    for (int g = 0; g < 6; g++) best &= f.bic[g] <= f.bic[2];
+    CHECK(finite && best, "BIC per G finite, largest at G = 3");
+    CHECK(adjusted_rand(label, f.cls, n, 3, f.model.G) >= 0.95, "BIC fit classes");
+    const double want = 2 * f.model.loglik - gpuml_gmm_npar(GPUML_GMM_FULL, 3, d) * log((double)n);
+    CHECK(rel_diff(f.bic[2], want) < 1e-12, "BIC of the chosen model matches its loglik");
+    const int64_t three = 3;
+    fit_t one = fit(x, n, d, &three, 1, GPUML_GMM_FULL, 5);
+    CHECK(one.status == GPUML_OK && one.model.loglik == f.model.loglik &&
+              memcmp(one.model.means, f.model.means, sizeof(double) * d * 3) == 0 &&
+              memcmp(one.z, f.z, sizeof(double) * n * 3) == 0,
+          "G = 3 alone gives the same fit as within 1:6");
+    fit_free(&one);
+  }
+  fit_free(&f);
+  free(x);
+  free(label);
+}
+
+/* Same seed: identical results, whatever the number of threads; n_init keeps the best. */
+static void test_reproducible(void) {
+  const int64_t n = 2500, d = 5, G = 4;
+  int64_t *label = malloc(sizeof(int64_t) * n);
+  double *x = mixture(n, d, G, 6, 0, 91, label);
+  for (int t = 0; t < 3; t++) {
+    gpuml_options o1 = options(test_backend), o2 = options(test_backend);
+    o2.threads = 1;
+    fit_t a = fit_with(x, n, d, &G, 1, t, 1000, 1e-8, 1e-6, 1, 99, &o1);
+    fit_t b = fit_with(x, n, d, &G, 1, t, 1000, 1e-8, 1e-6, 1, 99, &o1);
+    fit_t c = fit_with(x, n, d, &G, 1, t, 1000, 1e-8, 1e-6, 1, 99, &o2);
+    CHECK(!a.status && !b.status && !c.status, "reproducibility fits run");
+    if (!a.status && !b.status && !c.status) {
+      CHECK(a.model.loglik == b.model.loglik && a.model.n_iter == b.model.n_iter &&
+                memcmp(a.model.means, b.model.means, sizeof(double) * d * G) == 0 &&
+                memcmp(a.model.covariances, b.model.covariances, sizeof(double) * d * d * G) == 0 &&
+                memcmp(a.z, b.z, sizeof(double) * n * G) == 0,
+            "%s: the same seed gives identical fits", gpuml_gmm_covariance_name(t));
+      CHECK(a.model.loglik == c.model.loglik &&
+                memcmp(a.model.means, c.model.means, sizeof(double) * d * G) == 0 &&
+                memcmp(a.z, c.z, sizeof(double) * n * G) == 0,
+            "%s: one thread gives the same fit as several", gpuml_gmm_covariance_name(t));
+    }
+    /* Large enough for the threaded passes (small ones run on one thread anyway). */
+    const int64_t nb = 90000, db = 6;
+    int64_t *lb = malloc(sizeof(int64_t) * nb);
+    double *xb = mixture(nb, db, G, 6, 0, 93, lb);
+    gpuml_options o3 = options(test_backend), o4 = options(test_backend);
+    o3.threads = 2;
+    o4.threads = 1;
+    fit_t p2 = fit_with(xb, nb, db, &G, 1, t, 15, 0, 1e-6, 1, 5, &o3);
+    fit_t p1 = fit_with(xb, nb, db, &G, 1, t, 15, 0, 1e-6, 1, 5, &o4);
+    CHECK(!p1.status && !p2.status && p1.model.loglik == p2.model.loglik &&
+              memcmp(p1.model.covariances, p2.model.covariances, sizeof(double) * db * db * G) == 0 &&
+              memcmp(p1.z, p2.z, sizeof(double) * nb * G) == 0,
+          "%s: 90000 rows, one thread and two give identical fits", gpuml_gmm_covariance_name(t));
+    fit_free(&p1);
+    fit_free(&p2);
+    free(xb);
+    free(lb);
+    fit_t m = fit_with(x, n, d, &G, 1, t, 1000, 1e-8, 1e-6, 6, 99, &o1);
+    CHECK(!m.status && m.model.loglik >= a.model.loglik,
+          "%s: n_init = 6 keeps a fit at least as good as the first start (%.10g vs %.10g)",
+          gpuml_gmm_covariance_name(t), m.model.loglik, a.model.loglik);
+    fit_free(&a);
+    fit_free(&b);
+    fit_free(&c);
+    fit_free(&m);
+  }
+  free(x);
+  free(label);
+}
+
+/* predict on the training data gives the fit's z and classes; new points near a centre
+ * go to its component. */
+static void test_predict(void) {
+  const int64_t n = 1200, d = 4, G = 3;
+  int64_t *label = malloc(sizeof(int64_t) * n);
+  double *x = mixture(n, d, G, 20, 0, 123, label);
+  for (int t = 0; t < 3; t++) {
+    fit_t f = fit(x, n, d, &G, 1, t, 8);
+    CHECK(!f.status, "predict: fit");
+    if (f.status) {
+      fit_free(&f);
+      continue;
+    }
+    double *z = malloc(sizeof(double) * n * G), *u = malloc(sizeof(double) * n);
+    int64_t *cls = malloc(sizeof(int64_t) * n);
+    gpuml_options opt = options(test_backend);
+    gpuml_status st = gpuml_gmm_predict(&f.model, x, n, z, cls, u, &opt);
+    CHECK(st == GPUML_OK, "predict: %s", gpuml_last_error());
+    CHECK(memcmp(cls, f.cls, sizeof(int64_t) * n) == 0, "%s: predict on the training data gives the fitted classes",
+          gpuml_gmm_covariance_name(t));
+    CHECK(max_abs_diff(z, f.z, n * G) < 1e-10, "%s: predict gives the fitted z",
+          gpuml_gmm_covariance_name(t));
+    /* the component means themselves */
+    double *q = malloc(sizeof(double) * G * d);
+    for (int64_t k = 0; k < G; k++)
+      for (int64_t j = 0; j < d; j++) q[k + j * G] = f.model.means[j + k * d];
+    st = gpuml_gmm_predict(&f.model, q, G, NULL, cls, NULL, &opt);
+    int own = st == GPUML_OK;
+    for (int64_t k = 0; k < G && own; k++) own &= cls[k] == k;
+    CHECK(own, "each mean is classified to its own component");
+    free(q);
+    free(z);
+    free(u);
+    free(cls);
+    fit_free(&f);
+  }
+  free(x);
+  free(label);
+}
+
+static int expect_error(gpuml_status st, gpuml_status want, const char *id, const char *what) {
+  int ok = st == want && strcmp(gpuml_last_error_id(), id) == 0 && gpuml_last_error()[0];
+  CHECK(ok, "%s: status %d id \"%s\" (%s), want %d \"%s\"", what, (int)st,
+        gpuml_last_error_id(), gpuml_last_error(), (int)want, id);
+  return ok;
+}
+
+static void test_bad_input(void) {
+  const int64_t n = 40, d = 3;
+  int64_t *label = malloc(sizeof(int64_t) * n);
+  double *x = mixture(n, d, 2, 10, 0, 5, label);
+  gpuml_options opt = options(test_backend);
+  const int64_t G2 = 2, G0 = 0, G41 = 41, Gs[] = {1, 2, 50};
+  fit_t f;
+  f = fit_with(x, n, d, &G41, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badG", "G > n");
+  CHECK(strstr(gpuml_last_error(), "G = 41 exceeds the 40 rows") != NULL, "G > n message: %s",
+        gpuml_last_error());
+  fit_free(&f);
+  f = fit_with(x, n, d, Gs, 3, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badG", "G > n in a list");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G0, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badG", "G = 0");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G2, 0, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badG", "no G");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G2, 1, (gpuml_gmm_covariance)7, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badCovariance", "covariance code 7");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G2, 1, GPUML_GMM_FULL, 0, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badMaxIter", "max_iter = 0");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G2, 1, GPUML_GMM_FULL, 10, -1, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badTol", "tol < 0");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G2, 1, GPUML_GMM_FULL, 10, NAN, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badTol", "tol NaN");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G2, 1, GPUML_GMM_FULL, 10, 1e-8, -1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badReg", "reg < 0");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G2, 1, GPUML_GMM_FULL, 10, 1e-8, INFINITY, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badReg", "reg Inf");
+  fit_free(&f);
+  f = fit_with(x, n, d, &G2, 1, GPUML_GMM_FULL, 10, 1e-8, 1e-6, 0, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badNInit", "n_init = 0");
+  fit_free(&f);
+
+  /* outputs are left alone by a failed check */
+  f = fit_with(x, n, d, &G41, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  fit_free(&f);
+  {
+    double w[2] = {-7, -7}, mu[6], cov[18], z[80], bic = -7;
+    gpuml_gmm_model model = {GPUML_GMM_FULL, 0, 0, w, mu, cov, 0, 0, 0};
+    gpuml_gmm_params p;
+    gpuml_gmm_params_init(&p);
+    p.G = &G2;
+    p.nG = 1;
+    p.reg = -1;
+    gpuml_status st = gpuml_gmm_fit(x, n, d, &p, &model, z, NULL, NULL, &bic, &opt);
+    CHECK(st == GPUML_ERR_ARG && w[0] == -7 && bic == -7 && model.G == 0,
+          "a failed check writes nothing");
+    model.weights = NULL;
+    p.reg = 1e-6;
+    st = gpuml_gmm_fit(x, n, d, &p, &model, z, NULL, NULL, &bic, &opt);
+    expect_error(st, GPUML_ERR_ARG, "gmm:badOutput", "NULL weights");
+    st = gpuml_gmm_fit(x, n, d, NULL, &model, z, NULL, NULL, &bic, &opt);
+    expect_error(st, GPUML_ERR_ARG, "gmm:badParams", "NULL params");
+  }
+
+  double *bad = malloc(sizeof(double) * n * d);
+  memcpy(bad, x, sizeof(double) * n * d);
+  bad[7 + 2 * n] = NAN;
+  f = fit_with(bad, n, d, &G2, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:nonFinite", "NaN data");
+  CHECK(strstr(gpuml_last_error(), "row 8, column 3") != NULL, "NaN position: %s", gpuml_last_error());
+  fit_free(&f);
+  bad[7 + 2 * n] = -INFINITY;
+  f = fit_with(bad, n, d, &G2, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:nonFinite", "-Inf data");
+  fit_free(&f);
+  f = fit_with(NULL, n, d, &G2, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badData", "NULL data");
+  fit_free(&f);
+  f = fit_with(x, 0, d, &G2, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badData", "no rows");
+  fit_free(&f);
+
+  /* fewer rows than columns: full needs a real reg; diag and spherical do not */
+  const int64_t nw = 6, dw = 10, G1 = 1;
+  double *wide = malloc(sizeof(double) * nw * dw);
+  for (int64_t i = 0; i < nw * dw; i++) wide[i] = normal();
+  f = fit_with(wide, nw, dw, &G1, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:tooFewRows", "n <= d, full");
+  CHECK(strstr(gpuml_last_error(), "diag") != NULL, "tooFewRows suggests diag: %s", gpuml_last_error());
+  fit_free(&f);
+  f = fit_with(wide, nw, dw, &G1, 1, GPUML_GMM_FULL, 100, 1e-8, 0.1, 1, 1, &opt);
+  CHECK(f.status == GPUML_OK && fit_finite(&f, nw, dw), "n <= d, full with reg = 0.1: %s",
+        gpuml_last_error());
+  fit_free(&f);
+  f = fit_with(wide, nw, dw, &G2, 1, GPUML_GMM_DIAG, 100, 1e-8, 1e-6, 1, 1, &opt);
+  CHECK(f.status == GPUML_OK && fit_finite(&f, nw, dw), "n <= d, diag: %s", gpuml_last_error());
+  fit_free(&f);
+
+  /* fewer distinct rows than G */
+  double *dup = malloc(sizeof(double) * 30 * 2);
+  for (int64_t i = 0; i < 30; i++) {
+    dup[i] = (double)(i % 2);
+    dup[i + 30] = 5.0 * (i % 2);
+  }
+  const int64_t G3 = 3;
+  f = fit_with(dup, 30, 2, &G3, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badG", "3 components for 2 distinct rows");
+  CHECK(strstr(gpuml_last_error(), "2 distinct rows") != NULL, "distinct rows message: %s",
+        gpuml_last_error());
+  fit_free(&f);
+  const int64_t G123[] = {1, 2, 3};
+  f = fit_with(dup, 30, 2, G123, 3, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  CHECK(f.status == GPUML_OK && f.model.G == 2 && isnan(f.bic[2]) && isfinite(f.bic[0]) &&
+            isfinite(f.bic[1]),
+        "G = 1:3 on 2 distinct rows: G = 3 gets a NaN BIC, G = 2 is chosen (%s)",
+        gpuml_last_error());
+  fit_free(&f);
+
+  /* names */
+  gpuml_gmm_covariance c = GPUML_GMM_FULL;
+  CHECK(gpuml_parse_gmm_covariance("Diag", &c) == GPUML_OK && c == GPUML_GMM_DIAG, "parse Diag");
+  CHECK(gpuml_parse_gmm_covariance("SPHERICAL", &c) == GPUML_OK && c == GPUML_GMM_SPHERICAL,
+        "parse SPHERICAL");
+  expect_error(gpuml_parse_gmm_covariance("VVV", &c), GPUML_ERR_ARG, "gmm:badCovariance",
+               "unknown covariance name");
+  CHECK(strstr(gpuml_last_error(), "\"full\", \"diag\" or \"spherical\"") != NULL,
+        "covariance names listed: %s", gpuml_last_error());
+  CHECK(strcmp(gpuml_gmm_model_name(GPUML_GMM_FULL), "VVV") == 0 &&
+            strcmp(gpuml_gmm_model_name(GPUML_GMM_DIAG), "VVI") == 0 &&
+            strcmp(gpuml_gmm_model_name(GPUML_GMM_SPHERICAL), "VII") == 0,
+        "mclust model names");
+
+  /* predict with a bad model or data */
+  fit_t good = fit(x, n, d, &G2, 1, GPUML_GMM_FULL, 1);
+  if (!good.status) {
+    int64_t cls[40];
+    gpuml_gmm_model m = good.model;
+    gpuml_status st = gpuml_gmm_predict(&m, bad, n, NULL, cls, NULL, &opt);
+    expect_error(st, GPUML_ERR_ARG, "gmm:nonFinite", "predict on -Inf data");
+    double w0 = m.weights[0];
+    m.weights[0] = 0;
+    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt), GPUML_ERR_ARG,
+                 "gmm:badModel", "predict with a zero weight");
+    m.weights[0] = w0;
+    double c00 = m.covariances[0];
+    m.covariances[0] = -1;
+    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt), GPUML_ERR_ARG,
+                 "gmm:badModel", "predict with a covariance that is not positive definite");
+    m.covariances[0] = c00;
+    m.G = 0;
+    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt), GPUML_ERR_ARG,
+                 "gmm:badModel", "predict with G = 0");
+    m.G = 2;
+    expect_error(gpuml_gmm_predict(NULL, x, n, NULL, cls, NULL, &opt), GPUML_ERR_ARG,
+                 "gmm:badModel", "predict with no model");
+    CHECK(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt) == GPUML_OK, "the model still works");
+  }
+  fit_free(&good);
+  free(dup);
+  free(wide);
+  free(bad);
+  free(x);
+  free(label);
+}
+
+/* Components that collapse (an isolated point, reg = 0) are re-seeded or reported;
+ * nothing is ever NaN. */
+static void test_collapse(void) {
+  const int64_t n = 203, d = 2;
+  double *x = malloc(sizeof(double) * n * d);
+  rng_state = 31;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < d; j++) x[i + j * n] = i < 200 ? normal() : 60.0 + (i == 202) * j;
+  for (int64_t G = 2; G <= 4; G++) {
+    for (int t = 0; t < 3; t++) {
+      gpuml_options opt = options(test_backend);
+      fit_t f = fit_with(x, n, d, &G, 1, t, 300, 1e-8, 0, 1, 4, &opt);
+      const int ok = f.status == GPUML_OK && fit_finite(&f, n, d);
+      const int reported = f.status == GPUML_ERR_NUMERIC &&
+                           (strcmp(gpuml_last_error_id(), "gmm:collapse") == 0 ||
+                            strcmp(gpuml_last_error_id(), "gmm:singular") == 0);
+      CHECK(ok || reported, "reg = 0, G = %lld %s: finite result or a clear error (%d: %s)",
+            (long long)G, gpuml_gmm_covariance_name(t), (int)f.status, gpuml_last_error());
+      fit_free(&f);
+      opt = options(test_backend);
+      f = fit_with(x, n, d, &G, 1, t, 300, 1e-8, 1e-6, 1, 4, &opt);
+      CHECK(f.status == GPUML_OK && fit_finite(&f, n, d), "reg = 1e-6, G = %lld %s: %s",
+            (long long)G, gpuml_gmm_covariance_name(t), gpuml_last_error());
+      fit_free(&f);
+    }
+  }
+  const int64_t Gs[] = {1, 2, 3, 4};
+  gpuml_options opt = options(test_backend);
+  fit_t f = fit_with(x, n, d, Gs, 4, GPUML_GMM_FULL, 300, 1e-8, 0, 1, 4, &opt);
+  CHECK(f.status == GPUML_OK && fit_finite(&f, n, d) && isfinite(f.bic[0]),
+        "reg = 0, G = 1:4: a finite best model (%s)", gpuml_last_error());
+  fit_free(&f);
+  free(x);
+}
+
+typedef struct {
+  int calls, stop_at;
+  int64_t last_done, last_total;
+  int monotone, stage_ok;
+} callback_state;
+
+static void on_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
+  callback_state *s = ctx;
+  if (strcmp(stage, "gmm") == 0) {
+    if (done <= s->last_done || done > total) s->monotone = 0;
+    s->last_done = done;
+    s->last_total = total;
+  } else if (strcmp(stage, "em") != 0) {
+    s->stage_ok = 0;
+  }
+}
+
+static int on_interrupt(void *ctx) {
+  callback_state *s = ctx;
+  return ++s->calls >= s->stop_at;
+}
+
+static void test_callbacks(void) {
+  const int64_t n = 600, d = 2, Gs[] = {1, 2, 3};
+  int64_t *label = malloc(sizeof(int64_t) * n);
+  double *x = mixture(n, d, 3, 5, 0, 9, label);
+  callback_state s = {0, 1 << 30, 0, 0, 1, 1};
+  gpuml_options opt = options(test_backend);
+  opt.verbose = 1;
+  opt.progress = on_progress;
+  opt.interrupted = on_interrupt;
+  opt.callback_ctx = &s;
+  fit_t f = fit_with(x, n, d, Gs, 3, GPUML_GMM_FULL, 200, 1e-8, 1e-6, 2, 1, &opt);
+  CHECK(f.status == GPUML_OK, "fit with callbacks: %s", gpuml_last_error());
+  CHECK(s.monotone && s.stage_ok && s.last_done == 6 && s.last_total == 6,
+        "progress: fits 1..6 of 6 (last %lld/%lld)", (long long)s.last_done, (long long)s.last_total);
+  CHECK(s.calls > 10, "the interrupt callback is polled (%d calls)", s.calls);
+  fit_free(&f);
+  const int stops[] = {1, 5, 40};
+  for (int i = 0; i < 3; i++) {
+    callback_state t = {0, stops[i], 0, 0, 1, 1};
+    opt.callback_ctx = &t;
+    f = fit_with(x, n, d, Gs, 3, GPUML_GMM_FULL, 200, 1e-8, 1e-6, 2, 1, &opt);
+    expect_error(f.status, GPUML_ERR_INTERRUPTED, "interrupted", "interrupted fit");
+    fit_free(&f);
+  }
+  free(x);
+  free(label);
+}
+
+/* With the CUDA backend: the GPU and the CPU agree from the same start. */
+static void test_backends_agree(void) {
+  if (test_backend != GPUML_BACKEND_CUDA) return;
+  struct {
+    int64_t n, d, G;
+    double spread;
+  } cases[] = {{3000, 2, 4, 6}, {4000, 20, 5, 8}, {2500, 7, 3, 3}, {1000, 40, 2, 10}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const int64_t n = cases[c].n, d = cases[c].d, G = cases[c].G;
+    int64_t *label = malloc(sizeof(int64_t) * n);
+    double *x = mixture(n, d, G, cases[c].spread, 0, 300 + c, label);
+    for (int t = 0; t < 3; t++) {
+      gpuml_options og = options(GPUML_BACKEND_CUDA), oc = options(GPUML_BACKEND_CPU);
+      /* a fixed number of iterations, so that both stop at the same place */
+      fit_t g = fit_with(x, n, d, &G, 1, t, 40, 0, 1e-6, 1, 21, &og);
+      fit_t h = fit_with(x, n, d, &G, 1, t, 40, 0, 1e-6, 1, 21, &oc);
+      CHECK(g.status == GPUML_OK && g.used == GPUML_BACKEND_CUDA, "cuda fit n = %lld d = %lld %s: %s",
+            (long long)n, (long long)d, gpuml_gmm_covariance_name(t), gpuml_last_error());
+      CHECK(h.status == GPUML_OK, "cpu fit: %s", gpuml_last_error());
+      if (!g.status && !h.status) {
+        const double r = rel_diff(g.model.loglik, h.model.loglik);
+        CHECK(r < 1e-8, "n = %lld d = %lld %s: loglik cuda %.15g cpu %.15g (rel %.2e)",
+              (long long)n, (long long)d, gpuml_gmm_covariance_name(t), g.model.loglik,
+              h.model.loglik, r);
+        CHECK(max_abs_diff(g.model.means, h.model.means, d * G) < 1e-6 * cases[c].spread,
+              "means agree (%g)", max_abs_diff(g.model.means, h.model.means, d * G));
+        CHECK(max_abs_diff(g.model.weights, h.model.weights, G) < 1e-7, "weights agree");
+        CHECK(max_abs_diff(g.z, h.z, n * G) < 1e-5, "z agree (%g)", max_abs_diff(g.z, h.z, n * G));
+        /* predict on the GPU reproduces the GPU fit's classes */
+        int64_t *cls = malloc(sizeof(int64_t) * n);
+        gpuml_status st = gpuml_gmm_predict(&g.model, x, n, NULL, cls, NULL, &og);
+        CHECK(st == GPUML_OK && og.backend_used == GPUML_BACKEND_CUDA &&
+                  memcmp(cls, g.cls, sizeof(int64_t) * n) == 0,
+              "cuda predict gives the fitted classes (%s)", gpuml_last_error());
+        free(cls);
+        /* reproducible on the GPU */
+        fit_t g2 = fit_with(x, n, d, &G, 1, t, 40, 0, 1e-6, 1, 21, &og);
+        CHECK(!g2.status && g2.model.loglik == g.model.loglik &&
+                  memcmp(g2.model.means, g.model.means, sizeof(double) * d * G) == 0 &&
+                  memcmp(g2.z, g.z, sizeof(double) * n * G) == 0,
+              "cuda: the same seed gives identical fits");
+        fit_free(&g2);
+      }
+      fit_free(&g);
+      fit_free(&h);
+    }
+    /* converged fits with a G list choose the same model */
+    const int64_t Gs[] = {1, 2, 3, 4, 5, 6};
+    gpuml_options og = options(GPUML_BACKEND_CUDA), oc = options(GPUML_BACKEND_CPU);
+    fit_t g = fit_with(x, n, d, Gs, 6, GPUML_GMM_FULL, 1000, 1e-10, 1e-6, 1, 3, &og);
+    fit_t h = fit_with(x, n, d, Gs, 6, GPUML_GMM_FULL, 1000, 1e-10, 1e-6, 1, 3, &oc);
+    CHECK(!g.status && !h.status && g.model.G == h.model.G &&
+              rel_diff(g.model.loglik, h.model.loglik) < 1e-8,
+          "G = 1:6: same G (%lld, %lld) and loglik (%.12g, %.12g)", (long long)g.model.G,
+          (long long)h.model.G, g.model.loglik, h.model.loglik);
+    fit_free(&g);
+    fit_free(&h);
+    free(x);
+    free(label);
+  }
+}
+
+int main(void) {
+  const char *backend = getenv("GPUML_TEST_BACKEND");
+  if (backend && gpuml_parse_backend(backend, &test_backend) != GPUML_OK) {
+    fprintf(stderr, "GPUML_TEST_BACKEND: %s\n", gpuml_last_error());
+    return 2;
+  }
+  test_one_component();
+  test_separated();
+  test_monotone();
+  test_bic();
+  test_reproducible();
+  test_predict();
+  test_bad_input();
+  test_collapse();
+  test_callbacks();
+  test_backends_agree();
+  return check_summary("C");
+}
