@@ -26,9 +26,7 @@ void gpuml_dpc_params_init(gpuml_dpc_params *p) {
 
 void gpuml_dpc_selection_init(gpuml_dpc_selection *s) {
   if (!s) return;
-  s->k = 0;
-  s->rho_min = NAN;
-  s->delta_min = NAN;
+  memset(s, 0, sizeof *s);
 }
 
 double gm_dpc_sq_threshold(double dc, int strict) {
@@ -148,7 +146,7 @@ done:
 }
 
 static gpuml_status check_data(const double *x, int64_t n, int64_t d) {
-  gpuml_status st = gm_check_matrix(x, n, d, "data", "dpc");
+  gpuml_status st = gm_check_matrix(x, n, d, "x", "dpc");
   if (st) return st;
   if (n < 2)
     return gm_fail(GPUML_ERR_ARG, "dpc:badData", "density peaks needs at least 2 points, not %lld",
@@ -295,29 +293,35 @@ static gpuml_status check_fit(const double *rho, const double *delta, const int6
 
 static gpuml_status check_selection(const gpuml_dpc_selection *sel, int64_t n) {
   if (!sel) return gm_fail(GPUML_ERR_ARG, "dpc:badSelection", "the selection must not be NULL");
-  const int has_rho = !isnan(sel->rho_min), has_delta = !isnan(sel->delta_min);
-  if (sel->k < 0)
-    return gm_fail(GPUML_ERR_ARG, "dpc:badK", "k = %lld must be at least 1", (long long)sel->k);
-  if (sel->k > 0 && (has_rho || has_delta))
+  const int thresholds = sel->has_rho || sel->has_delta;
+  if (sel->has_k && thresholds)
     return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
                    "give either k or the rho and delta thresholds, not both");
-  if (sel->k > n)
-    return gm_fail(GPUML_ERR_ARG, "dpc:badK", "k = %lld exceeds the %lld points", (long long)sel->k,
-                   (long long)n);
-  if (sel->k == 0) {
-    if (!has_rho && !has_delta)
-      return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
-                     "no selection of centres: give k, or both the rho and delta thresholds");
-    if (has_rho != has_delta)
-      return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
-                     "give both the rho and the delta threshold (only %s was given)",
-                     has_rho ? "rho" : "delta");
-    if (!isfinite(sel->rho_min) || !isfinite(sel->delta_min))
-      return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
-                     "the thresholds must be finite (rho = %g, delta = %g)", sel->rho_min,
-                     sel->delta_min);
+  if (sel->has_k) {
+    if (sel->k < 1)
+      return gm_fail(GPUML_ERR_ARG, "dpc:badK", "k = %lld must be at least 1", (long long)sel->k);
+    if (sel->k > n)
+      return gm_fail(GPUML_ERR_ARG, "dpc:badK", "k = %lld exceeds the %lld points",
+                     (long long)sel->k, (long long)n);
+    return GPUML_OK;
   }
+  if (!thresholds)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
+                   "no selection of centres: give k, or both the rho and delta thresholds");
+  if (sel->has_rho != sel->has_delta)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
+                   "give both the rho and the delta threshold (only %s was given)",
+                   sel->has_rho ? "rho" : "delta");
+  if (!isfinite(sel->rho_min) || !isfinite(sel->delta_min))
+    return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
+                   "the thresholds must be finite numbers (rho = %g, delta = %g)", sel->rho_min,
+                   sel->delta_min);
   return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_check_selection(const gpuml_dpc_selection *sel, int64_t n) {
+  gm_clear_error();
+  return check_selection(sel, n);
 }
 
 gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const int64_t *nearest,
@@ -338,7 +342,7 @@ gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const in
                          (double)n * sizeof *r / 1e6);
   int64_t count = 0;
   for (int64_t i = 0; i < n; i++) {
-    if (sel->k == 0 && !(rho[i] > sel->rho_min && delta[i] > sel->delta_min)) continue;
+    if (!sel->has_k && !(rho[i] > sel->rho_min && delta[i] > sel->delta_min)) continue;
     r[count].key = rho[i] * delta[i];
     r[count].rho = rho[i];
     r[count].index = i;
@@ -357,7 +361,7 @@ gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const in
                    sel->rho_min, sel->delta_min, max_rho, max_delta);
   }
   qsort(r, (size_t)count, sizeof *r, compare_ranked);
-  const int64_t k = sel->k > 0 ? sel->k : count;
+  const int64_t k = sel->has_k ? sel->k : count;
   for (int64_t i = 0; i < n; i++) cluster[i] = -1;
   for (int64_t c = 0; c < k; c++) {
     centres[c] = r[c].index;

@@ -366,6 +366,7 @@ static void test_clusters(void) {
     int64_t nc = 0;
     gpuml_dpc_selection sel;
     gpuml_dpc_selection_init(&sel);
+    sel.has_k = 1;
     sel.k = k;
     gpuml_status st = gpuml_dpc_clusters(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
     CHECK(st == GPUML_OK && nc == k, "clusters by k: %s", gpuml_last_error());
@@ -385,6 +386,7 @@ static void test_clusters(void) {
     }
     gpuml_dpc_selection thr;
     gpuml_dpc_selection_init(&thr);
+    thr.has_rho = thr.has_delta = 1;
     thr.rho_min = rmin * 0.999 - 1e-9;
     thr.delta_min = dmin * 0.999;
     int64_t *centres2 = malloc(sizeof(int64_t) * n), *cluster2 = malloc(sizeof(int64_t) * n);
@@ -435,6 +437,7 @@ static void test_clusters(void) {
     int64_t centres[900], cluster[900], nc = 0;
     gpuml_dpc_selection sel;
     gpuml_dpc_selection_init(&sel);
+    sel.has_k = 1;
     sel.k = 3;
     gpuml_dpc_clusters(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
     int halo[900];
@@ -515,7 +518,7 @@ static void test_bad_input(void) {
         "NULL output: %s", gpuml_last_error());
   x[5] = NAN;
   CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
-                 "dpc:nonFinite", "data contains NA/NaN at row 2, column 2"),
+                 "dpc:nonFinite", "x contains NA/NaN at row 2, column 2"),
         "NaN: %s", gpuml_last_error());
   x[5] = 1;
   double same[8] = {1, 1, 1, 1, 2, 2, 2, 2};
@@ -539,24 +542,32 @@ static void test_bad_input(void) {
   CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badSelection", "no selection"),
         "no selection: %s", gpuml_last_error());
+  sel.has_k = 1;
   sel.k = 5;
   CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badK", "k = 5 exceeds the 4 points"),
         "k > n: %s", gpuml_last_error());
+  sel.k = 0;
+  CHECK(error_is(gpuml_dpc_check_selection(&sel, 4), GPUML_ERR_ARG, "dpc:badK",
+                 "k = 0 must be at least 1"),
+        "k = 0: %s", gpuml_last_error());
   sel.k = -1;
   CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badK", "at least 1"),
         "k < 0: %s", gpuml_last_error());
   sel.k = 2;
+  sel.has_rho = 1;
   sel.rho_min = 1;
-  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
-                 GPUML_ERR_ARG, "dpc:badSelection", "not both"),
+  CHECK(error_is(gpuml_dpc_check_selection(&sel, 4), GPUML_ERR_ARG, "dpc:badSelection",
+                 "not both"),
         "k and thresholds: %s", gpuml_last_error());
-  sel.k = 0;
+  sel.has_k = 0;
   CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badSelection", "only rho"),
         "rho threshold alone: %s", gpuml_last_error());
+  sel.has_delta = 1;
   sel.delta_min = 1e9;
+  CHECK(gpuml_dpc_check_selection(&sel, 4) == GPUML_OK, "valid thresholds refused");
   CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:noCentres", "lower the thresholds"),
         "thresholds too high: %s", gpuml_last_error());
@@ -564,7 +575,8 @@ static void test_bad_input(void) {
   CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badSelection", "finite"),
         "infinite threshold: %s", gpuml_last_error());
-  sel.rho_min = sel.delta_min = NAN;
+  gpuml_dpc_selection_init(&sel);
+  sel.has_k = 1;
   sel.k = 4;
   CHECK(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster) == GPUML_OK &&
             nc == 4,

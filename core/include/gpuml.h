@@ -195,24 +195,34 @@ gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *
 
 /* How the centres are chosen: either k (the k points of largest gamma; equal gamma:
  * the higher density first), or both thresholds (every point with rho > rho_min and
- * delta > delta_min; the top point always qualifies when any point does). */
+ * delta > delta_min; the top point always qualifies when any point does). The has_*
+ * flags say what the caller gave, so that a bad value (k = 0) is told apart from a
+ * missing one. */
 typedef struct {
-  int64_t k;        /* number of clusters, or 0 when thresholds are given */
-  double rho_min;   /* NAN when not given */
-  double delta_min; /* NAN when not given */
+  int has_k;
+  int64_t k;          /* number of clusters, 1 .. n */
+  int has_rho;
+  double rho_min;     /* finite */
+  int has_delta;
+  double delta_min;   /* finite */
 } gpuml_dpc_selection;
 
-/* k = 0, no thresholds: the caller sets one of the two. */
+/* Nothing given: the caller sets k or both thresholds. */
 void gpuml_dpc_selection_init(gpuml_dpc_selection *s);
+
+/* Checks a selection for n points without computing anything, so that front ends can
+ * refuse a bad or conflicting selection before the densities are computed: errors
+ * "dpc:badSelection" (none, both kinds, one threshold alone, non-finite thresholds)
+ * and "dpc:badK" (k outside 1 .. n). */
+gpuml_status gpuml_dpc_check_selection(const gpuml_dpc_selection *sel, int64_t n);
 
 /* Centres and clusters from the output of gpuml_dpc(), without touching the data:
  * cheap, so that a fit can be recut. centres (caller-allocated, length n) receives
  * *ncentres point indices (0-based) ordered by decreasing gamma; cluster (length n)
  * the cluster of every point, 0 .. *ncentres - 1 (cluster c has centre centres[c]):
  * points are assigned in decreasing density to the cluster of their `nearest`.
- * Errors: no selection or both kinds ("dpc:badSelection"), k out of 1..n ("dpc:badK"),
- * thresholds that select no point ("dpc:noCentres"), inputs that are not the output
- * of gpuml_dpc() ("dpc:badInput"). */
+ * Errors: those of gpuml_dpc_check_selection(), thresholds that select no point
+ * ("dpc:noCentres"), inputs that are not the output of gpuml_dpc() ("dpc:badInput"). */
 gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const int64_t *nearest,
                                 int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
                                 int64_t *ncentres, int64_t *cluster);
