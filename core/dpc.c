@@ -116,11 +116,11 @@ static gpuml_status estimate_dc(const double *x, int64_t n, int64_t d, double ra
   for (int64_t t = 0; t < d; t++)
     for (int64_t i = 0; i < m; i++)
       sample[i + t * m] = x[pick[i] + t * n];
+  /* Row i of the pairs (j < i) by the direct tile: gm_sqdist()'s values, vectorised
+   * over j. */
+  const gm_points S = {sample, m, d, NULL, NULL};
 #pragma omp parallel for schedule(dynamic, 16) num_threads(gm_threads(opt))
-  for (int64_t i = 1; i < m; i++) {
-    double *row = sq + i * (i - 1) / 2;
-    for (int64_t j = 0; j < i; j++) row[j] = gm_sqdist(sample + i, m, sample + j, m, d);
-  }
+  for (int64_t i = 1; i < m; i++) gm_sqdist_tile(&S, 0, i, &S, i, 1, sq + i * (i - 1) / 2, i);
   int64_t k = (int64_t)ceil(rate * (double)pairs) - 1;
   if (k < 0) k = 0;
   if (k > pairs - 1) k = pairs - 1;
@@ -216,27 +216,36 @@ gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *
     return st;
   const int gaussian = params->kernel == GPUML_DPC_GAUSSIAN;
   const double cut = gm_dpc_sq_threshold(dc, 1);
-  gm_dpc_grid grid;
-  const int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid && (st = gm_dpc_grid_build(x, n, d, dc, &grid))) return st;
+  /* Up to 3 dimensions: grids of cells, one of side >= dc for the cutoff density, a
+   * finer one for the search of the nearest denser point. */
+  const int use_grid = gm_dpc_grid_usable(d), rho_grid_wanted = use_grid && !gaussian;
+  gm_dpc_grid rho_grid, delta_grid;
+  memset(&rho_grid, 0, sizeof rho_grid);
+  memset(&delta_grid, 0, sizeof delta_grid);
+  if (rho_grid_wanted) st = gm_dpc_grid_build(x, n, d, dc, &rho_grid);
+  if (!st && use_grid) st = gm_dpc_grid_build(x, n, d, 0, &delta_grid);
   int64_t top = -1;
+  if (!st) {
 #ifdef GPUML_HAVE_CUDA
-  if (opt->backend_used == GPUML_BACKEND_CUDA) {
-    st = gpuml_cuda_dpc(x, n, d, use_grid ? &grid : NULL, gaussian, dc, cut, rho, delta, nearest,
-                        opt);
-    if (!st) top = gm_dpc_top(rho, n);
-  } else
+    if (opt->backend_used == GPUML_BACKEND_CUDA) {
+      st = gpuml_cuda_dpc(x, n, d, rho_grid_wanted ? &rho_grid : NULL,
+                          use_grid ? &delta_grid : NULL, gaussian, dc, cut, rho, delta, nearest,
+                          opt);
+      if (!st) top = gm_dpc_top(rho, n);
+    } else
 #endif
-  {
-    if (use_grid && !gaussian) st = gm_dpc_grid_rho(&grid, cut, rho, opt);
-    else st = gm_dpc_tiles_rho(x, n, d, gaussian, dc, cut, rho, opt);
-    if (!st) {
-      top = gm_dpc_top(rho, n);
-      if (use_grid) st = gm_dpc_grid_delta(&grid, rho, top, delta, nearest, opt);
-      else st = gm_dpc_tiles_delta(x, n, d, rho, top, delta, nearest, opt);
+    {
+      if (rho_grid_wanted) st = gm_dpc_grid_rho(&rho_grid, cut, rho, opt);
+      else st = gm_dpc_tiles_rho(x, n, d, gaussian, dc, cut, rho, opt);
+      if (!st) {
+        top = gm_dpc_top(rho, n);
+        if (use_grid) st = gm_dpc_grid_delta(&delta_grid, rho, top, delta, nearest, opt);
+        else st = gm_dpc_tiles_delta(x, n, d, rho, top, delta, nearest, opt);
+      }
     }
   }
-  if (use_grid) gm_dpc_grid_free(&grid);
+  gm_dpc_grid_free(&rho_grid);
+  gm_dpc_grid_free(&delta_grid);
   if (st) return st;
   delta[top] = farthest_sq(x, n, d, top);
   nearest[top] = -1;

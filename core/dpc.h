@@ -51,8 +51,12 @@ typedef struct gm_dpc_grid {
 } gm_dpc_grid;
 
 int gm_dpc_grid_usable(int64_t d);
-/* Builds the grid for x (n x d, d <= GM_DPC_GRID_MAX_DIM) with cells of side >= dc. */
-gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double dc, gm_dpc_grid *g);
+/* Builds the grid for x (n x d, d <= GM_DPC_GRID_MAX_DIM). For the cutoff density and
+ * the halo, min_side = dc: cells of side >= dc, as small as the cell budget (2n + 64)
+ * allows. For delta, min_side = 0: cells sized to hold about two points each on
+ * average over the bounding box, so that the ring search looks at few points. */
+gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double min_side,
+                               gm_dpc_grid *g);
 void gm_dpc_grid_free(gm_dpc_grid *g);
 
 /* ---- CPU passes (core/dpc_grid.c, core/dpc_tiles.c). Each writes per original index;

@@ -35,11 +35,13 @@ static double cells_for(const double *range, int dim, double h, int64_t *per_dim
   return total;
 }
 
-gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double dc, gm_dpc_grid *g) {
+gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double min_side,
+                               gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
   g->dim = (int)d;
   g->n = n;
-  double range[GM_DPC_GRID_MAX_DIM] = {0, 0, 0}, widest = 0;
+  double range[GM_DPC_GRID_MAX_DIM] = {0, 0, 0}, widest = 0, volume = 1;
+  int spread = 0;
   for (int t = 0; t < g->dim; t++) {
     const double *col = x + (size_t)t * (size_t)n;
     double lo = col[0], hi = col[0];
@@ -50,12 +52,23 @@ gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double dc,
     g->lo[t] = lo;
     range[t] = hi - lo;
     if (range[t] > widest) widest = range[t];
+    if (range[t] > 0) {
+      volume *= range[t];
+      spread++;
+    }
   }
-  /* Slightly wider than dc, so that two points within dc never land two cells apart
-   * through the rounding of (x - lo) / h; wider still when dc would make too many
-   * cells (any side >= dc is correct, only slower). */
-  double h = dc * (1 + 1e-8);
-  const double max_total = 2.0 * (double)n + 64;
+  double h, max_total;
+  if (min_side > 0) {
+    /* Slightly wider than dc, so that two points within dc never land two cells apart
+     * through the rounding of (x - lo) / h; wider still when dc would make too many
+     * cells (any side >= dc is correct, only slower). */
+    h = min_side * (1 + 1e-8);
+    max_total = 2.0 * (double)n + 64;
+  } else {
+    max_total = (double)n / 2 + 1;
+    h = spread ? pow(volume / max_total, 1.0 / spread) : 1;
+    if (!(h > 0) || !isfinite(h)) h = widest > 0 ? widest : 1;
+  }
   if (widest / h > (double)(GM_DPC_MAX_CELLS_PER_DIM - 2))
     h = widest / (double)(GM_DPC_MAX_CELLS_PER_DIM - 2);
   while (cells_for(range, g->dim, h, NULL) > max_total) h *= 1.25;
@@ -224,6 +237,42 @@ typedef struct {
   double *rho;
 } rho_ctx;
 
+/* Counts the points of sorted positions a .. b - 1 with s < cut from p; the loop over
+ * points vectorises (each square sum is still formed in dimension order). */
+static int64_t count_run(const gm_dpc_grid *g, const double *p, int64_t a, int64_t b,
+                         double cut) {
+  const double *X0 = g->coords, *X1 = X0 + g->n, *X2 = X1 + g->n;
+  double count = 0;
+  switch (g->dim) {
+    case 1:
+#pragma omp simd reduction(+ : count)
+      for (int64_t j = a; j < b; j++) {
+        const double d0 = X0[j] - p[0];
+        count += d0 * d0 < cut ? 1.0 : 0.0;
+      }
+      break;
+    case 2:
+#pragma omp simd reduction(+ : count)
+      for (int64_t j = a; j < b; j++) {
+        const double d0 = X0[j] - p[0], d1 = X1[j] - p[1];
+        double s = d0 * d0;
+        s += d1 * d1;
+        count += s < cut ? 1.0 : 0.0;
+      }
+      break;
+    default:
+#pragma omp simd reduction(+ : count)
+      for (int64_t j = a; j < b; j++) {
+        const double d0 = X0[j] - p[0], d1 = X1[j] - p[1], d2 = X2[j] - p[2];
+        double s = d0 * d0;
+        s += d1 * d1;
+        s += d2 * d2;
+        count += s < cut ? 1.0 : 0.0;
+      }
+  }
+  return (int64_t)count;
+}
+
 static void rho_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   const rho_ctx *ctx = vctx;
   double p[GM_DPC_GRID_MAX_DIM];
@@ -233,8 +282,7 @@ static void rho_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   cell_coords(g, g->cell[s], c);
   const int nr = block_runs(g, c, runs);
   int64_t count = 0;
-  for (int k = 0; k < nr; k++)
-    for (int64_t j = runs[k].a; j < runs[k].b; j++) count += grid_sqdist(g, p, j) < ctx->cut;
+  for (int k = 0; k < nr; k++) count += count_run(g, p, runs[k].a, runs[k].b, ctx->cut);
   ctx->rho[g->order[s]] = (double)(count - 1); /* itself, at 0 < cut, is not counted */
 }
 

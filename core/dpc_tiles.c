@@ -67,17 +67,34 @@ static void fold_tile(const pass_spec *ps, const gm_points *P, int gemm, double 
       case PASS_DELTA: {
         const double rho_i = ps->rho[i];
         int64_t best_j = acc_j[b];
-        for (int64_t a = 0; a < an; a++) {
-          const int64_t j = a0 + a;
-          if (!gm_dpc_above(ps->rho[j], j, rho_i, i)) continue;
-          double s = col[a];
-          if (gemm) {
-            if (s - slack * (P->sqnorm[j] + norm_i) > v) continue;
-            s = gm_sqdist(P->x + j, n, P->x + i, n, d);
+        if (!gemm) {
+          for (int64_t a = 0; a < an; a++) {
+            const int64_t j = a0 + a;
+            if (!gm_dpc_above(ps->rho[j], j, rho_i, i)) continue;
+            if (col[a] < v || (col[a] == v && j < best_j)) {
+              v = col[a];
+              best_j = j;
+            }
           }
-          if (s < v || (s == v && j < best_j)) {
-            v = s;
-            best_j = j;
+        } else {
+          /* The screened values bound the exact minimum from above (value + margin);
+           * only the pairs that may reach it are recomputed exactly. */
+          double bound = v;
+          for (int64_t a = 0; a < an; a++) {
+            const int64_t j = a0 + a;
+            if (!gm_dpc_above(ps->rho[j], j, rho_i, i)) continue;
+            const double up = col[a] + slack * (P->sqnorm[j] + norm_i);
+            if (up < bound) bound = up;
+          }
+          for (int64_t a = 0; a < an; a++) {
+            const int64_t j = a0 + a;
+            if (col[a] - slack * (P->sqnorm[j] + norm_i) > bound) continue;
+            if (!gm_dpc_above(ps->rho[j], j, rho_i, i)) continue;
+            const double s = gm_sqdist(P->x + j, n, P->x + i, n, d);
+            if (s < v || (s == v && j < best_j)) {
+              v = s;
+              best_j = j;
+            }
           }
         }
         acc_j[b] = best_j;

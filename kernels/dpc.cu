@@ -1,10 +1,11 @@
 // gpuml_cuda_dpc() and gpuml_cuda_dpc_border(): the passes of density peaks over pairs
 // on the GPU, with the same exact decisions as the CPU (core/dpc_grid.c,
 // core/dpc_tiles.c), so that both backends give the same answers:
-//  - d <= 3: the grid built by core/ (cells of side >= dc, points sorted by cell) is
-//    uploaded; one thread per point scans the 3^d cells around it for the cutoff
-//    density and the halo, and for delta first the same cells, then, for the few
-//    points whose nearest denser point may lie farther, rings of cells outwards.
+//  - d <= 3: the grids built by core/ (points sorted by cell) are uploaded. With cells
+//    of side >= dc, one thread per point scans the 3^d cells around it for the cutoff
+//    density and the halo. On the finer grid of delta, each point scans the cells
+//    around it, then, when its nearest denser point may lie farther, rings of cells
+//    outwards until the ring's distance bound passes the best found.
 //  - otherwise (and for the Gaussian density at any d), all pairs: a direct kernel for
 //    d < 16 (one thread per point, blocks of points through shared memory, exact fp64),
 //    cuBLAS DGEMM tiles for d >= 16 screened against the thresholds and recomputed
@@ -315,7 +316,8 @@ __global__ void __launch_bounds__(kDirectThreads)
 
 // ---------------------------------------------------------------------------------------
 // All pairs, GEMM form (d >= 16): G (rn x qn) = -2 p_r . p_q from cuBLAS; one block per
-// query column folds its rn values into the query's running value.
+// query column folds its rn values into the query's running value (count, Gaussian sum,
+// border density; the nearest denser point has a kernel of its own below).
 
 template <int Mode>
 __global__ void __launch_bounds__(kPassThreads)
@@ -323,25 +325,17 @@ __global__ void __launch_bounds__(kPassThreads)
                      const double *__restrict__ norm, const double *__restrict__ X, int64_t d,
                      double slack, PassArgs a, int fresh) {
   __shared__ double red_v[kPassThreads];
-  __shared__ int64_t red_j[kPassThreads];
   const int tid = threadIdx.x;
   const int64_t b = blockIdx.x, i = q0 + b;
   const double *col = G + (size_t)b * (size_t)rn;
   const double ni = norm[i];
   const double *xi = X + (size_t)i * (size_t)d;
-  const double rho_i = (Mode == kDelta || Mode == kBorder) ? a.rho[i] : 0;
+  const double rho_i = Mode == kBorder ? a.rho[i] : 0;
   const int64_t cl_i = Mode == kBorder ? a.cluster[i] : 0;
   int64_t count = 0;
-  double acc = 0;
-  int64_t best_j = -1;
-  if (Mode == kDelta) {
-    acc = fresh ? __longlong_as_double(0x7ff0000000000000LL) : a.value[i];
-    best_j = fresh ? -1 : a.index[i];
-  }
-  if (Mode == kBorder && !fresh) acc = a.value[i];
+  double acc = Mode == kBorder && !fresh ? a.value[i] : 0;
   for (int64_t r = tid; r < rn; r += kPassThreads) {
     const int64_t j = r0 + r;
-    if (Mode == kDelta && !above(a.rho[j], j, rho_i, i)) continue;
     if (Mode == kBorder && (a.cluster[j] == cl_i || (rho_i + a.rho[j]) / 2 <= acc)) continue;
     if ((Mode == kCount || Mode == kGauss) && j == i) continue;
     const double nj = norm[j];
@@ -353,13 +347,6 @@ __global__ void __launch_bounds__(kPassThreads)
       count += s < a.cut;
     }
     if (Mode == kGauss) acc += exp(-s * a.inv_dc2);
-    if (Mode == kDelta && s - margin <= acc) {
-      s = exact_sqdist(xj, xi, d);
-      if (s < acc || (s == acc && j < best_j)) {
-        acc = s;
-        best_j = j;
-      }
-    }
     if (Mode == kBorder) {
       if (fabs(s - a.cut) <= margin) s = exact_sqdist(xj, xi, d);
       if (s < a.cut) acc = (rho_i + a.rho[j]) / 2;
@@ -367,26 +354,85 @@ __global__ void __launch_bounds__(kPassThreads)
   }
   // Fixed-order tree reductions: the same result on every run.
   red_v[tid] = Mode == kCount ? (double)count : acc;
-  red_j[tid] = best_j;
   __syncthreads();
   for (int w = kPassThreads / 2; w > 0; w >>= 1) {
     if (tid < w) {
       const double v2 = red_v[tid + w];
-      const int64_t j2 = red_j[tid + w];
       if (Mode == kCount || Mode == kGauss) red_v[tid] += v2;
       if (Mode == kBorder && v2 > red_v[tid]) red_v[tid] = v2;
-      if (Mode == kDelta && (v2 < red_v[tid] || (v2 == red_v[tid] && j2 >= 0 &&
-                                                 (red_j[tid] < 0 || j2 < red_j[tid])))) {
-        red_v[tid] = v2;
-        red_j[tid] = j2;
-      }
     }
     __syncthreads();
   }
   if (tid != 0) return;
   if (Mode == kCount || Mode == kGauss) a.value[i] = (fresh ? 0 : a.value[i]) + red_v[0];
   if (Mode == kBorder) a.value[i] = red_v[0];
-  if (Mode == kDelta) {
+}
+
+// The nearest denser point from a GEMM tile, in two sweeps of the column: the screened
+// values give an upper bound of the exact minimum (value + margin), then only the pairs
+// that may reach it are recomputed exactly.
+__global__ void __launch_bounds__(kPassThreads)
+    gemm_delta_kernel(const double *__restrict__ G, int64_t rn, int64_t r0, int64_t q0,
+                      const double *__restrict__ norm, const double *__restrict__ X, int64_t d,
+                      double slack, PassArgs a, int fresh) {
+  __shared__ double red_v[kPassThreads];
+  __shared__ int64_t red_j[kPassThreads];
+  const int tid = threadIdx.x;
+  const int64_t b = blockIdx.x, i = q0 + b;
+  const double *col = G + (size_t)b * (size_t)rn;
+  const double ni = norm[i];
+  const double *xi = X + (size_t)i * (size_t)d;
+  const double rho_i = a.rho[i];
+  const double inf = __longlong_as_double(0x7ff0000000000000LL);
+  const double prev = fresh ? inf : a.value[i];
+  const int64_t prev_j = fresh ? -1 : a.index[i];
+  double bound = prev;
+  for (int64_t r = tid; r < rn; r += kPassThreads) {
+    const int64_t j = r0 + r;
+    if (!above(a.rho[j], j, rho_i, i)) continue;
+    const double nj = norm[j];
+    const double s = gemm_value<double, double>(col[r], nj, ni, X + (size_t)j * (size_t)d, xi, d);
+    const double up = s + slack * (nj + ni);
+    if (up < bound) bound = up;
+  }
+  red_v[tid] = bound;
+  __syncthreads();
+  for (int w = kPassThreads / 2; w > 0; w >>= 1) {
+    if (tid < w && red_v[tid + w] < red_v[tid]) red_v[tid] = red_v[tid + w];
+    __syncthreads();
+  }
+  bound = red_v[0];
+  __syncthreads();
+  double best = prev;
+  int64_t best_j = prev_j;
+  for (int64_t r = tid; r < rn; r += kPassThreads) {
+    const int64_t j = r0 + r;
+    if (!above(a.rho[j], j, rho_i, i)) continue;
+    const double nj = norm[j];
+    const double *xj = X + (size_t)j * (size_t)d;
+    const double s = gemm_value<double, double>(col[r], nj, ni, xj, xi, d);
+    if (s - slack * (nj + ni) > bound) continue;
+    const double e = exact_sqdist(xj, xi, d);
+    if (e < best || (e == best && j < best_j)) {
+      best = e;
+      best_j = j;
+    }
+  }
+  red_v[tid] = best;
+  red_j[tid] = best_j;
+  __syncthreads();
+  for (int w = kPassThreads / 2; w > 0; w >>= 1) {
+    if (tid < w) {
+      const double v2 = red_v[tid + w];
+      const int64_t j2 = red_j[tid + w];
+      if (v2 < red_v[tid] || (v2 == red_v[tid] && j2 >= 0 && (red_j[tid] < 0 || j2 < red_j[tid]))) {
+        red_v[tid] = v2;
+        red_j[tid] = j2;
+      }
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
     a.value[i] = red_v[0];
     a.index[i] = red_j[0];
   }
@@ -457,8 +503,12 @@ gpuml_status gemm_pass(Context &ctx, const AllPairs &ap, int64_t n, int64_t d,
     for (int64_t r0 = 0; r0 < n; r0 += ap.rt) {
       const int64_t rn = min64(ap.rt, n - r0);
       GM_TRY(gemm_tile<double>(ctx, ap.R.p_at(r0), rn, ap.R.p_at(q0), qn, d, ap.G, rn));
-      gemm_fold_kernel<Mode><<<(unsigned)qn, kPassThreads, 0, ctx.stream()>>>(
-          ap.G, rn, r0, q0, ap.R.norm, ap.R.x, d, slack, args, r0 == 0);
+      if (Mode == kDelta)
+        gemm_delta_kernel<<<(unsigned)qn, kPassThreads, 0, ctx.stream()>>>(
+            ap.G, rn, r0, q0, ap.R.norm, ap.R.x, d, slack, args, r0 == 0);
+      else
+        gemm_fold_kernel<Mode><<<(unsigned)qn, kPassThreads, 0, ctx.stream()>>>(
+            ap.G, rn, r0, q0, ap.R.norm, ap.R.x, d, slack, args, r0 == 0);
       GM_TRY(ctx.launched("density peaks pass (GEMM)"));
     }
     GM_TRY(ctx.sync("density peaks pass (GEMM)"));
@@ -634,15 +684,15 @@ gpuml_status to_host(Context &ctx, T *host, const T *dev, int64_t n, const char 
                    what);
 }
 
-gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
-                     int gaussian, double dc, double cut, double *rho, double *delta_sq,
-                     int64_t *nearest, const gpuml_options *opt) {
-  const bool grid_rho_pass = grid && !gaussian;
-  const bool all_pairs = !grid_rho_pass;  // no grid, or the Gaussian density
+gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
+                     const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
+                     double *rho, double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
+  const bool all_pairs = !rho_grid || !delta_grid;
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, all_pairs && d >= kGemmMinDim));
-  // rho, rho by cell, delta_sq, nearest, the ring search list (3 arrays)
-  const size_t fixed = (size_t)n * 8 * 7 + (grid ? grid_bytes(grid) : 0);
+  // rho, rho by cell, delta_sq, nearest, the ring search list (3 arrays), the grids
+  const size_t fixed = (size_t)n * 8 * 7 + (rho_grid ? grid_bytes(rho_grid) : 0) +
+                       (delta_grid ? grid_bytes(delta_grid) : 0);
   if (!all_pairs && fixed > ctx.budget())
     return gm_fail(GPUML_ERR_NOMEM, "dpc:cuda",
                    "density peaks needs %.1f MB of GPU memory for %lld points, more than the "
@@ -651,8 +701,6 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *g
                    (double)fixed / 1e6, (long long)n, (double)ctx.budget() / 1e6);
   AllPairs ap;
   if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
-  GridDev g;
-  if (grid) GM_TRY(upload_grid(ctx, grid, g));
   double *rho_d = nullptr, *delta_d = nullptr;
   int64_t *nearest_d = nullptr;
   GM_TRY(ctx.alloc(&rho_d, (size_t)n, "the densities"));
@@ -663,8 +711,10 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *g
   args.cut = cut;
   args.inv_dc2 = 1 / (dc * dc);
   args.value = rho_d;
-  if (grid_rho_pass) {
-    GM_TRY(grid_rho(ctx, grid->dim, g, cut, rho_d, opt));
+  if (rho_grid) {
+    GridDev g;
+    GM_TRY(upload_grid(ctx, rho_grid, g));
+    GM_TRY(grid_rho(ctx, rho_grid->dim, g, cut, rho_d, opt));
   } else if (gaussian) {
     GM_TRY(all_pairs_pass<kGauss>(ctx, ap, n, d, args, opt));
   } else {
@@ -674,11 +724,13 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *g
   GM_TRY(ctx.sync("copying the densities to the host"));
   const int64_t top = gm_dpc_top(rho, n);
 
-  if (grid) {
+  if (delta_grid) {
+    GridDev g;
+    GM_TRY(upload_grid(ctx, delta_grid, g));
     double *rho_sorted = nullptr;
     GM_TRY(ctx.alloc(&rho_sorted, (size_t)n, "the densities by cell"));
     GM_TRY(gather(ctx, (const double *)rho_d, g.order, n, rho_sorted));
-    GM_TRY(grid_delta(ctx, grid->dim, g, rho_sorted, top, delta_d, nearest_d, opt));
+    GM_TRY(grid_delta(ctx, delta_grid->dim, g, rho_sorted, top, delta_d, nearest_d, opt));
   } else {
     PassArgs da;
     da.rho = rho_d;
@@ -744,10 +796,12 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
 }  // namespace gm
 
 extern "C" gpuml_status gpuml_cuda_dpc(const double *x, int64_t n, int64_t d,
-                                       const struct gm_dpc_grid *grid, int gaussian, double dc,
-                                       double cut, double *rho, double *delta_sq,
+                                       const struct gm_dpc_grid *rho_grid,
+                                       const struct gm_dpc_grid *delta_grid, int gaussian,
+                                       double dc, double cut, double *rho, double *delta_sq,
                                        int64_t *nearest, const gpuml_options *opt) {
-  return gm::dpc_run(x, n, d, grid, gaussian, dc, cut, rho, delta_sq, nearest, opt);
+  return gm::dpc_run(x, n, d, rho_grid, delta_grid, gaussian, dc, cut, rho, delta_sq, nearest,
+                     opt);
 }
 
 extern "C" gpuml_status gpuml_cuda_dpc_border(const double *x, int64_t n, int64_t d,
