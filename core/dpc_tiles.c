@@ -38,61 +38,101 @@ static const char *stage_of(pass_kind kind) {
 }
 
 /* One tile: references a0 .. a0 + an - 1 (rows of `tile`) against the queries q0 ..
- * q0 + qn - 1 (columns), folded into the running values acc/acc_j of the queries. */
+ * q0 + qn - 1 (columns), folded into the running values acc/acc_j of the queries. The
+ * sweeps over a column are written to vectorise; exact recomputations are rare and
+ * done apart. */
 static void fold_tile(const pass_spec *ps, const gm_points *P, int gemm, double slack,
                       const double *tile, int64_t a0, int64_t an, int64_t q0, int64_t qn,
                       double *acc, int64_t *acc_j) {
   const int64_t n = P->n, d = P->d;
+  const double *sq = gemm ? P->sqnorm + a0 : NULL;
+  const double *rho = ps->rho ? ps->rho + a0 : NULL;
+  double max_norm = 0;
+  for (int64_t a = 0; gemm && a < an; a++)
+    if (sq[a] > max_norm) max_norm = sq[a];
   for (int64_t b = 0; b < qn; b++) {
     const int64_t i = q0 + b;
     const double *col = tile + b * an;
     const double norm_i = gemm ? P->sqnorm[i] : 0;
+    const int self_here = i >= a0 && i < a0 + an;
     double v = acc[b];
     switch (ps->kind) {
       case PASS_COUNT: {
-        int64_t count = 0;
+        const double cut = ps->cut, widest = slack * (max_norm + norm_i);
+        double count = 0, near = 0;
+#pragma omp simd reduction(+ : count, near)
         for (int64_t a = 0; a < an; a++) {
-          double s = col[a];
-          if (gemm && fabs(s - ps->cut) <= slack * (P->sqnorm[a0 + a] + norm_i))
-            s = gm_sqdist(P->x + a0 + a, n, P->x + i, n, d);
-          count += s < ps->cut && a0 + a != i;
+          count += col[a] < cut ? 1.0 : 0.0;
+          near += fabs(col[a] - cut) <= widest ? 1.0 : 0.0;
         }
-        v += (double)count;
+        if (gemm && near > 0)
+          for (int64_t a = 0; a < an; a++)
+            if (fabs(col[a] - cut) <= slack * (sq[a] + norm_i)) {
+              const double e = gm_sqdist(P->x + a0 + a, n, P->x + i, n, d);
+              count += (e < cut ? 1.0 : 0.0) - (col[a] < cut ? 1.0 : 0.0);
+            }
+        v += count - (self_here ? 1 : 0); /* the point itself is at 0 < cut */
         break;
       }
-      case PASS_GAUSS:
-        for (int64_t a = 0; a < an; a++)
-          if (a0 + a != i) v += exp(-col[a] * ps->inv_dc2);
+      case PASS_GAUSS: {
+        /* the point itself is left out, not subtracted: rho may be tiny next to 1 */
+        const int64_t skip = self_here ? i - a0 : an;
+        double sum = 0;
+        for (int64_t a = 0; a < skip; a++) sum += exp(-col[a] * ps->inv_dc2);
+        for (int64_t a = skip + 1; a < an; a++) sum += exp(-col[a] * ps->inv_dc2);
+        v += sum;
         break;
+      }
       case PASS_DELTA: {
-        const double rho_i = ps->rho[i];
+        /* Above i: rho_j >= rho_i for j < i, rho_j > rho_i after it. The sweeps are split
+         * at i so that they only compare doubles (and vectorise). */
+        const double rho_i = ps->rho[i], inf = INFINITY;
+        int64_t ia = i - a0;
+        if (ia < 0) ia = 0;
+        if (ia > an) ia = an;
         int64_t best_j = acc_j[b];
+        double bound = v;
         if (!gemm) {
-          for (int64_t a = 0; a < an; a++) {
-            const int64_t j = a0 + a;
-            if (!gm_dpc_above(ps->rho[j], j, rho_i, i)) continue;
-            if (col[a] < v || (col[a] == v && j < best_j)) {
-              v = col[a];
-              best_j = j;
-            }
+          /* exact values: the smallest above i, then its first (smallest) index */
+#pragma omp simd reduction(min : bound)
+          for (int64_t a = 0; a < ia; a++) {
+            const double c = rho[a] >= rho_i ? col[a] : inf;
+            bound = c < bound ? c : bound;
           }
+#pragma omp simd reduction(min : bound)
+          for (int64_t a = ia; a < an; a++) {
+            const double c = rho[a] > rho_i ? col[a] : inf;
+            bound = c < bound ? c : bound;
+          }
+          if (bound < inf)
+            for (int64_t a = 0; a < an; a++)
+              if (col[a] == bound && (a < ia ? rho[a] >= rho_i : rho[a] > rho_i)) {
+                if (bound < v || a0 + a < best_j) {
+                  v = bound;
+                  best_j = a0 + a;
+                }
+                break;
+              }
         } else {
           /* The screened values bound the exact minimum from above (value + margin);
            * only the pairs that may reach it are recomputed exactly. */
-          double bound = v;
-          for (int64_t a = 0; a < an; a++) {
-            const int64_t j = a0 + a;
-            if (!gm_dpc_above(ps->rho[j], j, rho_i, i)) continue;
-            const double up = col[a] + slack * (P->sqnorm[j] + norm_i);
-            if (up < bound) bound = up;
+#pragma omp simd reduction(min : bound)
+          for (int64_t a = 0; a < ia; a++) {
+            const double c = rho[a] >= rho_i ? col[a] + slack * (sq[a] + norm_i) : inf;
+            bound = c < bound ? c : bound;
+          }
+#pragma omp simd reduction(min : bound)
+          for (int64_t a = ia; a < an; a++) {
+            const double c = rho[a] > rho_i ? col[a] + slack * (sq[a] + norm_i) : inf;
+            bound = c < bound ? c : bound;
           }
           for (int64_t a = 0; a < an; a++) {
+            if (col[a] - slack * (sq[a] + norm_i) > bound) continue;
+            if (!(a < ia ? rho[a] >= rho_i : rho[a] > rho_i)) continue;
             const int64_t j = a0 + a;
-            if (col[a] - slack * (P->sqnorm[j] + norm_i) > bound) continue;
-            if (!gm_dpc_above(ps->rho[j], j, rho_i, i)) continue;
-            const double s = gm_sqdist(P->x + j, n, P->x + i, n, d);
-            if (s < v || (s == v && j < best_j)) {
-              v = s;
+            const double e = gm_sqdist(P->x + j, n, P->x + i, n, d);
+            if (e < v || (e == v && j < best_j)) {
+              v = e;
               best_j = j;
             }
           }
