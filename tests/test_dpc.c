@@ -620,7 +620,7 @@ static int interrupt_later(void *ctx) {
 
 static void test_callbacks(void) {
   for (int64_t d = 2; d <= 20; d += 18) {
-    const int64_t n = 20000;
+    const int64_t n = 6000;
     double *x = malloc(sizeof(double) * n * d);
     for (int64_t i = 0; i < n * d; i++) x[i] = uniform();
     fit f = fit_alloc(n);
