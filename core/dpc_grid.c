@@ -225,7 +225,9 @@ static gpuml_status for_points(const gm_dpc_grid *g, const gpuml_options *opt, c
       else gm_progress(opt, stage, reported = now, n);
     }
   }
-  if (stop) return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
+  /* once more after the pass: the calling thread may have had no block of it */
+  if (stop || gm_interrupted(opt))
+    return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
   if (reported < n) gm_progress(opt, stage, n, n);
   return GPUML_OK;
 }

@@ -160,6 +160,26 @@ static void fold_tile(const pass_spec *ps, const gm_points *P, int gemm, double 
   }
 }
 
+/* The direct tile, out[a + b * an] = gm_sqdist(point a0 + a, point b0 + b): the sum in
+ * dimension order, as gm_sqdist_tile()'s direct form gives it, but written with
+ * restrict pointers so that the loop over a vectorises (measured 5x faster at d = 10). */
+static void direct_tile(const double *restrict x, int64_t n, int64_t d, int64_t a0,
+                        int64_t an, int64_t b0, int64_t bn, double *restrict out) {
+  for (int64_t b = 0; b < bn; b++) {
+    double *restrict row = out + b * an;
+    for (int64_t a = 0; a < an; a++) row[a] = 0;
+    for (int64_t t = 0; t < d; t++) {
+      const double q = x[b0 + b + t * n];
+      const double *restrict col = x + a0 + t * n;
+#pragma omp simd
+      for (int64_t a = 0; a < an; a++) {
+        const double diff = col[a] - q;
+        row[a] += diff * diff;
+      }
+    }
+  }
+}
+
 static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_spec *ps,
                              const gpuml_options *opt) {
   const int threads = gm_threads(opt), gemm = gm_use_gemm(d);
@@ -203,7 +223,8 @@ static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_s
       }
       for (int64_t a0 = 0; a0 < n && !stop; a0 += rblock) {
         const int64_t an = n - a0 < rblock ? n - a0 : rblock;
-        gm_sqdist_tile(&P, a0, an, &P, q0, qn, tile, an);
+        if (gemm) gm_sqdist_tile(&P, a0, an, &P, q0, qn, tile, an);
+        else direct_tile(x, n, d, a0, an, q0, qn, tile);
         fold_tile(ps, &P, gemm, slack, tile, a0, an, q0, qn, my_acc, my_j);
         if (gm_is_calling_thread() && gm_interrupted(opt)) stop = 1;
       }
@@ -223,7 +244,8 @@ static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_s
     }
   }
   gm_blas_serial_end(blas_threads);
-  if (stop)
+  /* once more after the pass: the calling thread may have had no block of it */
+  if (stop || gm_interrupted(opt))
     st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
   else if (reported < n)
     gm_progress(opt, stage, n, n);
