@@ -118,9 +118,8 @@ static gpuml_status estimate_dc(const double *x, int64_t n, int64_t d, double ra
       sample[i + t * m] = x[pick[i] + t * n];
   /* Row i of the pairs (j < i) by the direct tile: gm_sqdist()'s values, vectorised
    * over j. */
-  const gm_points S = {sample, m, d, NULL, NULL};
 #pragma omp parallel for schedule(dynamic, 16) num_threads(gm_threads(opt))
-  for (int64_t i = 1; i < m; i++) gm_sqdist_tile(&S, 0, i, &S, i, 1, sq + i * (i - 1) / 2, i);
+  for (int64_t i = 1; i < m; i++) gm_dpc_direct_tile(sample, m, d, 0, i, i, 1, sq + i * (i - 1) / 2);
   int64_t k = (int64_t)ceil(rate * (double)pairs) - 1;
   if (k < 0) k = 0;
   if (k > pairs - 1) k = pairs - 1;

@@ -74,6 +74,11 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
                                 const int64_t *cluster, double *border,
                                 const gpuml_options *opt);
 
+/* out[a + b * an] = gm_sqdist() of the points a0 + a and b0 + b of x (n x d): the
+ * direct tile, vectorised over a. */
+void gm_dpc_direct_tile(const double *x, int64_t n, int64_t d, int64_t a0, int64_t an,
+                        int64_t b0, int64_t bn, double *out);
+
 /* The same by distance tiles over all pairs (any d; either kernel for rho). */
 gpuml_status gm_dpc_tiles_rho(const double *x, int64_t n, int64_t d, int gaussian, double dc,
                               double cut, double *rho, const gpuml_options *opt);

@@ -96,12 +96,12 @@ static void fold_tile(const pass_spec *ps, const gm_points *P, int gemm, double 
           /* exact values: the smallest above i, then its first (smallest) index */
 #pragma omp simd reduction(min : bound)
           for (int64_t a = 0; a < ia; a++) {
-            const double c = rho[a] >= rho_i ? col[a] : inf;
+            const double c = col[a] + (rho[a] >= rho_i ? 0.0 : inf);
             bound = c < bound ? c : bound;
           }
 #pragma omp simd reduction(min : bound)
           for (int64_t a = ia; a < an; a++) {
-            const double c = rho[a] > rho_i ? col[a] : inf;
+            const double c = col[a] + (rho[a] > rho_i ? 0.0 : inf);
             bound = c < bound ? c : bound;
           }
           if (bound < inf)
@@ -118,12 +118,12 @@ static void fold_tile(const pass_spec *ps, const gm_points *P, int gemm, double 
            * only the pairs that may reach it are recomputed exactly. */
 #pragma omp simd reduction(min : bound)
           for (int64_t a = 0; a < ia; a++) {
-            const double c = rho[a] >= rho_i ? col[a] + slack * (sq[a] + norm_i) : inf;
+            const double c = col[a] + slack * (sq[a] + norm_i) + (rho[a] >= rho_i ? 0.0 : inf);
             bound = c < bound ? c : bound;
           }
 #pragma omp simd reduction(min : bound)
           for (int64_t a = ia; a < an; a++) {
-            const double c = rho[a] > rho_i ? col[a] + slack * (sq[a] + norm_i) : inf;
+            const double c = col[a] + slack * (sq[a] + norm_i) + (rho[a] > rho_i ? 0.0 : inf);
             bound = c < bound ? c : bound;
           }
           for (int64_t a = 0; a < an; a++) {
@@ -163,8 +163,8 @@ static void fold_tile(const pass_spec *ps, const gm_points *P, int gemm, double 
 /* The direct tile, out[a + b * an] = gm_sqdist(point a0 + a, point b0 + b): the sum in
  * dimension order, as gm_sqdist_tile()'s direct form gives it, but written with
  * restrict pointers so that the loop over a vectorises (measured 5x faster at d = 10). */
-static void direct_tile(const double *restrict x, int64_t n, int64_t d, int64_t a0,
-                        int64_t an, int64_t b0, int64_t bn, double *restrict out) {
+void gm_dpc_direct_tile(const double *restrict x, int64_t n, int64_t d, int64_t a0, int64_t an,
+                        int64_t b0, int64_t bn, double *restrict out) {
   for (int64_t b = 0; b < bn; b++) {
     double *restrict row = out + b * an;
     for (int64_t a = 0; a < an; a++) row[a] = 0;
@@ -224,7 +224,7 @@ static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_s
       for (int64_t a0 = 0; a0 < n && !stop; a0 += rblock) {
         const int64_t an = n - a0 < rblock ? n - a0 : rblock;
         if (gemm) gm_sqdist_tile(&P, a0, an, &P, q0, qn, tile, an);
-        else direct_tile(x, n, d, a0, an, q0, qn, tile);
+        else gm_dpc_direct_tile(x, n, d, a0, an, q0, qn, tile);
         fold_tile(ps, &P, gemm, slack, tile, a0, an, q0, qn, my_acc, my_j);
         if (gm_is_calling_thread() && gm_interrupted(opt)) stop = 1;
       }
