@@ -26,6 +26,27 @@ gpuml_status gpuml_cuda_knn(const void *data, int64_t n, int64_t d, const void *
 
 /* ---- density peaks (kernels/dpc.cu) ---- */
 
+struct gm_dpc_grid; /* core/dpc.h */
+
+/* The passes of gpuml_dpc() on the GPU, arguments validated by core/. rho_grid (cells
+ * of side >= dc; NULL for the Gaussian density or d > 3) and delta_grid (finer cells;
+ * NULL when d > 3) hold the points bucketed by cells; without them all pairs are
+ * visited. gaussian picks the kernel; cut is gm_dpc_sq_threshold(dc, 1). Writes rho,
+ * and for every point but the top of the density order the squared distance to its
+ * nearest denser point (delta_sq) and that point's index (nearest), all by original
+ * index. Exact fp64 decisions, as on the CPU. */
+gpuml_status gpuml_cuda_dpc(const double *x, int64_t n, int64_t d,
+                            const struct gm_dpc_grid *rho_grid,
+                            const struct gm_dpc_grid *delta_grid, int gaussian, double dc,
+                            double cut, double *rho, double *delta_sq, int64_t *nearest,
+                            const gpuml_options *opt);
+/* border[i] = the largest (rho_i + rho_j) / 2 over the j of other clusters with
+ * s_ij < cut (cut = gm_dpc_sq_threshold(dc, 0)), 0 when there is none. */
+gpuml_status gpuml_cuda_dpc_border(const double *x, int64_t n, int64_t d,
+                                   const struct gm_dpc_grid *grid, double cut, const double *rho,
+                                   const int64_t *cluster, double *border,
+                                   const gpuml_options *opt);
+
 /* ---- t-SNE (kernels/tsne.cu) ---- */
 
 /* ---- Gaussian mixtures (kernels/gmm.cu) ---- */

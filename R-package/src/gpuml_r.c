@@ -186,12 +186,17 @@ SEXP gpuml_r_info(void) {
 /* Gaussian mixtures (gpuml_r_gmm.c) */
 extern SEXP gpuml_r_gmm_fit(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 extern SEXP gpuml_r_gmm_predict(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+/* density peaks (gpuml_r_dpc.c) */
+extern SEXP gpuml_r_dpc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+extern SEXP gpuml_r_dpc_cut(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
     {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 6},
     {"gpuml_r_info", (DL_FUNC)&gpuml_r_info, 0},
     /* density peaks (gpuml_r_dpc.c) */
+    {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 10},
+    {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 11},
 
     /* t-SNE (gpuml_r_tsne.c) */
 

@@ -142,7 +142,100 @@ gpuml_status gpuml_knn_f(const float *data, int64_t n, int64_t d, const float *q
  * Density peaks clustering (Rodriguez & Laio 2014): core/dpc.c, kernels/dpc.cu
  * ===================================================================================== */
 
-/* (density peaks API) */
+/* (density peaks API)
+ *
+ * Definitions (both backends give the same answers):
+ *  - rho_i = #{j != i : d_ij < dc} (cutoff kernel), or sum_{j != i} exp(-(d_ij / dc)^2)
+ *    (Gaussian kernel). d_ij is the Euclidean distance computed in double precision
+ *    in the direct form (differences, then squares summed in dimension order), so the
+ *    cutoff decisions, and with them the cutoff rho, are exactly the same on both
+ *    backends.
+ *  - "Higher density" is a strict order: j is above i when rho_j > rho_i, or rho_j ==
+ *    rho_i and j < i. delta_i is the distance from i to the nearest point above it
+ *    (equal distances: the smaller index), nearest_i that point's index (0-based). The
+ *    top point has no point above it: its delta is its largest distance to any point
+ *    and its nearest is -1. gamma = rho * delta.
+ *  - Memory is O(n): distances are computed on the fly (a spatial grid for d <= 3 with
+ *    the cutoff kernel, distance tiles otherwise), never as an n x n matrix.
+ */
+typedef enum {
+  GPUML_DPC_CUTOFF = 0,  /* count of the points closer than dc */
+  GPUML_DPC_GAUSSIAN = 1 /* sum of exp(-(d / dc)^2) over the other points */
+} gpuml_dpc_kernel;
+
+/* The dc estimate: dc is the distance below which the given fraction of the pairs of
+ * points lie (neighbor_rate 0.02: each point has on average about 2% of the others
+ * within dc). Exact (all n(n-1)/2 pairs) for n <= GPUML_DPC_DC_SAMPLE; above that, from
+ * the pairs among GPUML_DPC_DC_SAMPLE points drawn without replacement with opt->seed. */
+#define GPUML_DPC_DC_SAMPLE 2000
+
+typedef struct {
+  int estimate_dc;        /* in: non-zero: estimate dc (the default); 0: use dc */
+  double dc;              /* in: the cutoff distance (> 0, finite) when estimate_dc == 0;
+                             out: the dc used (given or estimated) */
+  double neighbor_rate;   /* in: the fraction for the estimate, in (0, 1); default 0.02 */
+  gpuml_dpc_kernel kernel; /* in: default GPUML_DPC_CUTOFF */
+} gpuml_dpc_params;
+
+/* Fills *p with the defaults: estimate dc at a 2% neighbour rate, cutoff kernel. */
+void gpuml_dpc_params_init(gpuml_dpc_params *p);
+
+/* Estimates dc for x (n x d, n >= 2) as described above; the CPU computes it on either
+ * backend, so both get the same dc. Fails ("dpc:badData") when all sampled points
+ * coincide. */
+gpuml_status gpuml_dpc_estimate_dc(const double *x, int64_t n, int64_t d, double neighbor_rate,
+                                   double *dc, gpuml_options *opt);
+
+/* Densities and distances to the nearest denser point of x (n x d, n >= 2).
+ * Outputs (caller-allocated, length n): rho, delta, nearest (0-based; -1 for the top
+ * point) and gamma (may be NULL). params->dc receives the dc used. */
+gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *params,
+                       double *rho, double *delta, int64_t *nearest, double *gamma,
+                       gpuml_options *opt);
+
+/* How the centres are chosen: either k (the k points of largest gamma; equal gamma:
+ * the higher density first), or both thresholds (every point with rho > rho_min and
+ * delta > delta_min; the top point always qualifies when any point does). The has_*
+ * flags say what the caller gave, so that a bad value (k = 0) is told apart from a
+ * missing one. */
+typedef struct {
+  int has_k;
+  int64_t k;          /* number of clusters, 1 .. n */
+  int has_rho;
+  double rho_min;     /* finite */
+  int has_delta;
+  double delta_min;   /* finite */
+} gpuml_dpc_selection;
+
+/* Nothing given: the caller sets k or both thresholds. */
+void gpuml_dpc_selection_init(gpuml_dpc_selection *s);
+
+/* Checks a selection for n points without computing anything, so that front ends can
+ * refuse a bad or conflicting selection before the densities are computed: errors
+ * "dpc:badSelection" (none, both kinds, one threshold alone, non-finite thresholds)
+ * and "dpc:badK" (k outside 1 .. n). */
+gpuml_status gpuml_dpc_check_selection(const gpuml_dpc_selection *sel, int64_t n);
+
+/* Centres and clusters from the output of gpuml_dpc(), without touching the data:
+ * cheap, so that a fit can be recut. centres (caller-allocated, length n) receives
+ * *ncentres point indices (0-based) ordered by decreasing gamma; cluster (length n)
+ * the cluster of every point, 0 .. *ncentres - 1 (cluster c has centre centres[c]):
+ * points are assigned in decreasing density to the cluster of their `nearest`.
+ * Errors: those of gpuml_dpc_check_selection(), thresholds that select no point
+ * ("dpc:noCentres"), inputs that are not the output of gpuml_dpc() ("dpc:badInput"). */
+gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const int64_t *nearest,
+                                int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
+                                int64_t *ncentres, int64_t *cluster);
+
+/* Halo (border) points as in Rodriguez & Laio: the border density of a cluster is the
+ * largest (rho_i + rho_j) / 2 over the pairs i in it, j in another cluster, with
+ * d_ij <= dc; a point is halo (halo[i] = 1, else 0) when its rho is below its
+ * cluster's border density. One more pass over the pairs within dc (on the backend
+ * of opt), O(n) memory. x and dc as given to gpuml_dpc(), rho its output, cluster
+ * that of gpuml_dpc_clusters() (values 0 .. ncentres - 1). */
+gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                            const int64_t *cluster, int64_t ncentres, int *halo,
+                            gpuml_options *opt);
 
 /* =====================================================================================
  * t-SNE: core/tsne.c, kernels/tsne.cu

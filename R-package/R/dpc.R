@@ -1,0 +1,186 @@
+# Density peaks clustering (Rodriguez and Laio, Science 2014). The C core computes and
+# validates; these wrappers coerce types, keep the data for recutting, and plot.
+
+# NULL or one number (NA and non-numbers are type errors; values are the core's).
+as_number_or_null <- function(x, what) {
+  if (is.null(x)) return(NULL)
+  if (!is.numeric(x) || length(x) != 1L || is.na(x))
+    stop(sprintf("%s must be NULL or a single number", what), call. = FALSE)
+  as.double(x)
+}
+
+as_count_or_null <- function(k) {
+  if (is.null(k)) return(NULL)
+  if (!is.numeric(k) || length(k) != 1L || !is.finite(k) || k != round(k))
+    stop("k must be NULL or a single whole number", call. = FALSE)
+  as.double(k)
+}
+
+# A seed for the core's dc sample, drawn from R's generator so that set.seed() makes
+# the estimate reproducible.
+dpc_seed <- function() {
+  as.double(sample.int(.Machine$integer.max, 1L))
+}
+
+gpu_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta = NULL,
+                    backend = "auto", verbose = FALSE) {
+  x <- as_double_matrix(x, "x")
+  dc <- as_number_or_null(dc, "dc")
+  k <- as_count_or_null(k)
+  rho <- as_number_or_null(rho, "rho")
+  delta <- as_number_or_null(delta, "delta")
+  gaussian <- as_flag(gaussian, "gaussian")
+  verbose <- as_flag(verbose, "verbose")
+  backend <- as_backend(backend)
+  seed <- if (is.null(dc)) dpc_seed() else 0
+  res <- .Call(gpuml_r_dpc, x, dc, gaussian, seed, k, rho, delta, backend, verbose,
+               gpuml_threads())
+  fit <- structure(list(rho = res$rho, delta = res$delta, nearest = res$nearest,
+                        gamma = res$gamma, dc = res$dc, dc_estimated = is.null(dc),
+                        gaussian = gaussian, backend = res$backend, x = x,
+                        peaks = NULL, clusters = NULL, halo = NULL, k = NULL,
+                        threshold = NULL),
+                   class = "gpu_dpc")
+  if (!is.null(res$cut)) fit <- dpc_store_cut(fit, res$cut, k, rho, delta)
+  if (verbose)
+    message(sprintf("dpc: %d points, dc = %.4g%s, on %s", nrow(x), fit$dc,
+                    if (fit$dc_estimated) " (estimated)" else "", fit$backend))
+  fit
+}
+
+dpc_store_cut <- function(fit, cut, k, rho, delta) {
+  names_of <- rownames(fit$x)
+  fit$peaks <- cut$peaks
+  fit$clusters <- cut$clusters
+  fit$halo <- cut$halo
+  if (!is.null(names_of)) names(fit$clusters) <- names(fit$halo) <- names_of
+  fit$k <- if (!is.null(k)) as.integer(k) else NULL
+  fit$threshold <- if (is.null(k)) c(rho = rho, delta = delta) else NULL
+  fit
+}
+
+dpc_clusters <- function(fit, k = NULL, rho = NULL, delta = NULL, backend = fit$backend,
+                         verbose = FALSE) {
+  if (!inherits(fit, "gpu_dpc"))
+    stop("fit must be the result of gpu_dpc()", call. = FALSE)
+  k <- as_count_or_null(k)
+  rho <- as_number_or_null(rho, "rho")
+  delta <- as_number_or_null(delta, "delta")
+  verbose <- as_flag(verbose, "verbose")
+  cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest, k, rho,
+               delta, as_backend(backend), verbose, gpuml_threads())
+  dpc_store_cut(fit, cut, k, rho, delta)
+}
+
+print.gpu_dpc <- function(x, ...) {
+  n <- length(x$rho)
+  cat(sprintf("Density peaks clustering of %d point%s in %d dimension%s (backend: %s)\n",
+              n, if (n == 1L) "" else "s", ncol(x$x), if (ncol(x$x) == 1L) "" else "s",
+              x$backend))
+  cat(sprintf("  dc = %.4g (%s), %s kernel\n", x$dc,
+              if (isTRUE(x$dc_estimated)) "estimated: about 2% of the points within dc"
+              else "given", if (isTRUE(x$gaussian)) "Gaussian" else "cutoff"))
+  cat(sprintf("  rho in [%.4g, %.4g], delta in [%.4g, %.4g]\n", min(x$rho), max(x$rho),
+              min(x$delta), max(x$delta)))
+  if (is.null(x$clusters)) {
+    cat("  no centres chosen: look at plot(fit) and call dpc_clusters(fit, k = ) or",
+        "dpc_clusters(fit, rho = , delta = )\n")
+  } else {
+    how <- if (!is.null(x$k)) sprintf("k = %d", x$k)
+           else sprintf("rho > %.4g and delta > %.4g", x$threshold[["rho"]],
+                        x$threshold[["delta"]])
+    sizes <- tabulate(x$clusters, nbins = length(x$peaks))
+    cat(sprintf("  %d cluster%s (%s), sizes %s\n", length(x$peaks),
+                if (length(x$peaks) == 1L) "" else "s", how,
+                paste(utils::head(sizes, 10L), collapse = " ")),
+        if (length(sizes) > 10L) sprintf("  ... %d more clusters\n", length(sizes) - 10L))
+    cat(sprintf("  %d halo point%s\n", sum(x$halo), if (sum(x$halo) == 1L) "" else "s"))
+  }
+  invisible(x)
+}
+
+summary.gpu_dpc <- function(object, ...) {
+  res <- list(n = length(object$rho), d = ncol(object$x), dc = object$dc,
+              gaussian = object$gaussian, backend = object$backend,
+              rho = summary(object$rho), delta = summary(object$delta), clusters = NULL)
+  if (!is.null(object$clusters)) {
+    p <- object$peaks
+    size <- tabulate(object$clusters, nbins = length(p))
+    halo <- tabulate(object$clusters[object$halo], nbins = length(p))
+    res$clusters <- data.frame(cluster = seq_along(p), centre = p, size = size,
+                               core = size - halo, halo = halo, rho = object$rho[p],
+                               delta = object$delta[p], gamma = object$gamma[p])
+  }
+  structure(res, class = "summary.gpu_dpc")
+}
+
+print.summary.gpu_dpc <- function(x, ...) {
+  cat(sprintf("Density peaks clustering: %d points, %d dimension%s, dc = %.4g, %s kernel, backend %s\n",
+              x$n, x$d, if (x$d == 1L) "" else "s", x$dc,
+              if (isTRUE(x$gaussian)) "Gaussian" else "cutoff", x$backend))
+  cat("rho:\n")
+  print(x$rho, ...)
+  cat("delta:\n")
+  print(x$delta, ...)
+  if (is.null(x$clusters)) {
+    cat("no centres chosen (dpc_clusters() chooses them)\n")
+  } else {
+    cat("clusters (centre: row of the data; core and halo points):\n")
+    print(x$clusters, row.names = FALSE, ...)
+  }
+  invisible(x)
+}
+
+# Colours for clusters: a qualitative palette, recycled.
+dpc_colours <- function(k) {
+  base <- c("#1B9E77", "#D95F02", "#7570B3", "#E7298A", "#66A61E", "#E6AB02", "#A6761D",
+            "#1F78B4", "#B2DF8A", "#FB9A99", "#CAB2D6", "#FF7F00")
+  rep_len(base, k)
+}
+
+plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), ...) {
+  type <- match.arg(type)
+  if (type == "decision") {
+    graphics::plot(x$rho, x$delta, xlab = expression(rho ~ "(local density)"),
+                   ylab = expression(delta ~ "(distance to a denser point)"),
+                   main = "Decision graph", pch = 20, col = "grey40", ...)
+    if (!is.null(x$peaks)) {
+      col <- dpc_colours(length(x$peaks))
+      graphics::points(x$rho[x$peaks], x$delta[x$peaks], pch = 21, bg = col, cex = 1.8)
+      graphics::text(x$rho[x$peaks], x$delta[x$peaks], seq_along(x$peaks), pos = 3,
+                     cex = 0.8)
+      if (!is.null(x$threshold))
+        graphics::abline(v = x$threshold[["rho"]], h = x$threshold[["delta"]], lty = 2,
+                         col = "grey60")
+    }
+    return(invisible(x))
+  }
+  if (is.null(x$clusters))
+    stop("no clusters yet: choose centres with dpc_clusters(fit, k = ) first",
+         call. = FALSE)
+  data <- if (is.null(y)) x$x else as_double_matrix(y, "y")
+  if (nrow(data) != length(x$clusters))
+    stop(sprintf("the data have %d rows but the fit has %d points", nrow(data),
+                 length(x$clusters)), call. = FALSE)
+  lab <- colnames(data)
+  if (ncol(data) == 1L) {
+    data <- cbind(data, 0)
+    lab <- c(if (is.null(lab)) "x" else lab[1L], "")
+  } else if (ncol(data) > 2L) {
+    # More than two variables: the first two principal components.
+    data <- stats::prcomp(data)$x[, 1:2, drop = FALSE]
+    lab <- c("PC1", "PC2")
+  }
+  if (is.null(lab)) lab <- c("x1", "x2")
+  col <- dpc_colours(length(x$peaks))[x$clusters]
+  graphics::plot(data[, 1], data[, 2], type = "n", xlab = lab[1], ylab = lab[2],
+                 main = sprintf("%d clusters, %d halo points", length(x$peaks),
+                                sum(x$halo)), ...)
+  if (any(x$halo))
+    graphics::points(data[x$halo, 1], data[x$halo, 2], pch = 1, cex = 0.6,
+                     col = grDevices::adjustcolor(col[x$halo], alpha.f = 0.6))
+  graphics::points(data[!x$halo, 1], data[!x$halo, 2], pch = 20, col = col[!x$halo])
+  graphics::points(data[x$peaks, 1], data[x$peaks, 2], pch = 23, cex = 1.8, bg = "white",
+                   col = "black", lwd = 2)
+  invisible(x)
+}

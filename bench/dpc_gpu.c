@@ -1,0 +1,225 @@
+/* GPU benchmark of gpuml_dpc() (backend cuda, host arrays in and out, so transfers, the
+ * NaN scan, the dc estimate and the grid build on the host are all included), each case
+ * checked against the CPU backend: the cutoff rho and the nearest denser points must be
+ * identical, delta equal; with the Gaussian kernel rho within 1e-10 (relative).
+ *
+ *   build/bench/dpc_gpu             all cases
+ *   build/bench/dpc_gpu --no-check  timings only (the CPU check of n = 1e6 takes a while)
+ *   build/bench/dpc_gpu --sanitize  small runs of every path, for compute-sanitizer
+ *
+ * Build (as tools/gpu-run.sh builds bench/knn_gpu.c):
+ *   gcc -O2 -std=c11 -fopenmp -Icore/include bench/dpc_gpu.c build/libgpuml.a $LIBS -lm
+ * Prints "RESULT <case> <ms>" lines (best of 3) and a table. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "gpuml.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static uint64_t rng = 88172645463325252ULL;
+static double uniform(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+static double normal(void) {
+  double u = uniform(), v = uniform();
+  return sqrt(-2 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+/* Gaussian blobs: 8 centres in the unit cube (first 3 coordinates), sd 0.05, plus 10%
+ * uniform noise: clustered, as DPC data are, with dense and empty regions. */
+static double *make_data(int64_t n, int64_t d) {
+  double *x = malloc(sizeof(double) * (size_t)n * (size_t)d);
+  if (!x) {
+    fprintf(stderr, "out of host memory\n");
+    exit(2);
+  }
+  double centre[8][3];
+  for (int c = 0; c < 8; c++)
+    for (int t = 0; t < 3; t++) centre[c][t] = 0.15 + 0.7 * uniform();
+  for (int64_t i = 0; i < n; i++) {
+    const int c = (int)(i % 8), noise = i % 10 == 9;
+    for (int64_t t = 0; t < d; t++)
+      x[i + t * n] = noise ? uniform() : (t < 3 ? centre[c][t] : 0.5) + 0.05 * normal();
+  }
+  return x;
+}
+
+typedef struct {
+  double *rho, *delta;
+  int64_t *nearest;
+  double dc;
+} result;
+
+static int run(const double *x, int64_t n, int64_t d, int gaussian, double dc,
+               gpuml_backend backend, result *r, double *ms) {
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  if (dc > 0) {
+    p.estimate_dc = 0;
+    p.dc = dc;
+  }
+  p.kernel = gaussian ? GPUML_DPC_GAUSSIAN : GPUML_DPC_CUTOFF;
+  gpuml_options o;
+  gpuml_options_init(&o);
+  o.backend = backend;
+  double t0 = now_ms();
+  gpuml_status st = gpuml_dpc(x, n, d, &p, r->rho, r->delta, r->nearest, NULL, &o);
+  *ms = now_ms() - t0;
+  r->dc = p.dc;
+  if (st) fprintf(stderr, "gpuml_dpc (%s): %s\n", gpuml_backend_name(backend), gpuml_last_error());
+  return st == GPUML_OK;
+}
+
+static int alloc_result(result *r, int64_t n) {
+  r->rho = malloc(sizeof(double) * n);
+  r->delta = malloc(sizeof(double) * n);
+  r->nearest = malloc(sizeof(int64_t) * n);
+  return r->rho && r->delta && r->nearest;
+}
+static void free_result(result *r) {
+  free(r->rho);
+  free(r->delta);
+  free(r->nearest);
+}
+
+/* Compares with the CPU backend; returns the number of points that differ. */
+static int64_t check(const double *x, int64_t n, int64_t d, int gaussian, const result *g) {
+  result c;
+  double ms;
+  if (!alloc_result(&c, n) || !run(x, n, d, gaussian, g->dc, GPUML_BACKEND_CPU, &c, &ms)) {
+    free_result(&c);
+    return n;
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int ok = g->nearest[i] == c.nearest[i] &&
+             fabs(g->delta[i] - c.delta[i]) <= 1e-14 * c.delta[i] &&
+             (gaussian ? fabs(g->rho[i] - c.rho[i]) <= 1e-10 * c.rho[i] : g->rho[i] == c.rho[i]);
+    bad += !ok;
+  }
+  printf("  check against the CPU backend (%.0f ms): %lld of %lld points differ\n", ms,
+         (long long)bad, (long long)n);
+  free_result(&c);
+  return bad;
+}
+
+static int halo_check(const double *x, int64_t n, int64_t d, const result *g) {
+  gpuml_dpc_selection sel;
+  gpuml_dpc_selection_init(&sel);
+  sel.has_k = 1;
+  sel.k = 8;
+  int64_t *centres = malloc(sizeof(int64_t) * n), *cluster = malloc(sizeof(int64_t) * n), nc = 0;
+  int *h1 = malloc(sizeof(int) * n), *h2 = malloc(sizeof(int) * n);
+  int ok = gpuml_dpc_clusters(g->rho, g->delta, g->nearest, n, &sel, centres, &nc, cluster) == 0;
+  gpuml_options o;
+  gpuml_options_init(&o);
+  o.backend = GPUML_BACKEND_CUDA;
+  double t0 = now_ms();
+  ok = ok && gpuml_dpc_halo(x, n, d, g->dc, g->rho, cluster, nc, h1, &o) == 0;
+  double ms = now_ms() - t0;
+  o.backend = GPUML_BACKEND_CPU;
+  ok = ok && gpuml_dpc_halo(x, n, d, g->dc, g->rho, cluster, nc, h2, &o) == 0;
+  int64_t bad = 0, halo = 0;
+  for (int64_t i = 0; ok && i < n; i++) {
+    bad += h1[i] != h2[i];
+    halo += h1[i];
+  }
+  printf("  halo (k = 8): %lld halo points, GPU %.1f ms, %lld differ from the CPU%s\n",
+         (long long)halo, ms, (long long)bad, ok ? "" : " (FAILED)");
+  free(centres);
+  free(cluster);
+  free(h1);
+  free(h2);
+  return ok && bad == 0;
+}
+
+int main(int argc, char **argv) {
+  int do_check = 1, sanitize = 0;
+  for (int a = 1; a < argc; a++) {
+    if (!strcmp(argv[a], "--no-check")) do_check = 0;
+    else if (!strcmp(argv[a], "--sanitize")) sanitize = 1;
+  }
+  gpuml_info info;
+  gpuml_backend_info(&info);
+  printf("device: %s; CPU threads for the checks: %d\n",
+         info.device_count ? info.device_name : "none", info.max_threads);
+  if (!info.device_count) {
+    printf("no CUDA device: %s\n", info.cuda_message);
+    return 2;
+  }
+  struct {
+    int64_t n, d;
+    int gaussian;
+    double target_ms;
+  } cases[] = {{1000000, 2, 0, 2000}, {100000, 50, 0, 500}, {100000, 2, 0, 0},
+               {100000, 3, 0, 0},     {100000, 8, 0, 0},   {100000, 50, 1, 0},
+               {200000, 2, 1, 0}},
+    small[] = {{3000, 2, 0, 0}, {3000, 3, 1, 0}, {2000, 7, 0, 0}, {2000, 7, 1, 0},
+               {1500, 40, 0, 0}, {1500, 40, 1, 0}, {4000, 1, 0, 0}};
+  const int ncases = sanitize ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof cases / sizeof cases[0]);
+  int failures = 0;
+  /* warm-up: the CUDA context and cuBLAS */
+  {
+    double *w = make_data(5000, 20);
+    result r;
+    double ms;
+    alloc_result(&r, 5000);
+    run(w, 5000, 20, 0, 0, GPUML_BACKEND_CUDA, &r, &ms);
+    printf("warm-up %.0f ms\n", ms);
+    free_result(&r);
+    free(w);
+  }
+  printf("| case | gpuml cuda ms (best of 3) | target | dc |\n|---|---|---|---|\n");
+  char lines[16][160];
+  for (int c = 0; c < ncases; c++) {
+    const int64_t n = sanitize ? small[c].n : cases[c].n, d = sanitize ? small[c].d : cases[c].d;
+    const int gaussian = sanitize ? small[c].gaussian : cases[c].gaussian;
+    const double target = sanitize ? 0 : cases[c].target_ms;
+    lines[c][0] = '\0';
+    double *x = make_data(n, d);
+    result r;
+    if (!alloc_result(&r, n)) return 2;
+    double best = INFINITY, ms;
+    const int reps = sanitize ? 1 : 3;
+    int ok = 1;
+    for (int rep = 0; rep < reps && ok; rep++) {
+      ok = run(x, n, d, gaussian, 0, GPUML_BACKEND_CUDA, &r, &ms);
+      if (ms < best) best = ms;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "dpc_n=%lld_d=%lld%s", (long long)n, (long long)d,
+             gaussian ? "_gaussian" : "");
+    if (!ok) {
+      printf("%s: FAILED\n", name);
+      failures++;
+    } else {
+      printf("RESULT %s %.1f\n", name, best);
+      snprintf(lines[c], sizeof lines[c], "| n = %lld, d = %lld, %s | %.1f | %s | %.4g |",
+               (long long)n, (long long)d, gaussian ? "Gaussian" : "cutoff", best,
+               target > 0 ? (best <= target ? "met" : "missed") : "-", r.dc);
+      if (do_check) {
+        if (check(x, n, d, gaussian, &r)) failures++;
+        if (!halo_check(x, n, d, &r)) failures++;
+      }
+    }
+    free_result(&r);
+    free(x);
+  }
+  printf("\n| case | gpuml cuda ms | target (<= ms) | dc |\n|---|---|---|---|\n");
+  for (int c = 0; c < ncases; c++)
+    if (lines[c][0]) printf("%s\n", lines[c]);
+  printf("%s runs: %d failed\n", sanitize ? "sanitize" : "benchmark", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,462 @@
+/* Density peaks clustering (Rodriguez & Laio, Science 2014): the public entry points,
+ * their argument checks, the dc estimate, the choice of centres, the assignment and
+ * the halo. The passes over pairs run on the grid or on distance tiles (CPU,
+ * core/dpc_grid.c and core/dpc_tiles.c) or on the GPU (kernels/dpc.cu); everything
+ * else is shared by both backends, so that they give the same answers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "distance_tiles.h"
+#include "dpc.h"
+#include "rng.h"
+#ifdef GPUML_HAVE_CUDA
+#include "gpuml_cuda.h"
+#define GM_DPC_CUDA_READY 1
+#else
+#define GM_DPC_CUDA_READY 0
+#endif
+
+void gpuml_dpc_params_init(gpuml_dpc_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->estimate_dc = 1;
+  p->neighbor_rate = 0.02;
+  p->kernel = GPUML_DPC_CUTOFF;
+}
+
+void gpuml_dpc_selection_init(gpuml_dpc_selection *s) {
+  if (!s) return;
+  memset(s, 0, sizeof *s);
+}
+
+double gm_dpc_sq_threshold(double dc, int strict) {
+  /* The smallest T with sqrt(T) >= dc (strict) or sqrt(T) > dc: dc * dc is within an
+   * ulp or two of it, and the predicate is monotone in T. */
+#define GM_DPC_PAST(t) (strict ? sqrt(t) >= dc : sqrt(t) > dc)
+  double t = dc * dc;
+  while (!GM_DPC_PAST(t)) t = nextafter(t, INFINITY);
+  while (t > 0 && GM_DPC_PAST(nextafter(t, 0))) t = nextafter(t, 0);
+#undef GM_DPC_PAST
+  return t;
+}
+
+int64_t gm_dpc_top(const double *rho, int64_t n) {
+  int64_t top = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (rho[i] > rho[top]) top = i;
+  return top;
+}
+
+/* ---- dc ------------------------------------------------------------------------ */
+
+static void swap_d(double *a, double *b) {
+  double t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* The k-th smallest (0-based) of v[0 .. n-1], reordering v. Hoare partitions around a
+ * median of three, which also stays fast when many values are equal. */
+static double select_kth(double *v, int64_t n, int64_t k) {
+  int64_t lo = 0, hi = n - 1;
+  while (hi > lo) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (v[mid] < v[lo]) swap_d(&v[mid], &v[lo]);
+    if (v[hi] < v[lo]) swap_d(&v[hi], &v[lo]);
+    if (v[hi] < v[mid]) swap_d(&v[hi], &v[mid]);
+    const double pivot = v[mid];
+    int64_t i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < pivot) i++;
+      while (v[j] > pivot) j--;
+      if (i <= j) {
+        swap_d(&v[i], &v[j]);
+        i++;
+        j--;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return v[k];
+  }
+  return v[k];
+}
+
+static int compare_index(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static gpuml_status estimate_dc(const double *x, int64_t n, int64_t d, double rate, double *dc,
+                                const gpuml_options *opt) {
+  const int64_t m = n < GPUML_DPC_DC_SAMPLE ? n : GPUML_DPC_DC_SAMPLE;
+  const int64_t pairs = m * (m - 1) / 2;
+  int64_t *pick = gm_alloc((size_t)n, sizeof *pick);
+  double *sample = gm_alloc((size_t)m * (size_t)d, sizeof *sample);
+  double *sq = gm_alloc((size_t)pairs, sizeof *sq);
+  gpuml_status st = GPUML_OK;
+  if (!pick || !sample || !sq) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to estimate dc",
+                 ((double)pairs + (double)m * (double)d + (double)n) * 8 / 1e6);
+    goto done;
+  }
+  for (int64_t i = 0; i < n; i++) pick[i] = i;
+  if (m < n) {
+    /* The first m of a seeded Fisher-Yates shuffle: m points without replacement. */
+    gm_rng rng;
+    gm_rng_seed(&rng, opt->seed);
+    for (int64_t i = 0; i < m; i++) {
+      const int64_t j = i + gm_rng_below(&rng, n - i);
+      const int64_t t = pick[i];
+      pick[i] = pick[j];
+      pick[j] = t;
+    }
+    qsort(pick, (size_t)m, sizeof *pick, compare_index);
+  }
+  for (int64_t t = 0; t < d; t++)
+    for (int64_t i = 0; i < m; i++)
+      sample[i + t * m] = x[pick[i] + t * n];
+  /* Row i of the pairs (j < i) by the direct tile: gm_sqdist()'s values, vectorised
+   * over j. */
+#pragma omp parallel for schedule(dynamic, 16) num_threads(gm_threads(opt))
+  for (int64_t i = 1; i < m; i++) gm_dpc_direct_tile(sample, m, d, 0, i, i, 1, sq + i * (i - 1) / 2);
+  int64_t k = (int64_t)ceil(rate * (double)pairs) - 1;
+  if (k < 0) k = 0;
+  if (k > pairs - 1) k = pairs - 1;
+  double v = select_kth(sq, pairs, k);
+  if (v == 0) {
+    /* Duplicates fill the quantile: take the smallest positive distance instead. */
+    v = INFINITY;
+    for (int64_t p = 0; p < pairs; p++)
+      if (sq[p] > 0 && sq[p] < v) v = sq[p];
+    if (v == INFINITY) {
+      st = gm_fail(GPUML_ERR_ARG, "dpc:badData",
+                   "all %s points are identical, so dc cannot be estimated: give dc",
+                   m < n ? "sampled" : "the");
+      goto done;
+    }
+  }
+  *dc = sqrt(v);
+done:
+  free(pick);
+  free(sample);
+  free(sq);
+  return st;
+}
+
+static gpuml_status check_data(const double *x, int64_t n, int64_t d) {
+  gpuml_status st = gm_check_matrix(x, n, d, "x", "dpc");
+  if (st) return st;
+  if (n < 2)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badData", "density peaks needs at least 2 points, not %lld",
+                   (long long)n);
+  return GPUML_OK;
+}
+
+static gpuml_status check_rate(double rate) {
+  if (!(rate > 0 && rate < 1))
+    return gm_fail(GPUML_ERR_ARG, "dpc:badRate",
+                   "neighbor_rate = %g must lie strictly between 0 and 1 (0.02: about 2%% of "
+                   "the points within dc)",
+                   rate);
+  return GPUML_OK;
+}
+
+static gpuml_status check_dc(double dc) {
+  if (!(dc > 0) || !isfinite(dc))
+    return gm_fail(GPUML_ERR_ARG, "dpc:badDc", "dc = %g must be a positive finite distance", dc);
+  return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_estimate_dc(const double *x, int64_t n, int64_t d, double neighbor_rate,
+                                   double *dc, gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = check_data(x, n, d);
+  if (!st) st = check_rate(neighbor_rate);
+  if (!st) st = gm_check_options(opt);
+  if (st) return st;
+  if (!dc) return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output dc must not be NULL");
+  return estimate_dc(x, n, d, neighbor_rate, dc, opt);
+}
+
+/* ---- rho and delta --------------------------------------------------------------- */
+
+/* The top point's delta: its largest distance to any point (squared, exact). */
+static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top) {
+  double best = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const double s = gm_sqdist(x + j, n, x + top, n, d);
+    if (s > best) best = s;
+  }
+  return best;
+}
+
+gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *params,
+                       double *rho, double *delta, int64_t *nearest, double *gamma,
+                       gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = check_data(x, n, d);
+  if (st) return st;
+  if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
+  if (!rho || !delta || !nearest)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output arrays rho, delta and nearest must not be NULL");
+  if (params->kernel != GPUML_DPC_CUTOFF && params->kernel != GPUML_DPC_GAUSSIAN)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badKernel", "unknown density kernel code %d",
+                   (int)params->kernel);
+  if ((st = params->estimate_dc ? check_rate(params->neighbor_rate) : check_dc(params->dc)))
+    return st;
+  if ((st = gm_check_options(opt))) return st;
+  if ((st = gm_choose_backend(opt, 2.0 * (double)n * (double)n * (double)d, GM_DPC_CUDA_READY,
+                              "dpc")))
+    return st;
+
+  double dc = params->dc;
+  if (params->estimate_dc && (st = estimate_dc(x, n, d, params->neighbor_rate, &dc, opt)))
+    return st;
+  const int gaussian = params->kernel == GPUML_DPC_GAUSSIAN;
+  const double cut = gm_dpc_sq_threshold(dc, 1);
+  /* Up to 3 dimensions: grids of cells, one of side >= dc for the cutoff density, a
+   * finer one for the search of the nearest denser point. */
+  const int use_grid = gm_dpc_grid_usable(d), rho_grid_wanted = use_grid && !gaussian;
+  gm_dpc_grid rho_grid, delta_grid;
+  memset(&rho_grid, 0, sizeof rho_grid);
+  memset(&delta_grid, 0, sizeof delta_grid);
+  if (rho_grid_wanted) st = gm_dpc_grid_build(x, n, d, dc, &rho_grid);
+  if (!st && use_grid) st = gm_dpc_grid_build(x, n, d, 0, &delta_grid);
+  int64_t top = -1;
+  if (!st) {
+#ifdef GPUML_HAVE_CUDA
+    if (opt->backend_used == GPUML_BACKEND_CUDA) {
+      st = gpuml_cuda_dpc(x, n, d, rho_grid_wanted ? &rho_grid : NULL,
+                          use_grid ? &delta_grid : NULL, gaussian, dc, cut, rho, delta, nearest,
+                          opt);
+      if (!st) top = gm_dpc_top(rho, n);
+    } else
+#endif
+    {
+      if (rho_grid_wanted) st = gm_dpc_grid_rho(&rho_grid, cut, rho, opt);
+      else st = gm_dpc_tiles_rho(x, n, d, gaussian, dc, cut, rho, opt);
+      if (!st) {
+        top = gm_dpc_top(rho, n);
+        if (use_grid) st = gm_dpc_grid_delta(&delta_grid, rho, top, delta, nearest, opt);
+        else st = gm_dpc_tiles_delta(x, n, d, rho, top, delta, nearest, opt);
+      }
+    }
+  }
+  gm_dpc_grid_free(&rho_grid);
+  gm_dpc_grid_free(&delta_grid);
+  if (st) return st;
+  delta[top] = farthest_sq(x, n, d, top);
+  nearest[top] = -1;
+  for (int64_t i = 0; i < n; i++) {
+    delta[i] = sqrt(delta[i]);
+    if (gamma) gamma[i] = rho[i] * delta[i];
+  }
+  params->dc = dc;
+  return GPUML_OK;
+}
+
+/* ---- centres and clusters --------------------------------------------------------- */
+
+typedef struct {
+  double key;    /* gamma, or rho for the density order */
+  double rho;
+  int64_t index;
+} ranked;
+
+/* Decreasing key, then the density order (denser first, then the smaller index). */
+static int compare_ranked(const void *pa, const void *pb) {
+  const ranked *a = pa, *b = pb;
+  if (a->key != b->key) return a->key > b->key ? -1 : 1;
+  if (a->rho != b->rho) return a->rho > b->rho ? -1 : 1;
+  return (a->index > b->index) - (a->index < b->index);
+}
+
+static gpuml_status check_fit(const double *rho, const double *delta, const int64_t *nearest,
+                              int64_t n) {
+  int64_t tops = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(rho[i]) || rho[i] < 0 || !isfinite(delta[i]) || delta[i] < 0)
+      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                     "rho and delta must be finite and non-negative (point %lld has rho = %g, "
+                     "delta = %g): pass the output of the density peaks fit",
+                     (long long)(i + 1), rho[i], delta[i]);
+    const int64_t j = nearest[i];
+    if (j == -1) {
+      tops++;
+    } else if (j < 0 || j >= n || !gm_dpc_above(rho[j], j, rho[i], i)) {
+      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                     "the nearest denser point of point %lld is not a denser point: pass the "
+                     "output of the density peaks fit",
+                     (long long)(i + 1));
+    }
+  }
+  if (tops != 1)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                   "exactly one point (the densest) must have no nearest denser point, not "
+                   "%lld: pass the output of the density peaks fit",
+                   (long long)tops);
+  return GPUML_OK;
+}
+
+static gpuml_status check_selection(const gpuml_dpc_selection *sel, int64_t n) {
+  if (!sel) return gm_fail(GPUML_ERR_ARG, "dpc:badSelection", "the selection must not be NULL");
+  const int thresholds = sel->has_rho || sel->has_delta;
+  if (sel->has_k && thresholds)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
+                   "give either k or the rho and delta thresholds, not both");
+  if (sel->has_k) {
+    if (sel->k < 1)
+      return gm_fail(GPUML_ERR_ARG, "dpc:badK", "k = %lld must be at least 1", (long long)sel->k);
+    if (sel->k > n)
+      return gm_fail(GPUML_ERR_ARG, "dpc:badK", "k = %lld exceeds the %lld points",
+                     (long long)sel->k, (long long)n);
+    return GPUML_OK;
+  }
+  if (!thresholds)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
+                   "no selection of centres: give k, or both the rho and delta thresholds");
+  if (sel->has_rho != sel->has_delta)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
+                   "give both the rho and the delta threshold (only %s was given)",
+                   sel->has_rho ? "rho" : "delta");
+  if (!isfinite(sel->rho_min) || !isfinite(sel->delta_min))
+    return gm_fail(GPUML_ERR_ARG, "dpc:badSelection",
+                   "the thresholds must be finite numbers (rho = %g, delta = %g)", sel->rho_min,
+                   sel->delta_min);
+  return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_check_selection(const gpuml_dpc_selection *sel, int64_t n) {
+  gm_clear_error();
+  return check_selection(sel, n);
+}
+
+gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const int64_t *nearest,
+                                int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
+                                int64_t *ncentres, int64_t *cluster) {
+  gm_clear_error();
+  if (!rho || !delta || !nearest)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho, delta and nearest must not be NULL");
+  if (!centres || !ncentres || !cluster)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output arrays must not be NULL");
+  if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
+  gpuml_status st = check_selection(sel, n);
+  if (!st) st = check_fit(rho, delta, nearest, n);
+  if (st) return st;
+
+  ranked *r = gm_alloc((size_t)n, sizeof *r);
+  if (!r) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
+                         (double)n * sizeof *r / 1e6);
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!sel->has_k && !(rho[i] > sel->rho_min && delta[i] > sel->delta_min)) continue;
+    r[count].key = rho[i] * delta[i];
+    r[count].rho = rho[i];
+    r[count].index = i;
+    count++;
+  }
+  if (count == 0) {
+    double max_rho = 0, max_delta = 0;
+    for (int64_t i = 0; i < n; i++) {
+      if (rho[i] > max_rho) max_rho = rho[i];
+      if (delta[i] > max_delta) max_delta = delta[i];
+    }
+    free(r);
+    return gm_fail(GPUML_ERR_ARG, "dpc:noCentres",
+                   "no point has rho > %g and delta > %g: lower the thresholds (the largest rho "
+                   "is %g, the largest delta %g)",
+                   sel->rho_min, sel->delta_min, max_rho, max_delta);
+  }
+  qsort(r, (size_t)count, sizeof *r, compare_ranked);
+  const int64_t k = sel->has_k ? sel->k : count;
+  for (int64_t i = 0; i < n; i++) cluster[i] = -1;
+  for (int64_t c = 0; c < k; c++) {
+    centres[c] = r[c].index;
+    cluster[r[c].index] = c;
+  }
+  /* Each point joins the cluster of its nearest denser point, in decreasing density,
+   * so that point is assigned first; the chains end at the top point, always a centre
+   * (its gamma and, with thresholds, its rho and delta are the largest). */
+  for (int64_t i = 0; i < n; i++) {
+    r[i].key = rho[i];
+    r[i].rho = rho[i];
+    r[i].index = i;
+  }
+  qsort(r, (size_t)n, sizeof *r, compare_ranked);
+  for (int64_t p = 0; p < n; p++) {
+    const int64_t i = r[p].index;
+    if (cluster[i] >= 0) continue;
+    if (nearest[i] < 0) {
+      free(r);
+      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                     "the densest point is not a centre: pass the output of the density peaks fit");
+    }
+    cluster[i] = cluster[nearest[i]];
+  }
+  free(r);
+  *ncentres = k;
+  return GPUML_OK;
+}
+
+/* ---- halo ---------------------------------------------------------------------- */
+
+gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                            const int64_t *cluster, int64_t ncentres, int *halo,
+                            gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = check_data(x, n, d);
+  if (!st) st = check_dc(dc);
+  if (st) return st;
+  if (!rho || !cluster) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho and cluster must not be NULL");
+  if (!halo) return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output halo must not be NULL");
+  if (ncentres < 1 || ncentres > n)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "ncentres = %lld must lie in 1 .. %lld",
+                   (long long)ncentres, (long long)n);
+  for (int64_t i = 0; i < n; i++) {
+    if (cluster[i] < 0 || cluster[i] >= ncentres)
+      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                     "point %lld has cluster %lld, outside 1 .. %lld", (long long)(i + 1),
+                     (long long)(cluster[i] + 1), (long long)ncentres);
+    if (!isfinite(rho[i]) || rho[i] < 0)
+      return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho of point %lld is %g, not a density",
+                     (long long)(i + 1), rho[i]);
+  }
+  if ((st = gm_check_options(opt))) return st;
+  if ((st = gm_choose_backend(opt, (double)n * (double)n * (double)d, GM_DPC_CUDA_READY, "dpc")))
+    return st;
+
+  const double cut = gm_dpc_sq_threshold(dc, 0);
+  double *border = gm_alloc((size_t)n, sizeof *border);
+  double *cluster_border = gm_alloc((size_t)ncentres, sizeof *cluster_border);
+  if (!border || !cluster_border) {
+    free(border);
+    free(cluster_border);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo",
+                   (double)(n + ncentres) * 8 / 1e6);
+  }
+  gm_dpc_grid grid;
+  const int use_grid = gm_dpc_grid_usable(d);
+  if (use_grid) st = gm_dpc_grid_build(x, n, d, dc, &grid);
+  if (!st) {
+#ifdef GPUML_HAVE_CUDA
+    if (opt->backend_used == GPUML_BACKEND_CUDA)
+      st = gpuml_cuda_dpc_border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, opt);
+    else
+#endif
+    if (use_grid)
+      st = gm_dpc_grid_border(&grid, cut, rho, cluster, border, opt);
+    else
+      st = gm_dpc_tiles_border(x, n, d, cut, rho, cluster, border, opt);
+    if (use_grid) gm_dpc_grid_free(&grid);
+  }
+  if (!st) {
+    for (int64_t c = 0; c < ncentres; c++) cluster_border[c] = 0;
+    for (int64_t i = 0; i < n; i++)
+      if (border[i] > cluster_border[cluster[i]]) cluster_border[cluster[i]] = border[i];
+    for (int64_t i = 0; i < n; i++) halo[i] = rho[i] < cluster_border[cluster[i]];
+  }
+  free(border);
+  free(cluster_border);
+  return st;
+}

@@ -1,0 +1,690 @@
+/* C tests of density peaks clustering through gpuml.h: rho, delta and nearest against a
+ * brute force written from the definitions, ties, the dc estimate, centres, clusters,
+ * halo, bad input and callbacks. The backend comes from GPUML_TEST_BACKEND ("cpu" by
+ * default); with "cuda" every GPU result is also compared with the CPU backend. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "gpuml.h"
+
+static gpuml_backend test_backend = GPUML_BACKEND_CPU;
+static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
+
+static uint64_t rng_state = 20240607;
+static double uniform(void) {
+  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+static double normal(void) {
+  double u = uniform(), v = uniform();
+  return sqrt(-2 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+static gpuml_options options_for(gpuml_backend backend) {
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  opt.backend = backend;
+  opt.precision = test_precision;
+  return opt;
+}
+static gpuml_options options(void) { return options_for(test_backend); }
+
+/* Squared distance summed in dimension order; the distance is its square root. */
+static double ref_sq(const double *x, int64_t n, int64_t d, int64_t i, int64_t j) {
+  double s = 0;
+  for (int64_t t = 0; t < d; t++) {
+    double diff = x[i + t * n] - x[j + t * n];
+    s += diff * diff;
+  }
+  return s;
+}
+
+typedef struct {
+  double *rho, *delta, *gamma;
+  int64_t *nearest;
+} fit;
+
+static fit fit_alloc(int64_t n) {
+  fit f;
+  f.rho = malloc(sizeof(double) * n);
+  f.delta = malloc(sizeof(double) * n);
+  f.gamma = malloc(sizeof(double) * n);
+  f.nearest = malloc(sizeof(int64_t) * n);
+  return f;
+}
+static void fit_free(fit *f) {
+  free(f->rho);
+  free(f->delta);
+  free(f->gamma);
+  free(f->nearest);
+}
+
+/* The definitions, literally: O(n^2) over all pairs. */
+static void ref_dpc(const double *x, int64_t n, int64_t d, double dc, int gaussian, fit *f) {
+  for (int64_t i = 0; i < n; i++) {
+    double r = 0;
+    for (int64_t j = 0; j < n; j++) {
+      if (j == i) continue;
+      double dist = sqrt(ref_sq(x, n, d, i, j));
+      r += gaussian ? exp(-(dist / dc) * (dist / dc)) : (dist < dc ? 1 : 0);
+    }
+    f->rho[i] = r;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    double best = INFINITY, far = 0;
+    int64_t best_j = -1;
+    for (int64_t j = 0; j < n; j++) {
+      double dist = sqrt(ref_sq(x, n, d, i, j));
+      if (dist > far) far = dist;
+      int above = f->rho[j] > f->rho[i] || (f->rho[j] == f->rho[i] && j < i);
+      if (above && dist < best) {
+        best = dist;
+        best_j = j;
+      }
+    }
+    f->delta[i] = best_j < 0 ? far : best;
+    f->nearest[i] = best_j;
+    f->gamma[i] = f->rho[i] * f->delta[i];
+  }
+}
+
+static int64_t count_rho_diff(const fit *a, const fit *b, int64_t n, double tol) {
+  int64_t bad = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double r = fabs(a->rho[i] - b->rho[i]) / fabs(b->rho[i]);
+    if (r > worst) worst = r;
+    if (fabs(a->rho[i] - b->rho[i]) > tol * fabs(b->rho[i])) bad++;
+  }
+  if (bad) fprintf(stderr, "largest relative rho difference %g\n", worst);
+  return bad;
+}
+static int64_t count_delta_diff(const fit *a, const fit *b, int64_t n, double tol) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (a->nearest[i] != b->nearest[i] || fabs(a->delta[i] - b->delta[i]) > tol * b->delta[i] ||
+        fabs(a->gamma[i] - a->rho[i] * a->delta[i]) > 0)
+      bad++;
+  return bad;
+}
+
+static gpuml_status run_dpc(const double *x, int64_t n, int64_t d, double dc, int gaussian,
+                            fit *f, gpuml_backend backend, double *dc_used) {
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  p.estimate_dc = dc <= 0;
+  p.dc = dc;
+  p.kernel = gaussian ? GPUML_DPC_GAUSSIAN : GPUML_DPC_CUTOFF;
+  gpuml_options opt = options_for(backend);
+  gpuml_status st = gpuml_dpc(x, n, d, &p, f->rho, f->delta, f->nearest, f->gamma, &opt);
+  if (dc_used) *dc_used = p.dc;
+  return st;
+}
+
+/* With the CUDA backend, the same call on the CPU must give the same answers: rho
+ * exactly for the cutoff kernel, delta and nearest exactly with equal rho. */
+static void compare_with_cpu(const char *what, const double *x, int64_t n, int64_t d, double dc,
+                             int gaussian, const fit *got) {
+  if (test_backend != GPUML_BACKEND_CUDA) return;
+  fit cpu = fit_alloc(n);
+  gpuml_status st = run_dpc(x, n, d, dc, gaussian, &cpu, GPUML_BACKEND_CPU, NULL);
+  CHECK(st == GPUML_OK, "%s: cpu run: %s", what, gpuml_last_error());
+  if (st == GPUML_OK) {
+    int64_t br = count_rho_diff(got, &cpu, n, gaussian ? 1e-10 : 0);
+    int64_t bd = count_delta_diff(got, &cpu, n, 0);
+    CHECK(br == 0 && bd == 0, "%s: GPU vs CPU: %lld rho and %lld delta/nearest differ", what,
+          (long long)br, (long long)bd);
+  }
+  fit_free(&cpu);
+}
+
+static double *blobs(int64_t n, int64_t d, int k, double spread, int64_t *label) {
+  double *x = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n; i++) {
+    int c = (int)(i % k);
+    if (label) label[i] = c;
+    for (int64_t t = 0; t < d; t++)
+      x[i + t * n] = 10.0 * ((c >> (t % 3)) & 1) + 7.0 * (t == 0 ? c : 0) + spread * normal();
+  }
+  return x;
+}
+
+/* rho, delta, nearest, gamma against the brute force, both kernels, grid (d <= 3) and
+ * tiles (direct d < 16, GEMM d >= 16). The Gaussian rho of the GEMM form carries the
+ * form's rounding (about 1e-12 relative with a small dc); the cutoff rho is exact. */
+static void test_against_reference(void) {
+  const int64_t dims[] = {1, 2, 3, 5, 20, 50};
+  for (size_t a = 0; a < sizeof dims / sizeof dims[0]; a++) {
+    const int64_t d = dims[a], n = 400 + 37 * (int64_t)a;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n * d; i++) x[i] = normal() + (i % n < n / 3 ? 3 : 0);
+    for (int gaussian = 0; gaussian <= 1; gaussian++) {
+      /* a dc near the 2% quantile, a large and a small one */
+      const double scale = sqrt((double)d);
+      const double dcs[] = {0.35 * scale, 1.2 * scale, 0.05 * scale};
+      for (int k = 0; k < 3; k++) {
+        fit ref = fit_alloc(n), got = fit_alloc(n);
+        ref_dpc(x, n, d, dcs[k], gaussian, &ref);
+        double used = 0;
+        gpuml_status st = run_dpc(x, n, d, dcs[k], gaussian, &got, test_backend, &used);
+        CHECK(st == GPUML_OK && used == dcs[k], "d = %lld, %s, dc = %g: status %d (%s)",
+              (long long)d, gaussian ? "gaussian" : "cutoff", dcs[k], st, gpuml_last_error());
+        if (st == GPUML_OK) {
+          int64_t br = count_rho_diff(&got, &ref, n, gaussian ? 1e-10 : 0);
+          int64_t bd = count_delta_diff(&got, &ref, n, 1e-14);
+          CHECK(br == 0, "d = %lld, %s, dc = %g: %lld rho differ from the brute force",
+                (long long)d, gaussian ? "gaussian" : "cutoff", dcs[k], (long long)br);
+          CHECK(bd == 0, "d = %lld, %s, dc = %g: %lld delta/nearest differ from the brute force",
+                (long long)d, gaussian ? "gaussian" : "cutoff", dcs[k], (long long)bd);
+          compare_with_cpu("reference data", x, n, d, dcs[k], gaussian, &got);
+        }
+        fit_free(&ref);
+        fit_free(&got);
+      }
+    }
+    free(x);
+  }
+}
+
+/* Integer grid points: many equal distances and equal densities, and distances equal
+ * to dc (not counted: the cutoff is strict). */
+static void test_ties(void) {
+  for (int64_t d = 1; d <= 4; d++) {
+    const int64_t side = d == 1 ? 60 : d == 2 ? 17 : d == 3 ? 7 : 4;
+    int64_t n = 1;
+    for (int64_t t = 0; t < d; t++) n *= side;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n; i++) {
+      int64_t r = i;
+      for (int64_t t = 0; t < d; t++) {
+        x[i + t * n] = (double)(r % side);
+        r /= side;
+      }
+    }
+    const double dcs[] = {1, 1.5, 2, sqrt(2.0), 3};
+    for (int k = 0; k < 5; k++) {
+      fit ref = fit_alloc(n), got = fit_alloc(n);
+      ref_dpc(x, n, d, dcs[k], 0, &ref);
+      gpuml_status st = run_dpc(x, n, d, dcs[k], 0, &got, test_backend, NULL);
+      CHECK(st == GPUML_OK, "grid d = %lld: %s", (long long)d, gpuml_last_error());
+      if (st == GPUML_OK) {
+        CHECK(count_rho_diff(&got, &ref, n, 0) == 0 && count_delta_diff(&got, &ref, n, 0) == 0,
+              "integer grid d = %lld, dc = %g: differs from the brute force", (long long)d, dcs[k]);
+        compare_with_cpu("integer grid", x, n, d, dcs[k], 0, &got);
+      }
+      if (k == 0 && st == GPUML_OK && d == 2) {
+        /* dc = 1: no other grid point is strictly closer, so rho = 0 everywhere, and
+         * the order is the index order: each point's nearest above is at distance 1. */
+        int zero = 1, ones = 1;
+        for (int64_t i = 0; i < n; i++) {
+          zero &= got.rho[i] == 0;
+          if (i > 0) ones &= got.delta[i] == 1 && got.nearest[i] < i;
+        }
+        CHECK(zero && ones && got.nearest[0] == -1,
+              "grid with dc = 1: rho 0 everywhere, delta 1, point 0 on top");
+      }
+      fit_free(&ref);
+      fit_free(&got);
+    }
+    free(x);
+  }
+  /* Duplicated points: distance 0 to a denser twin. */
+  const int64_t n = 300, d = 2;
+  double *x = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = floor(5 * uniform());
+    x[i + n] = floor(5 * uniform());
+  }
+  fit ref = fit_alloc(n), got = fit_alloc(n);
+  ref_dpc(x, n, d, 1.2, 0, &ref);
+  CHECK(run_dpc(x, n, d, 1.2, 0, &got, test_backend, NULL) == GPUML_OK &&
+            count_rho_diff(&got, &ref, n, 0) == 0 && count_delta_diff(&got, &ref, n, 0) == 0,
+        "duplicated points differ from the brute force");
+  compare_with_cpu("duplicates", x, n, d, 1.2, 0, &got);
+  fit_free(&ref);
+  fit_free(&got);
+  free(x);
+}
+
+/* Far-apart blobs and a small dc: the nearest denser point of most local maxima lies
+ * many cells away, so the ring search runs far (and over empty cells). */
+static void test_far_peaks(void) {
+  for (int64_t d = 1; d <= 3; d++) {
+    const int64_t n = 2500;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t t = 0; t < d; t++)
+        x[i + t * n] = 100.0 * (double)((i * 7 + t) % 5) + (i % 11 == 0 ? 30 * uniform() : normal());
+    fit ref = fit_alloc(n), got = fit_alloc(n);
+    ref_dpc(x, n, d, 0.08, 0, &ref);
+    gpuml_status st = run_dpc(x, n, d, 0.08, 0, &got, test_backend, NULL);
+    CHECK(st == GPUML_OK && count_rho_diff(&got, &ref, n, 0) == 0 &&
+              count_delta_diff(&got, &ref, n, 0) == 0,
+          "far peaks, d = %lld: differs from the brute force (%s)", (long long)d,
+          gpuml_last_error());
+    compare_with_cpu("far peaks", x, n, d, 0.08, 0, &got);
+    fit_free(&ref);
+    fit_free(&got);
+    free(x);
+  }
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void test_dc_estimate(void) {
+  /* Small n: exactly the 2% quantile of all pairwise distances. */
+  const int64_t n = 500, d = 3;
+  double *x = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n * d; i++) x[i] = normal();
+  const int64_t pairs = n * (n - 1) / 2;
+  double *all = malloc(sizeof(double) * pairs);
+  int64_t p = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < i; j++) all[p++] = sqrt(ref_sq(x, n, d, i, j));
+  qsort(all, pairs, sizeof(double), cmp_double);
+  double dc = 0;
+  gpuml_options opt = options();
+  gpuml_status st = gpuml_dpc_estimate_dc(x, n, d, 0.02, &dc, &opt);
+  const int64_t q = (int64_t)ceil(0.02 * pairs) - 1;
+  CHECK(st == GPUML_OK && dc == all[q], "dc estimate %g, the 2%% quantile is %g (%s)", dc, all[q],
+        gpuml_last_error());
+  fit f = fit_alloc(n);
+  double used = 0;
+  st = run_dpc(x, n, d, 0, 0, &f, test_backend, &used);
+  double mean = 0;
+  for (int64_t i = 0; i < n; i++) mean += f.rho[i];
+  mean /= n;
+  CHECK(st == GPUML_OK && used == dc && fabs(mean / (n - 1) - 0.02) < 0.001,
+        "estimated dc %g used %g: mean neighbour rate %g", dc, used, mean / (n - 1));
+  fit_free(&f);
+  free(all);
+  free(x);
+
+  /* Large n: a seeded sample; the same seed gives the same dc, the rate is about 2%. */
+  const int64_t m = 12000;
+  double *y = malloc(sizeof(double) * m * 2);
+  for (int64_t i = 0; i < m * 2; i++) y[i] = uniform();
+  double dc1 = 0, dc2 = 0, dc3 = 0;
+  opt = options();
+  CHECK(gpuml_dpc_estimate_dc(y, m, 2, 0.02, &dc1, &opt) == GPUML_OK &&
+            gpuml_dpc_estimate_dc(y, m, 2, 0.02, &dc2, &opt) == GPUML_OK && dc1 == dc2,
+        "the same seed gives the same dc (%g, %g)", dc1, dc2);
+  opt.seed = 7;
+  CHECK(gpuml_dpc_estimate_dc(y, m, 2, 0.02, &dc3, &opt) == GPUML_OK && dc3 != dc1 &&
+            fabs(dc3 / dc1 - 1) < 0.05,
+        "another seed gives a close but different dc (%g, %g)", dc1, dc3);
+  fit g = fit_alloc(m);
+  st = run_dpc(y, m, 2, dc1, 0, &g, test_backend, NULL);
+  mean = 0;
+  for (int64_t i = 0; i < m; i++) mean += g.rho[i];
+  mean /= m;
+  CHECK(st == GPUML_OK && fabs(mean / (m - 1) - 0.02) < 0.002,
+        "sampled dc gives a neighbour rate of %g", mean / (m - 1));
+  fit_free(&g);
+  free(y);
+
+  /* Duplicates fill the quantile: the smallest positive distance is taken. */
+  double dup[20] = {0};
+  dup[9] = 3;
+  dup[19] = 4;
+  opt = options();
+  CHECK(gpuml_dpc_estimate_dc(dup, 10, 2, 0.02, &dc, &opt) == GPUML_OK && dc == 5,
+        "dc with duplicates %g, expected 5", dc);
+}
+
+static int64_t agreement(const int64_t *a, const int64_t *label, int64_t n, int k) {
+  /* the largest number of points whose cluster matches their label under one mapping
+   * of clusters to labels given by the majority of each cluster */
+  int64_t total = 0;
+  for (int c = 0; c < k; c++) {
+    int64_t counts[16] = {0};
+    for (int64_t i = 0; i < n; i++)
+      if (a[i] == c) counts[label[i]]++;
+    int64_t best = 0;
+    for (int l = 0; l < k; l++)
+      if (counts[l] > best) best = counts[l];
+    total += best;
+  }
+  return total;
+}
+
+static void test_clusters(void) {
+  for (int64_t d = 2; d <= 30; d += 28) {
+    const int64_t n = 1500;
+    const int k = 4;
+    int64_t *label = malloc(sizeof(int64_t) * n);
+    double *x = blobs(n, d, k, 1.0, label);
+    fit f = fit_alloc(n);
+    CHECK(run_dpc(x, n, d, 0, 0, &f, test_backend, NULL) == GPUML_OK, "blobs: %s",
+          gpuml_last_error());
+    int64_t *centres = malloc(sizeof(int64_t) * n), *cluster = malloc(sizeof(int64_t) * n);
+    int64_t nc = 0;
+    gpuml_dpc_selection sel;
+    gpuml_dpc_selection_init(&sel);
+    sel.has_k = 1;
+    sel.k = k;
+    gpuml_status st = gpuml_dpc_clusters(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
+    CHECK(st == GPUML_OK && nc == k, "clusters by k: %s", gpuml_last_error());
+    CHECK(agreement(cluster, label, n, k) == n, "d = %lld: the %d blobs are recovered exactly",
+          (long long)d, k);
+    int ordered = 1, consistent = 1;
+    for (int c = 1; c < nc; c++) ordered &= f.gamma[centres[c - 1]] >= f.gamma[centres[c]];
+    for (int64_t i = 0; i < n; i++)
+      if (centres[cluster[i]] != i) consistent &= cluster[i] == cluster[f.nearest[i]];
+    CHECK(ordered && consistent && cluster[centres[0]] == 0 && f.nearest[centres[0]] == -1,
+          "centres ordered by gamma, the top point first, clusters follow nearest");
+    /* thresholds just below the k-th centre give the same centres */
+    double rmin = INFINITY, dmin = INFINITY;
+    for (int c = 0; c < k; c++) {
+      if (f.rho[centres[c]] < rmin) rmin = f.rho[centres[c]];
+      if (f.delta[centres[c]] < dmin) dmin = f.delta[centres[c]];
+    }
+    gpuml_dpc_selection thr;
+    gpuml_dpc_selection_init(&thr);
+    thr.has_rho = thr.has_delta = 1;
+    thr.rho_min = rmin * 0.999 - 1e-9;
+    thr.delta_min = dmin * 0.999;
+    int64_t *centres2 = malloc(sizeof(int64_t) * n), *cluster2 = malloc(sizeof(int64_t) * n);
+    int64_t nc2 = 0;
+    st = gpuml_dpc_clusters(f.rho, f.delta, f.nearest, n, &thr, centres2, &nc2, cluster2);
+    int same = st == GPUML_OK && nc2 == nc;
+    for (int64_t i = 0; same && i < n; i++) same = cluster[i] == cluster2[i];
+    CHECK(same, "thresholds select the same %d clusters (%lld; %s)", k, (long long)nc2,
+          gpuml_last_error());
+    /* halo: against the definition */
+    int *halo = malloc(sizeof(int) * n);
+    double dc = 0;
+    gpuml_options opt = options();
+    gpuml_dpc_estimate_dc(x, n, d, 0.02, &dc, &opt);
+    opt = options();
+    st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt);
+    double border[16] = {0};
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++)
+        if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
+          double avg = (f.rho[i] + f.rho[j]) / 2;
+          if (avg > border[cluster[i]]) border[cluster[i]] = avg;
+        }
+    int64_t wrong = 0, halos = 0;
+    for (int64_t i = 0; i < n; i++) {
+      wrong += halo[i] != (f.rho[i] < border[cluster[i]]);
+      halos += halo[i];
+    }
+    CHECK(st == GPUML_OK && wrong == 0, "d = %lld halo: %lld wrong, %lld halo points (%s)",
+          (long long)d, (long long)wrong, (long long)halos, gpuml_last_error());
+    free(halo);
+    free(centres2);
+    free(cluster2);
+    free(centres);
+    free(cluster);
+    fit_free(&f);
+    free(label);
+    free(x);
+  }
+  /* Touching blobs: the halo is not empty, and matches the definition on the grid
+   * (d = 2) and by tiles (d = 4). */
+  for (int64_t d = 2; d <= 4; d += 2) {
+    const int64_t n = 900;
+    const double dc = d == 2 ? 2.5 : 5;
+    double *x = blobs(n, d, 3, 4.0, NULL);
+    fit f = fit_alloc(n);
+    run_dpc(x, n, d, dc, 0, &f, test_backend, NULL);
+    int64_t centres[900], cluster[900], nc = 0;
+    gpuml_dpc_selection sel;
+    gpuml_dpc_selection_init(&sel);
+    sel.has_k = 1;
+    sel.k = 3;
+    gpuml_dpc_clusters(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
+    int halo[900];
+    gpuml_options opt = options();
+    gpuml_status st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt);
+    double border[3] = {0};
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++)
+        if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
+          double avg = (f.rho[i] + f.rho[j]) / 2;
+          if (avg > border[cluster[i]]) border[cluster[i]] = avg;
+        }
+    int64_t wrong = 0, halos = 0;
+    for (int64_t i = 0; i < n; i++) {
+      wrong += halo[i] != (f.rho[i] < border[cluster[i]]);
+      halos += halo[i];
+    }
+    CHECK(st == GPUML_OK && wrong == 0 && halos > 0 && halos < n,
+          "touching blobs d = %lld: %lld wrong, %lld halo points", (long long)d, (long long)wrong,
+          (long long)halos);
+    if (test_backend == GPUML_BACKEND_CUDA) {
+      int cpu_halo[900];
+      gpuml_options cpu = options_for(GPUML_BACKEND_CPU);
+      int same = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, cpu_halo, &cpu) == GPUML_OK;
+      for (int64_t i = 0; same && i < n; i++) same = cpu_halo[i] == halo[i];
+      CHECK(same, "halo: GPU vs CPU");
+    }
+    fit_free(&f);
+    free(x);
+  }
+}
+
+static int error_is(gpuml_status st, gpuml_status want, const char *id, const char *text) {
+  return st == want && strcmp(gpuml_last_error_id(), id) == 0 &&
+         strstr(gpuml_last_error(), text) != NULL;
+}
+
+static void test_bad_input(void) {
+  double x[8] = {0, 1, 2, 3, 0, 1, 0, 1}; /* 4 x 2 */
+  double rho[4], delta[4], gamma[4];
+  int64_t nearest[4];
+  gpuml_dpc_params p;
+  gpuml_options opt = options();
+  gpuml_dpc_params_init(&p);
+  p.estimate_dc = 0;
+  p.dc = 0;
+  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badDc", "dc = 0 must be a positive"),
+        "dc = 0: %s", gpuml_last_error());
+  p.dc = -1;
+  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badDc", "dc = -1"),
+        "dc < 0: %s", gpuml_last_error());
+  p.dc = NAN;
+  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badDc", "positive finite"),
+        "dc NaN: %s", gpuml_last_error());
+  p.dc = INFINITY;
+  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badDc", "positive finite"),
+        "dc Inf: %s", gpuml_last_error());
+  gpuml_dpc_params_init(&p);
+  p.neighbor_rate = 1;
+  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badRate", "between 0 and 1"),
+        "rate 1: %s", gpuml_last_error());
+  gpuml_dpc_params_init(&p);
+  p.kernel = (gpuml_dpc_kernel)7;
+  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badKernel", "kernel"),
+        "bad kernel: %s", gpuml_last_error());
+  gpuml_dpc_params_init(&p);
+  CHECK(error_is(gpuml_dpc(x, 1, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badData", "at least 2 points"),
+        "one point: %s", gpuml_last_error());
+  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, NULL, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badOutput", "NULL"),
+        "NULL output: %s", gpuml_last_error());
+  x[5] = NAN;
+  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:nonFinite", "x contains NA/NaN at row 2, column 2"),
+        "NaN: %s", gpuml_last_error());
+  x[5] = 1;
+  double same[8] = {1, 1, 1, 1, 2, 2, 2, 2};
+  CHECK(error_is(gpuml_dpc(same, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+                 "dpc:badData", "identical"),
+        "identical points: %s", gpuml_last_error());
+  p.estimate_dc = 0;
+  p.dc = 1;
+  CHECK(gpuml_dpc(same, 4, 2, &p, rho, delta, nearest, gamma, &opt) == GPUML_OK &&
+            rho[0] == 3 && nearest[0] == -1 && delta[0] == 0 && nearest[3] == 0,
+        "identical points with a given dc");
+
+  /* selections */
+  gpuml_dpc_params_init(&p);
+  p.estimate_dc = 0;
+  p.dc = 1.5;
+  gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt);
+  int64_t centres[4], cluster[4], nc = 0;
+  gpuml_dpc_selection sel;
+  gpuml_dpc_selection_init(&sel);
+  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+                 GPUML_ERR_ARG, "dpc:badSelection", "no selection"),
+        "no selection: %s", gpuml_last_error());
+  sel.has_k = 1;
+  sel.k = 5;
+  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+                 GPUML_ERR_ARG, "dpc:badK", "k = 5 exceeds the 4 points"),
+        "k > n: %s", gpuml_last_error());
+  sel.k = 0;
+  CHECK(error_is(gpuml_dpc_check_selection(&sel, 4), GPUML_ERR_ARG, "dpc:badK",
+                 "k = 0 must be at least 1"),
+        "k = 0: %s", gpuml_last_error());
+  sel.k = -1;
+  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+                 GPUML_ERR_ARG, "dpc:badK", "at least 1"),
+        "k < 0: %s", gpuml_last_error());
+  sel.k = 2;
+  sel.has_rho = 1;
+  sel.rho_min = 1;
+  CHECK(error_is(gpuml_dpc_check_selection(&sel, 4), GPUML_ERR_ARG, "dpc:badSelection",
+                 "not both"),
+        "k and thresholds: %s", gpuml_last_error());
+  sel.has_k = 0;
+  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+                 GPUML_ERR_ARG, "dpc:badSelection", "only rho"),
+        "rho threshold alone: %s", gpuml_last_error());
+  sel.has_delta = 1;
+  sel.delta_min = 1e9;
+  CHECK(gpuml_dpc_check_selection(&sel, 4) == GPUML_OK, "valid thresholds refused");
+  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+                 GPUML_ERR_ARG, "dpc:noCentres", "lower the thresholds"),
+        "thresholds too high: %s", gpuml_last_error());
+  sel.delta_min = INFINITY;
+  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+                 GPUML_ERR_ARG, "dpc:badSelection", "finite"),
+        "infinite threshold: %s", gpuml_last_error());
+  gpuml_dpc_selection_init(&sel);
+  sel.has_k = 1;
+  sel.k = 4;
+  CHECK(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster) == GPUML_OK &&
+            nc == 4,
+        "k = n: every point its own cluster");
+  int64_t bad_nearest[4];
+  memcpy(bad_nearest, nearest, sizeof bad_nearest);
+  bad_nearest[nearest[0] == -1 ? 1 : 0] = -1;
+  CHECK(error_is(gpuml_dpc_clusters(rho, delta, bad_nearest, 4, &sel, centres, &nc, cluster),
+                 GPUML_ERR_ARG, "dpc:badInput", "exactly one point"),
+        "two tops: %s", gpuml_last_error());
+  double bad_rho[4] = {rho[0], rho[1], -1, rho[3]};
+  CHECK(error_is(gpuml_dpc_clusters(bad_rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+                 GPUML_ERR_ARG, "dpc:badInput", "non-negative"),
+        "negative rho: %s", gpuml_last_error());
+  int halo[4];
+  int64_t bad_cluster[4] = {0, 1, 2, 0};
+  CHECK(error_is(gpuml_dpc_halo(x, 4, 2, 1.5, rho, bad_cluster, 2, halo, &opt), GPUML_ERR_ARG,
+                 "dpc:badInput", "point 3 has cluster 3, outside 1 .. 2"),
+        "halo with a bad cluster: %s", gpuml_last_error());
+  CHECK(error_is(gpuml_dpc_halo(x, 4, 2, -2, rho, bad_cluster, 3, halo, &opt), GPUML_ERR_ARG,
+                 "dpc:badDc", "dc = -2"),
+        "halo with dc < 0: %s", gpuml_last_error());
+}
+
+static int64_t last_done, progress_calls, stop_after;
+static int monotone;
+static void record_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
+  (void)ctx;
+  (void)total;
+  if (strncmp(stage, "dpc", 3) != 0) monotone = 0;
+  if (progress_calls > 0 && done <= last_done && strcmp(stage, "dpc rho") == 0 &&
+      last_done != total)
+    monotone = 0;
+  last_done = done;
+  progress_calls++;
+}
+static int interrupt_later(void *ctx) {
+  (void)ctx;
+  return stop_after-- <= 0;
+}
+
+static void test_callbacks(void) {
+  for (int64_t d = 2; d <= 20; d += 18) {
+    const int64_t n = 6000;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n * d; i++) x[i] = uniform();
+    fit f = fit_alloc(n);
+    gpuml_dpc_params p;
+    gpuml_dpc_params_init(&p);
+    gpuml_options opt = options();
+    opt.verbose = 1;
+    opt.progress = record_progress;
+    monotone = 1;
+    progress_calls = 0;
+    gpuml_status st = gpuml_dpc(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt);
+    CHECK(st == GPUML_OK && progress_calls >= 2 && monotone && last_done == n,
+          "d = %lld progress: %lld calls, last %lld (%s)", (long long)d, (long long)progress_calls,
+          (long long)last_done, gpuml_last_error());
+    opt = options();
+    opt.interrupted = interrupt_later;
+    stop_after = 1;
+    st = gpuml_dpc(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt);
+    CHECK(st == GPUML_ERR_INTERRUPTED && strcmp(gpuml_last_error_id(), "interrupted") == 0,
+          "d = %lld interrupted: status %d", (long long)d, st);
+    fit_free(&f);
+    free(x);
+  }
+}
+
+static void test_backend_choice(void) {
+  gpuml_info info;
+  gpuml_backend_info(&info);
+  if (info.device_count > 0) return;
+  double x[6] = {0, 1, 3, 0, 1, 1};
+  double rho[3], delta[3];
+  int64_t nearest[3];
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  opt.backend = GPUML_BACKEND_CUDA;
+  gpuml_status st = gpuml_dpc(x, 3, 2, &p, rho, delta, nearest, NULL, &opt);
+  CHECK(st == GPUML_ERR_NO_CUDA && strcmp(gpuml_last_error_id(), "dpc:noCuda") == 0,
+        "cuda without a device: %d (%s)", st, gpuml_last_error());
+  opt.backend = GPUML_BACKEND_AUTO;
+  CHECK(gpuml_dpc(x, 3, 2, &p, rho, delta, nearest, NULL, &opt) == GPUML_OK &&
+            opt.backend_used == GPUML_BACKEND_CPU,
+        "auto without a device runs on the CPU");
+}
+
+int main(void) {
+  const char *backend = getenv("GPUML_TEST_BACKEND");
+  if (backend && gpuml_parse_backend(backend, &test_backend) != GPUML_OK) {
+    fprintf(stderr, "GPUML_TEST_BACKEND: %s\n", gpuml_last_error());
+    return 2;
+  }
+  const char *precision = getenv("GPUML_TEST_PRECISION");
+  if (precision && gpuml_parse_precision(precision, &test_precision) != GPUML_OK) {
+    fprintf(stderr, "GPUML_TEST_PRECISION: %s\n", gpuml_last_error());
+    return 2;
+  }
+  test_backend_choice();
+  test_bad_input();
+  test_against_reference();
+  test_ties();
+  test_far_peaks();
+  test_dc_estimate();
+  test_clusters();
+  test_callbacks();
+  return check_summary("C");
+}
