@@ -4,18 +4,20 @@
 #   2. the C tests with the CUDA backend: double, single, a 64 MB memory limit, forced
 #      small tiles (reloaded and resident) and the general (radix) selection forced
 #   3. compute-sanitizer memcheck and racecheck on small runs of every path
-#   4. bench/knn_gpu.c (gpuml, C API, host arrays in and out) and bench/knn_torch.py
+#   4. the other algorithms' C benchmarks (bench/*_gpu.c) and their scikit-learn peers
+#   5. bench/knn_gpu.c (gpuml, C API, host arrays in and out) and bench/knn_torch.py
 #      (PyTorch cdist + topk), then a table: case | gpuml ms | torch ms | ratio
+#   6. kNN variants for the bench notes, and a kernel-time breakdown with ncu
 # Environment:
 #   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
-#   GPU_RUN_STEPS="build tests sanitize bench"   run only these steps (default: all)
+#   GPU_RUN_STEPS="build tests sanitize algos bench variants"   only these steps
 # When the machine has no BLAS, source tools/gpu-r-env.sh first: its portable R brings
 # Debian's BLAS/LAPACK and puts them on the linker's path.
 # Logs go to $OUT (when set) or build/gpu-run. The last line says whether all passed.
 set -u
 LOG=${OUT:-build/gpu-run}
 mkdir -p "$LOG"
-STEPS=${GPU_RUN_STEPS:-build tests sanitize bench variants}
+STEPS=${GPU_RUN_STEPS:-build tests sanitize algos bench variants}
 T0=$(date +%s)
 failures=0
 step() { echo; echo "== $* [$(($(date +%s) - T0)) s]"; }
@@ -45,11 +47,14 @@ if want build; then
   CUDA_INC="$(dirname "$(dirname "$(sed -n 's/^NVCC = //p' Makefile)")")/include"
   LIBS="$(sed -n 's/^LAPACK_LIBS = //p' Makefile) $(sed -n 's/^BLAS_LIBS = //p' Makefile) $(sed -n 's/^CUDA_LIBS = //p' Makefile)"
   mkdir -p build/bench
-  if ! gcc -O2 -std=c11 -fopenmp -Icore/include -I"$CUDA_INC" bench/knn_gpu.c build/libgpuml.a \
-      $LIBS -lm -o build/bench/knn_gpu > "$LOG/bench-build.log" 2>&1; then
-    cat "$LOG/bench-build.log"
-    fail "building bench/knn_gpu.c"
-  fi
+  for src in bench/*_gpu.c; do
+    prog=$(basename "$src" .c)
+    if ! gcc -O2 -std=c11 -fopenmp -Icore/include -I"$CUDA_INC" "$src" build/libgpuml.a \
+        $LIBS -lm -o "build/bench/$prog" > "$LOG/build-$prog.log" 2>&1; then
+      cat "$LOG/build-$prog.log"
+      fail "building $src"
+    fi
+  done
 fi
 
 run_tests() {  # test program, label, then VAR=value settings
@@ -137,6 +142,38 @@ if want sanitize; then
       fi
     done
   fi
+fi
+
+if want sanitize; then
+  step "compute-sanitizer on the other algorithms' small runs (each checked against the CPU)"
+  for prog in dpc_gpu tsne_gpu gmm_gpu; do
+    [ -x "build/bench/$prog" ] && [ -n "$CS" ] || continue
+    for tool in memcheck racecheck; do
+      f="$LOG/sanitize-$prog-$tool.log"
+      t1=$(date +%s)
+      "$CS" --tool "$tool" --error-exitcode 99 "./build/bench/$prog" --sanitize > "$f" 2>&1
+      rc=$?
+      echo "$prog $tool: rc $rc, $(($(date +%s) - t1)) s, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -n 1)"
+      [ "$rc" = 0 ] || { grep -E '=========|FAIL|differ' "$f" | head -n 20; fail "compute-sanitizer $prog $tool"; }
+    done
+  done
+fi
+
+if want algos; then
+  step "density peaks, t-SNE, Gaussian mixtures: benchmarks through the C API"
+  for prog in dpc_gpu tsne_gpu gmm_gpu; do
+    [ -x "build/bench/$prog" ] || continue
+    echo "-- $prog"
+    "./build/bench/$prog" > "$LOG/bench-$prog.log" 2>&1 || fail "bench $prog"
+    grep -E '^RESULT|differ|agree|FAIL|ceiling' "$LOG/bench-$prog.log" | head -n 40
+  done
+  step "scikit-learn on this machine's cores"
+  for py in bench/tsne_sklearn.py bench/gmm_sklearn.py; do
+    [ -f "$py" ] || continue
+    echo "-- $py"
+    PYTHONUNBUFFERED=1 timeout "${SKLEARN_TIMEOUT:-240}" python3 "$py" > "$LOG/$(basename "$py" .py).log" 2>&1
+    grep -E '^RESULT|rror' "$LOG/$(basename "$py" .py).log" | head -n 20
+  done
 fi
 
 if want bench; then
