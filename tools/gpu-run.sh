@@ -82,6 +82,8 @@ if want tests; then
   #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
   run_tests test_core double GPUML_TEST_PRECISION=double
   run_tests test_core single GPUML_TEST_PRECISION=single
+  # GPU_RUN_KNN_CONFIGS=0: kNN in the two precisions only (the other programs all run).
+  [ "${GPU_RUN_KNN_CONFIGS:-1}" = 0 ] || {
   run_tests test_core double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_core single-64M GPUML_TEST_PRECISION=single GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_core double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300
@@ -95,6 +97,7 @@ if want tests; then
   run_tests test_core single-sgemm GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SPLIT=0
   run_tests test_core double-general GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SELECT=general
   run_tests test_core single-general-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SELECT=general GPUML_CUDA_TILE=257
+  }
   # The other algorithms' programs: both precisions, and a small memory limit.
   for t in build/tests/test_*; do
     prog=$(basename "$t")
@@ -102,6 +105,7 @@ if want tests; then
     run_tests "$prog" double GPUML_TEST_PRECISION=double
     run_tests "$prog" single GPUML_TEST_PRECISION=single
     run_tests "$prog" double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
+    run_tests "$prog" double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300
   done
 fi
 
