@@ -342,10 +342,20 @@ static void test_bic(void) {
     CHECK(rel_diff(f.bic[2], want) < 1e-12, "BIC of the chosen model matches its loglik");
     const int64_t three = 3;
     fit_t one = fit(x, n, d, &three, 1, GPUML_GMM_FULL, 5);
-    CHECK(one.status == GPUML_OK && one.model.loglik == f.model.loglik &&
-              memcmp(one.model.means, f.model.means, sizeof(double) * d * 3) == 0 &&
-              memcmp(one.z, f.z, sizeof(double) * n * 3) == 0,
-          "G = 3 alone gives the same fit as within 1:6");
+    if (test_backend == GPUML_BACKEND_CPU) {
+      CHECK(one.status == GPUML_OK && one.model.loglik == f.model.loglik &&
+                memcmp(one.model.means, f.model.means, sizeof(double) * d * 3) == 0 &&
+                memcmp(one.z, f.z, sizeof(double) * n * 3) == 0,
+            "G = 3 alone gives the same fit as within 1:6");
+    } else {
+      /* On the GPU the work buffers are sized for the largest G of the call, and cuBLAS
+       * may pick other kernels for other shapes: the same fit, up to rounding. */
+      int same_classes = one.status == GPUML_OK;
+      for (int64_t i = 0; same_classes && i < n; i++) same_classes = one.cls[i] == f.cls[i];
+      CHECK(one.status == GPUML_OK && rel_diff(one.model.loglik, f.model.loglik) < 1e-10 &&
+                same_classes,
+            "G = 3 alone gives the same fit as within 1:6 (to rounding on the GPU)");
+    }
     fit_free(&one);
   }
   fit_free(&f);
