@@ -6,8 +6,9 @@
 //  - The data are centred on their column means once (in place on the device), which
 //    keeps the products below free of the offset's cancellation.
 //  - E-step, full covariances: Y = X [U_1 ... U_K] for a tile of rows in one cuBLAS
-//    GEMM (U_k the inverse upper Cholesky factor), then one thread per row forms
-//    |y_k - mu_k U_k|^2, the log-sum-exp and the responsibilities. Diagonal and
+//    GEMM (U_k the inverse upper Cholesky factor), then one kernel forms
+//    |y_k - mu_k U_k|^2 (a thread per row and component), the log-sum-exp and the
+//    responsibilities (a thread per row). Diagonal and
 //    spherical covariances: one kernel, no GEMM.
 //  - M-step: component sizes and sums X'Z by fixed row chunks (batched GEMM) reduced in
 //    chunk order; the scatter of each component about its new mean from
@@ -123,23 +124,33 @@ __device__ __forceinline__ void normalise_row(double *z, int64_t ldz, int64_t K,
   *logdens = top + log(sum);
 }
 
-// Full covariances: Y (rn x dK, ld rn) = X U for the tile.
+// Full covariances: Y (rn x dK, ld rn) = X U for the tile. A block takes kEstepRows
+// rows; its warps share out the components (lane = row, so that the loads of Y are
+// coalesced), which keeps enough loads in flight to stream Y at the memory's rate (one
+// thread per row left most of the GPU idle). The log-probabilities go to z; after the
+// barrier the first warp turns its rows into responsibilities.
+constexpr int kEstepRows = 32;
 __global__ void estep_full_kernel(const double *__restrict__ Y, int64_t rn, int64_t d, int64_t K,
                                   const double *__restrict__ m, const double *__restrict__ c,
                                   double *__restrict__ z, int64_t ldz,
                                   double *__restrict__ logdens) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rn;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    double top = -HUGE_VAL;
-    for (int64_t k = 0; k < K; k++) {
+  const int64_t i = (int64_t)blockIdx.x * kEstepRows + threadIdx.x;
+  const int64_t warps = blockDim.y;
+  if (i < rn)
+    for (int64_t k = threadIdx.y; k < K; k += warps) {
       const double *y = Y + i + k * d * rn, *mk = m + k * d;
       double s = 0;
       for (int64_t j = 0; j < d; j++) {
         const double t = y[j * rn] - mk[j];
         s += t * t;
       }
-      const double lp = c[k] - 0.5 * s;
-      z[i + k * ldz] = lp;
+      z[i + k * ldz] = c[k] - 0.5 * s;
+    }
+  __syncthreads();  // z of the block's rows, written by all its warps, is visible now
+  if (threadIdx.y == 0 && i < rn) {
+    double top = -HUGE_VAL;
+    for (int64_t k = 0; k < K; k++) {
+      const double lp = z[i + k * ldz];
       top = lp > top ? lp : top;
     }
     normalise_row(z + i, ldz, K, top, logdens + i);
@@ -560,7 +571,8 @@ struct Gmm {
                                           (int)(d * K), (int)d, &one, X, (int)ldx, U, (int)d,
                                           &zero, Y, (int)rn),
                               "cublasDgemm (E-step)"));
-        estep_full_kernel<<<blocks_for(rn), kThreads, 0, ctx.stream()>>>(
+        estep_full_kernel<<<(unsigned)ceil_div(rn, kEstepRows),
+                            dim3(kEstepRows, kThreads / kEstepRows), 0, ctx.stream()>>>(
             Y, rn, d, K, m, c, z + r0, n, logdens + r0);
       } else {
         estep_diag_kernel<<<blocks_for(rn), kThreads, 0, ctx.stream()>>>(
