@@ -210,20 +210,24 @@ __global__ void means_kernel(const double *__restrict__ sums, const double *__re
 }
 
 // W in chunks: W[((k nq + q) d + j) chunk + l] = sqrt(z_ik) (x_ij - mu_jk) for the row
-// i = q chunk + l of the tile, 0 past its rn rows.
+// i = q chunk + l of the tile, 0 past its rn rows. A thread per (l, k nq + q) walks the
+// d columns: the square root once per row and component, no index division per value.
 __global__ void scatter_rows_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn,
                                     const double *__restrict__ z, int64_t ldz,
                                     const double *__restrict__ mu, int64_t d, int64_t K,
                                     int64_t nq, int64_t chunk, double *__restrict__ W) {
-  const int64_t count = K * nq * d * chunk;
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count;
-       e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t l = e % chunk;
-    int64_t t = e / chunk;
-    const int64_t j = t % d;
-    t /= d;
-    const int64_t q = t % nq, k = t / nq, i = q * chunk + l;
-    W[e] = i < rn ? sqrt(z[i + k * ldz]) * (X[i + j * ldx] - mu[j + k * d]) : 0.0;
+  const int64_t l = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (l >= chunk) return;
+  for (int64_t b = blockIdx.y; b < K * nq; b += gridDim.y) {
+    const int64_t k = b / nq, i = (b % nq) * chunk + l;
+    double *w = W + b * d * chunk + l;
+    if (i < rn) {
+      const double s = sqrt(z[i + k * ldz]);
+      const double *x = X + i, *muk = mu + k * d;
+      for (int64_t j = 0; j < d; j++) w[j * chunk] = s * (x[j * ldx] - muk[j]);
+    } else {
+      for (int64_t j = 0; j < d; j++) w[j * chunk] = 0.0;
+    }
   }
 }
 
@@ -624,8 +628,11 @@ struct Gmm {
       GM_TRY(rows(r0, rn, &X, &ldx));
       if (full) {
         const int64_t parts = ceil_div(rn, chunk);
-        scatter_rows_kernel<<<blocks_for(K * parts * d * chunk), kThreads, 0, ctx.stream()>>>(
-            X, ldx, rn, z + r0, n, mu, d, K, parts, chunk, Y);
+        const int64_t batches = K * parts;
+        scatter_rows_kernel<<<dim3(grid_1d(chunk, kThreads),
+                                   (unsigned)(batches < 65535 ? batches : 65535)),
+                              kThreads, 0, ctx.stream()>>>(X, ldx, rn, z + r0, n, mu, d, K,
+                                                           parts, chunk, Y);
         GM_TRY(ctx.launched("weighted centred rows"));
         GM_TRY(ctx.check_blas(
             cublasDgemmStridedBatched(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)d, (int)d,
