@@ -34,7 +34,8 @@ constexpr int kParts = 128;  // first-stage blocks of a column sum (fixed, for d
 constexpr double kLog2Pi = 1.8378770664093454836;
 constexpr size_t kTileBytes = (size_t)256 << 20;  // the E-step's Y tile, the M-step's W
 constexpr int64_t kMinTile = 256;
-// Batched-GEMM blocks wanted in the M-step's scatter (about two per SM of an H100).
+// Batched-GEMM blocks wanted in the M-step's scatter: at most two per SM of an H100 or
+// H200 (132 SMs), since a few blocks past a whole wave would double the GEMM's time.
 constexpr int64_t kScatterBlocks = 264;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -382,7 +383,7 @@ struct Gmm {
       resident = res != 0;
       const size_t base = fixed + (resident ? (size_t)n * (size_t)d * 8 : 0);
       for (int64_t rows = cap; rows >= 1; rows = rows > 1 ? rows / 2 : 0) {
-        int64_t parts = full ? ceil_div(kScatterBlocks, per_block) : 1;
+        int64_t parts = full ? kScatterBlocks / per_block : 1;  // rounded down: see above
         if (parts > ceil_div(rows, kMinTile)) parts = ceil_div(rows, kMinTile);
         if (parts < 1) parts = 1;
         const int64_t ch = ceil_div(rows, parts);
