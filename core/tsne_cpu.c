@@ -1,0 +1,517 @@
+/* The t-SNE optimiser on the CPU: gradient descent with momentum and gains on the
+ * sparse P, the repulsion exact (all pairs, row by row) or by FFT-accelerated
+ * interpolation (Linderman et al. 2019). Every sum has a fixed order (per row, then
+ * rows in index order; FFT lines are independent), so the result does not depend on
+ * the number of threads. kernels/tsne.cu does the same steps on the GPU. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tsne.h"
+
+typedef struct {
+  const gm_csr *P;
+  int64_t n;
+  int dims, threads;
+  gpuml_tsne_method method;
+  double *attr, *rep, *zrow; /* n x dims, n x dims, n */
+  /* FFT method: the grid of the last gm_tsne_grid_boxes() choice */
+  int boxes, size;
+  gm_fft fft;
+  double *grid;    /* (dims + 2) / 2 rounded up complex grids of size^dims, interleaved */
+  double *kernel;  /* complex size^dims: the kernel, then its spectrum */
+  double *scratch; /* threads x 2 size */
+  int32_t *box;    /* n: each point's box */
+  double *weight;  /* n x dims x GM_TSNE_NODES interpolation weights */
+  int64_t *start, *order; /* boxes^dims + 1 offsets, n points sorted by box */
+  int64_t box_cap;
+  size_t grid_cap;
+} cpu_state;
+
+static int64_t ipow(int64_t b, int e) {
+  int64_t r = 1;
+  while (e-- > 0) r *= b;
+  return r;
+}
+
+static void state_free(cpu_state *s) {
+  free(s->attr);
+  free(s->rep);
+  free(s->zrow);
+  gm_fft_free(&s->fft);
+  free(s->grid);
+  free(s->kernel);
+  free(s->scratch);
+  free(s->box);
+  free(s->weight);
+  free(s->start);
+  free(s->order);
+}
+
+static gpuml_status nomem(const char *what, double bytes) {
+  return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for %s", bytes / 1e6,
+                 what);
+}
+
+static gpuml_status state_init(cpu_state *s, const gm_csr *P, int64_t n, int dims,
+                               gpuml_tsne_method method, const gpuml_options *opt) {
+  memset(s, 0, sizeof *s);
+  s->P = P;
+  s->n = n;
+  s->dims = dims;
+  s->method = method;
+  s->threads = gm_threads(opt);
+  s->attr = gm_alloc((size_t)n * dims, sizeof *s->attr);
+  s->rep = gm_alloc((size_t)n * dims, sizeof *s->rep);
+  s->zrow = gm_alloc((size_t)n, sizeof *s->zrow);
+  if (!s->attr || !s->rep || !s->zrow) return nomem("the gradient", (double)n * (2 * dims + 1) * 8);
+  if (method == GPUML_TSNE_FFT) {
+    s->box = gm_alloc((size_t)n, sizeof *s->box);
+    s->weight = gm_alloc((size_t)n * dims * GM_TSNE_NODES, sizeof *s->weight);
+    s->order = gm_alloc((size_t)n, sizeof *s->order);
+    if (!s->box || !s->weight || !s->order)
+      return nomem("the interpolation weights", (double)n * (dims * GM_TSNE_NODES + 2) * 8);
+  }
+  return GPUML_OK;
+}
+
+/* Makes the FFT buffers fit `boxes` boxes per dimension. */
+static gpuml_status use_grid(cpu_state *s, int boxes) {
+  const int size = gm_tsne_fft_size(boxes);
+  const size_t cells = (size_t)ipow(size, s->dims);
+  const int grids = (s->dims + 3) / 2;
+  const int64_t nbox = ipow(boxes, s->dims);
+  s->boxes = boxes;
+  if (size != s->size) {
+    gm_fft_free(&s->fft);
+    s->size = 0;
+    GM_TSNE_TRY(gm_fft_init(&s->fft, size));
+    s->size = size;
+    free(s->scratch);
+    s->scratch = gm_alloc((size_t)s->threads * 2 * (size_t)size, sizeof *s->scratch);
+    if (!s->scratch) return nomem("FFT lines", (double)s->threads * 16 * size);
+  }
+  if (cells > s->grid_cap) {
+    free(s->grid);
+    free(s->kernel);
+    s->grid_cap = 0;
+    s->grid = gm_alloc((size_t)grids * 2 * cells, sizeof *s->grid);
+    s->kernel = gm_alloc(2 * cells, sizeof *s->kernel);
+    if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + 1) * 16 * cells);
+    s->grid_cap = cells;
+  }
+  if (nbox > s->box_cap) {
+    free(s->start);
+    s->box_cap = 0;
+    s->start = gm_alloc((size_t)nbox + 1, sizeof *s->start);
+    if (!s->start) return nomem("the boxes", (double)nbox * 8);
+    s->box_cap = nbox;
+  }
+  return GPUML_OK;
+}
+
+static double spread_of(const double *y, int64_t count) {
+  double lo = y[0], hi = y[0];
+  for (int64_t e = 1; e < count; e++) {
+    lo = y[e] < lo ? y[e] : lo;
+    hi = y[e] > hi ? y[e] : hi;
+  }
+  return hi - lo;
+}
+
+/* ---- exact repulsion: zrow[i] = sum_{j != i} w_ij, rep[i] = sum_j w_ij^2 (y_i - y_j) ---- */
+
+static inline void exact_row(const double *y, int64_t n, int D, int64_t i, int64_t j0,
+                             int64_t j1, double *z, double *r) {
+  double zs = 0, r0 = 0, r1 = 0, r2 = 0;
+  const double a0 = y[i], a1 = D > 1 ? y[i + n] : 0, a2 = D > 2 ? y[i + 2 * n] : 0;
+  const double *y0 = y, *y1 = y + n, *y2 = y + 2 * n;
+  if (D == 1) {
+#pragma omp simd reduction(+ : zs, r0)
+    for (int64_t j = j0; j < j1; j++) {
+      const double d0 = a0 - y0[j], w = 1.0 / (1.0 + d0 * d0), w2 = w * w;
+      zs += w;
+      r0 += w2 * d0;
+    }
+  } else if (D == 2) {
+#pragma omp simd reduction(+ : zs, r0, r1)
+    for (int64_t j = j0; j < j1; j++) {
+      const double d0 = a0 - y0[j], d1 = a1 - y1[j];
+      const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;
+      zs += w;
+      r0 += w2 * d0;
+      r1 += w2 * d1;
+    }
+  } else {
+#pragma omp simd reduction(+ : zs, r0, r1, r2)
+    for (int64_t j = j0; j < j1; j++) {
+      const double d0 = a0 - y0[j], d1 = a1 - y1[j], d2 = a2 - y2[j];
+      const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1 + d2 * d2), w2 = w * w;
+      zs += w;
+      r0 += w2 * d0;
+      r1 += w2 * d1;
+      r2 += w2 * d2;
+    }
+  }
+  *z += zs;
+  r[0] += r0;
+  r[1] += r1;
+  r[2] += r2;
+}
+
+static void exact_repulsion(cpu_state *s, const double *y) {
+  const int64_t n = s->n;
+  const int D = s->dims;
+#pragma omp parallel for schedule(static, 64) num_threads(s->threads)
+  for (int64_t i = 0; i < n; i++) {
+    double z = 0, r[3] = {0, 0, 0};
+    exact_row(y, n, D, i, 0, i, &z, r);
+    exact_row(y, n, D, i, i + 1, n, &z, r);
+    s->zrow[i] = z;
+    for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
+  }
+}
+
+/* ---- FFT repulsion ---------------------------------------------------------------- */
+
+/* The node (k_0, k_1, k_2) of a box, numbered 0 .. 3^dims - 1. */
+static inline void node_coords(int D, int node, int *k) {
+  for (int d = 0; d < D; d++) {
+    k[d] = node % GM_TSNE_NODES;
+    node /= GM_TSNE_NODES;
+  }
+}
+
+/* ... and its interpolation weight for a point with weights w (dims x NODES). */
+static inline double node_weight(const double *w, int D, int node, int *k) {
+  node_coords(D, node, k);
+  double v = 1;
+  for (int d = 0; d < D; d++) v *= w[d * GM_TSNE_NODES + k[d]];
+  return v;
+}
+
+static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
+  const int64_t n = s->n;
+  const int D = s->dims, C = D + 2, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
+  const int nodes = (int)ipow(GM_TSNE_NODES, D);
+  const int64_t nbox = ipow(B, D), cells = ipow(size, D);
+  double lo = y[0], hi = y[0];
+  for (int64_t e = 1; e < n * D; e++) {
+    lo = y[e] < lo ? y[e] : lo;
+    hi = y[e] > hi ? y[e] : hi;
+  }
+  double width = (hi - lo) / B;
+  if (!(width > 0)) width = 1;
+
+#pragma omp parallel for schedule(static) num_threads(s->threads)
+  for (int64_t i = 0; i < n; i++) {
+    int64_t lin = 0, mul = 1;
+    for (int d = 0; d < D; d++) {
+      double t;
+      const int b = gm_tsne_box_of(y[i + d * n], lo, width, B, &t);
+      gm_tsne_lagrange(t, s->weight + ((size_t)i * D + d) * GM_TSNE_NODES);
+      lin += b * mul;
+      mul *= B;
+    }
+    s->box[i] = (int32_t)lin;
+  }
+  /* Points sorted by box (counting sort, stable): each box's nodes get their sums
+   * from its own points in index order. */
+  memset(s->start, 0, sizeof *s->start * ((size_t)nbox + 1));
+  for (int64_t i = 0; i < n; i++) s->start[s->box[i] + 1]++;
+  for (int64_t b = 0; b < nbox; b++) s->start[b + 1] += s->start[b];
+  for (int64_t i = 0; i < n; i++) s->order[s->start[s->box[i]]++] = i;
+  for (int64_t b = nbox; b > 0; b--) s->start[b] = s->start[b - 1];
+  s->start[0] = 0;
+
+  const int grids = (C + 1) / 2;
+  memset(s->grid, 0, sizeof *s->grid * 2 * (size_t)cells * grids);
+#pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads)
+  for (int64_t b = 0; b < nbox; b++) {
+    if (s->start[b] == s->start[b + 1]) continue;
+    double acc[27][5];
+    memset(acc, 0, sizeof acc);
+    for (int64_t at = s->start[b]; at < s->start[b + 1]; at++) {
+      const int64_t i = s->order[at];
+      double q[5], sq = 0;
+      q[0] = 1;
+      for (int d = 0; d < D; d++) {
+        q[1 + d] = y[i + d * n];
+        sq += q[1 + d] * q[1 + d];
+      }
+      q[D + 1] = sq;
+      const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
+      for (int node = 0; node < nodes; node++) {
+        int k[3];
+        const double v = node_weight(w, D, node, k);
+        for (int c = 0; c < C; c++) acc[node][c] += v * q[c];
+      }
+    }
+    for (int node = 0; node < nodes; node++) {
+      int k[3];
+      node_coords(D, node, k);
+      int64_t cell = 0, scale = 1, rest = b;
+      for (int d = 0; d < D; d++) {
+        const int64_t g = (rest % B) * GM_TSNE_NODES + k[d];
+        rest /= B;
+        cell += g * scale;
+        scale *= size;
+      }
+      for (int c = 0; c < C; c++) s->grid[(size_t)(c / 2) * 2 * cells + 2 * cell + (c & 1)] = acc[node][c];
+    }
+  }
+
+  /* The kernel on the node offsets, embedded in a circulant grid of size^dims. */
+  const double spacing = width / GM_TSNE_NODES;
+#pragma omp parallel for schedule(static) num_threads(s->threads)
+  for (int64_t cell = 0; cell < cells; cell++) {
+    int64_t rest = cell;
+    double r2 = 0;
+    int inside = 1;
+    for (int d = 0; d < D; d++) {
+      const int64_t g = rest % size;
+      rest /= size;
+      int64_t off = g < N ? g : (g > size - N ? size - g : -1);
+      if (off < 0) inside = 0;
+      r2 += (off * spacing) * (off * spacing);
+    }
+    s->kernel[2 * cell] = inside ? gm_tsne_kernel2(r2) : 0;
+    s->kernel[2 * cell + 1] = 0;
+  }
+  gm_fft_grid(&s->fft, s->kernel, D, size, 0, s->threads, s->scratch);
+  const double norm = 1.0 / (double)cells;
+  for (int g = 0; g < grids; g++) {
+    double *grid = s->grid + (size_t)g * 2 * cells;
+    gm_fft_grid(&s->fft, grid, D, N, 0, s->threads, s->scratch);
+#pragma omp parallel for schedule(static) num_threads(s->threads)
+    for (int64_t cell = 0; cell < cells; cell++) {
+      const double kr = s->kernel[2 * cell] * norm;
+      grid[2 * cell] *= kr;
+      grid[2 * cell + 1] *= kr;
+    }
+    gm_fft_grid(&s->fft, grid, D, N, 1, s->threads, s->scratch);
+  }
+
+  /* Potentials at the points, then Z's terms and the repulsion. */
+#pragma omp parallel for schedule(static) num_threads(s->threads)
+  for (int64_t i = 0; i < n; i++) {
+    double phi[5] = {0, 0, 0, 0, 0};
+    const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
+    int64_t rest = s->box[i];
+    int64_t base[3];
+    for (int d = 0; d < D; d++) {
+      base[d] = (rest % B) * GM_TSNE_NODES;
+      rest /= B;
+    }
+    for (int node = 0; node < nodes; node++) {
+      int k[3];
+      const double v = node_weight(w, D, node, k);
+      int64_t cell = 0, scale = 1;
+      for (int d = 0; d < D; d++) {
+        cell += (base[d] + k[d]) * scale;
+        scale *= size;
+      }
+      for (int c = 0; c < C; c++) phi[c] += v * s->grid[(size_t)(c / 2) * 2 * cells + 2 * cell + (c & 1)];
+    }
+    double sq = 0, dot = 0;
+    for (int d = 0; d < D; d++) {
+      const double yd = y[i + d * n];
+      sq += yd * yd;
+      dot += yd * phi[1 + d];
+      s->rep[i + d * n] = yd * phi[0] - phi[1 + d];
+    }
+    s->zrow[i] = (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
+  }
+  return GPUML_OK;
+}
+
+/* Z from the rows, in index order. The FFT sums include each point with itself. */
+static gpuml_status normaliser(cpu_state *s, const double *y, double *z) {
+  if (s->method == GPUML_TSNE_FFT) {
+    GM_TSNE_TRY(fft_repulsion(s, y));
+  } else {
+    exact_repulsion(s, y);
+  }
+  double total = 0;
+  for (int64_t i = 0; i < s->n; i++) total += s->zrow[i];
+  if (s->method == GPUML_TSNE_FFT) total -= (double)s->n;
+  if (!(total > 0) || !isfinite(total))
+    return gm_fail(GPUML_ERR_NUMERIC, "tsne:numeric",
+                   "the t-SNE normaliser Z became %g: the embedding diverged; try a smaller learning_rate",
+                   total);
+  *z = total;
+  return GPUML_OK;
+}
+
+static void attraction(cpu_state *s, const double *y) {
+  const gm_csr *P = s->P;
+  const int64_t n = s->n;
+  const int D = s->dims;
+#pragma omp parallel for schedule(static, 256) num_threads(s->threads)
+  for (int64_t i = 0; i < n; i++) {
+    double a[3] = {0, 0, 0};
+    for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
+      const int64_t j = P->col[e];
+      double diff[3], r2 = 0;
+      for (int d = 0; d < D; d++) {
+        diff[d] = y[i + d * n] - y[j + d * n];
+        r2 += diff[d] * diff[d];
+      }
+      const double pw = P->val[e] / (1.0 + r2);
+      for (int d = 0; d < D; d++) a[d] += pw * diff[d];
+    }
+    for (int d = 0; d < D; d++) s->attr[i + d * n] = a[d];
+  }
+}
+
+static gpuml_status gradient(cpu_state *s, const double *y, double exaggeration, double *grad,
+                             double *z_out) {
+  double z;
+  GM_TSNE_TRY(normaliser(s, y, &z));
+  attraction(s, y);
+  const int64_t count = s->n * s->dims;
+  const double inv_z = 1.0 / z;
+  for (int64_t e = 0; e < count; e++) grad[e] = exaggeration * s->attr[e] - s->rep[e] * inv_z;
+  if (z_out) *z_out = z;
+  return GPUML_OK;
+}
+
+/* KL(P || Q) = sum p log p + sum p log(1 + d^2) + (sum p) log Z. */
+static gpuml_status kl_divergence(cpu_state *s, const double *y, double plogp, double psum,
+                                  double *kl) {
+  double z;
+  GM_TSNE_TRY(normaliser(s, y, &z));
+  const gm_csr *P = s->P;
+  const int64_t n = s->n;
+  const int D = s->dims;
+#pragma omp parallel for schedule(static, 256) num_threads(s->threads)
+  for (int64_t i = 0; i < n; i++) {
+    double sum = 0;
+    for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
+      const int64_t j = P->col[e];
+      double r2 = 0;
+      for (int d = 0; d < D; d++) {
+        const double diff = y[i + d * n] - y[j + d * n];
+        r2 += diff * diff;
+      }
+      sum += P->val[e] * log1p(r2);
+    }
+    s->zrow[i] = sum;
+  }
+  double total = 0;
+  for (int64_t i = 0; i < n; i++) total += s->zrow[i];
+  *kl = plogp + total + psum * log(z);
+  return GPUML_OK;
+}
+
+static void p_sums(const gm_csr *P, double *plogp, double *psum) {
+  double a = 0, b = 0;
+  for (int64_t e = 0; e < P->nnz; e++) {
+    b += P->val[e];
+    if (P->val[e] > 0) a += P->val[e] * log(P->val[e]);
+  }
+  *plogp = a;
+  *psum = b;
+}
+
+static int sign_of(double v) { return (v > 0) - (v < 0); }
+
+gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, double *y,
+                                  double *itercosts, gpuml_tsne_result *result,
+                                  const gpuml_options *opt) {
+  const int64_t n = run->n;
+  const int D = run->dims;
+  const int64_t count = n * D;
+  cpu_state s;
+  gpuml_status st = state_init(&s, P, n, D, run->method, opt);
+  double *grad = gm_alloc((size_t)count, sizeof *grad);
+  double *uy = gm_alloc((size_t)count, sizeof *uy);
+  double *gains = gm_alloc((size_t)count, sizeof *gains);
+  if (!st && (!grad || !uy || !gains)) st = nomem("the optimiser", (double)count * 24);
+  if (st) goto done;
+  for (int64_t e = 0; e < count; e++) {
+    uy[e] = 0;
+    gains[e] = 1;
+  }
+  double plogp, psum;
+  p_sums(P, &plogp, &psum);
+  const double max_step2 = run->max_step_norm * run->max_step_norm;
+  int cost_at = 0;
+  for (int it = 0; it < run->max_iter; it++) {
+    if (run->method == GPUML_TSNE_FFT && it % GM_TSNE_GRID_EVERY == 0)
+      if ((st = use_grid(&s, gm_tsne_grid_boxes(spread_of(y, count), D)))) goto done;
+    const double exaggeration = it < run->stop_lying_iter ? run->exaggeration : 1.0;
+    const double momentum = it < run->mom_switch_iter ? run->momentum : run->final_momentum;
+    if ((st = gradient(&s, y, exaggeration, grad, NULL))) goto done;
+#pragma omp parallel for schedule(static) num_threads(s.threads)
+    for (int64_t i = 0; i < n; i++) {
+      double step2 = 0;
+      for (int d = 0; d < D; d++) {
+        const int64_t e = i + d * n;
+        double gain = sign_of(grad[e]) != sign_of(uy[e]) ? gains[e] + 0.2 : gains[e] * 0.8;
+        if (gain < 0.01) gain = 0.01;
+        gains[e] = gain;
+        uy[e] = momentum * uy[e] - run->learning_rate * gain * grad[e];
+        step2 += uy[e] * uy[e];
+      }
+      if (run->max_step_norm > 0 && step2 > max_step2) {
+        const double scale = run->max_step_norm / sqrt(step2);
+        for (int d = 0; d < D; d++) uy[i + d * n] *= scale;
+      }
+      for (int d = 0; d < D; d++) y[i + d * n] += uy[i + d * n];
+    }
+    for (int d = 0; d < D; d++) {
+      double mean = 0;
+      for (int64_t i = 0; i < n; i++) mean += y[i + d * n];
+      mean /= (double)n;
+      for (int64_t i = 0; i < n; i++) y[i + d * n] -= mean;
+    }
+    if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter) {
+      double kl;
+      if ((st = kl_divergence(&s, y, plogp, psum, &kl))) goto done;
+      if (itercosts) itercosts[cost_at] = kl;
+      cost_at++;
+      if (result) {
+        result->kl = kl;
+        result->iterations_done = it + 1;
+      }
+      gm_progress(opt, "tsne", it + 1, run->max_iter);
+    }
+    if (gm_interrupted(opt)) {
+      st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d",
+                   it + 1);
+      goto done;
+    }
+  }
+done:
+  state_free(&s);
+  free(grad);
+  free(uy);
+  free(gains);
+  return st;
+}
+
+gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
+                                  gpuml_tsne_method method, int boxes, double exaggeration,
+                                  double *grad, double *z, const gpuml_options *opt) {
+  cpu_state s;
+  gpuml_status st = state_init(&s, P, n, dims, method, opt);
+  if (!st && method == GPUML_TSNE_FFT)
+    st = use_grid(&s, boxes > 0 ? boxes : gm_tsne_grid_boxes(spread_of(y, n * dims), dims));
+  if (!st) st = gradient(&s, y, exaggeration, grad, z);
+  state_free(&s);
+  return st;
+}
+
+gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
+                            gpuml_tsne_method method, int boxes, double *kl,
+                            const gpuml_options *opt) {
+  cpu_state s;
+  gpuml_status st = state_init(&s, P, n, dims, method, opt);
+  if (!st && method == GPUML_TSNE_FFT)
+    st = use_grid(&s, boxes > 0 ? boxes : gm_tsne_grid_boxes(spread_of(y, n * dims), dims));
+  double plogp, psum;
+  p_sums(P, &plogp, &psum);
+  if (!st) st = kl_divergence(&s, y, plogp, psum, kl);
+  state_free(&s);
+  return st;
+}
