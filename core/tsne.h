@@ -92,24 +92,31 @@ gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dim
                             gpuml_tsne_method method, int boxes, double *kl,
                             const gpuml_options *opt);
 
-/* ---- the FFT of core/tsne_fft.c: radix-2, complex, power-of-two sizes ---- */
+/* ---- the FFT of core/tsne_fft.c: radix-2, complex, single precision, powers of two ---- */
 typedef struct {
   int size;
-  double *cos_t, *sin_t; /* size / 2 twiddles */
+  float *cos_t, *sin_t; /* size / 2 twiddles */
   int *reverse;          /* bit reversal of 0 .. size - 1 */
 } gm_fft;
 
 gpuml_status gm_fft_init(gm_fft *f, int size);
 void gm_fft_free(gm_fft *f);
 /* In place, unnormalised; inverse = conjugate twiddles. */
-void gm_fft_line(const gm_fft *f, double *re, double *im, int inverse);
-/* In-place transform of an interleaved complex grid of size^dims (axis 0 fastest).
+void gm_fft_line(const gm_fft *f, float *re, float *im, int inverse);
+/* Grids are padded along axis 0 (power-of-two strides would make lines of a grid
+ * collide in the caches): the element (g0, g1, g2) is at g0 + row * (g1 + size * g2)
+ * with row = gm_fft_row(size), and a plane holds gm_fft_plane(size, dims) floats. */
+int64_t gm_fft_row(int size);
+int64_t gm_fft_plane(int size, int dims);
+/* In-place transform of a complex grid of size^dims held as two planes, the real
+ * parts then the imaginary parts.
  * Only the lines that can be non-zero (forward) or are needed (inverse) are
  * transformed: coordinates beyond `keep` along the axes not yet transformed are
  * taken as zero / not wanted. keep = size gives the full transform. Lines run in
- * parallel on `threads` threads (each with 2 * size doubles of `scratch`). */
-void gm_fft_grid(const gm_fft *f, double *grid, int dims, int keep, int inverse, int threads,
-                 double *scratch);
+ * parallel on `threads` threads, each with gm_fft_scratch(size) floats of `scratch`. */
+size_t gm_fft_scratch(int size);
+void gm_fft_grid(const gm_fft *f, float *grid, int dims, int keep, int inverse, int threads,
+                 float *scratch);
 
 #ifdef __cplusplus
 }

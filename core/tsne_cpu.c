@@ -17,9 +17,10 @@ typedef struct {
   /* FFT method: the grid of the last gm_tsne_grid_boxes() choice */
   int boxes, size;
   gm_fft fft;
-  double *grid;    /* (dims + 2) / 2 rounded up complex grids of size^dims, interleaved */
-  double *kernel;  /* complex size^dims: the kernel, then its spectrum */
-  double *scratch; /* threads x 2 size */
+  float *grid;     /* (dims + 3) / 2 complex grids of size^dims, each a real and an
+                      imaginary plane: channel c is plane c of the lot */
+  float *kernel;   /* complex size^dims: the kernel, then its spectrum */
+  float *scratch;  /* threads x gm_fft_scratch(size) */
   int32_t *box;    /* n: each point's box */
   double *weight;  /* n x dims x GM_TSNE_NODES interpolation weights */
   int64_t *start, *order; /* boxes^dims + 1 offsets, n points sorted by box */
@@ -77,7 +78,7 @@ static gpuml_status state_init(cpu_state *s, const gm_csr *P, int64_t n, int dim
 /* Makes the FFT buffers fit `boxes` boxes per dimension. */
 static gpuml_status use_grid(cpu_state *s, int boxes) {
   const int size = gm_tsne_fft_size(boxes);
-  const size_t cells = (size_t)ipow(size, s->dims);
+  const size_t cells = (size_t)gm_fft_plane(size, s->dims);
   const int grids = (s->dims + 3) / 2;
   const int64_t nbox = ipow(boxes, s->dims);
   s->boxes = boxes;
@@ -87,8 +88,8 @@ static gpuml_status use_grid(cpu_state *s, int boxes) {
     GM_TSNE_TRY(gm_fft_init(&s->fft, size));
     s->size = size;
     free(s->scratch);
-    s->scratch = gm_alloc((size_t)s->threads * 2 * (size_t)size, sizeof *s->scratch);
-    if (!s->scratch) return nomem("FFT lines", (double)s->threads * 16 * size);
+    s->scratch = gm_alloc((size_t)s->threads * gm_fft_scratch(size), sizeof *s->scratch);
+    if (!s->scratch) return nomem("FFT lines", (double)s->threads * 4 * gm_fft_scratch(size));
   }
   if (cells > s->grid_cap) {
     free(s->grid);
@@ -96,7 +97,7 @@ static gpuml_status use_grid(cpu_state *s, int boxes) {
     s->grid_cap = 0;
     s->grid = gm_alloc((size_t)grids * 2 * cells, sizeof *s->grid);
     s->kernel = gm_alloc(2 * cells, sizeof *s->kernel);
-    if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + 1) * 16 * cells);
+    if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + 1) * 8 * cells);
     s->grid_cap = cells;
   }
   if (nbox > s->box_cap) {
@@ -120,42 +121,67 @@ static double spread_of(const double *y, int64_t count) {
 
 /* ---- exact repulsion: zrow[i] = sum_{j != i} w_ij, rep[i] = sum_j w_ij^2 (y_i - y_j) ---- */
 
-static inline void exact_row(const double *y, int64_t n, int D, int64_t i, int64_t j0,
-                             int64_t j1, double *z, double *r) {
-  double zs = 0, r0 = 0, r1 = 0, r2 = 0;
-  const double a0 = y[i], a1 = D > 1 ? y[i + n] : 0, a2 = D > 2 ? y[i + 2 * n] : 0;
-  const double *y0 = y, *y1 = y + n, *y2 = y + 2 * n;
-  if (D == 1) {
-#pragma omp simd reduction(+ : zs, r0)
-    for (int64_t j = j0; j < j1; j++) {
-      const double d0 = a0 - y0[j], w = 1.0 / (1.0 + d0 * d0), w2 = w * w;
-      zs += w;
-      r0 += w2 * d0;
-    }
-  } else if (D == 2) {
-#pragma omp simd reduction(+ : zs, r0, r1)
-    for (int64_t j = j0; j < j1; j++) {
-      const double d0 = a0 - y0[j], d1 = a1 - y1[j];
-      const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;
-      zs += w;
-      r0 += w2 * d0;
-      r1 += w2 * d1;
-    }
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define GM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GM_VECTOR_CLONES
+#endif
+
+/* Sums over j in [j0, j1) kept in 8 lanes (j - j0) % 8, added up in lane order at the
+ * end: a fixed order that vectorises, so every machine gives the same bits. */
+#define GM_LANES 8
+GM_VECTOR_CLONES
+static void exact_row(const double *y, int64_t n, int D, int64_t i, int64_t j0, int64_t j1,
+                      double *z, double *r) {
+  double zs[GM_LANES] = {0}, rs[3][GM_LANES] = {{0}};
+  double a[3] = {0, 0, 0};
+  for (int d = 0; d < D; d++) a[d] = y[i + d * n];
+  int64_t j = j0;
+  if (D == 2) {
+    const double *y0 = y, *y1 = y + n;
+    for (; j + GM_LANES <= j1; j += GM_LANES)
+      for (int l = 0; l < GM_LANES; l++) {
+        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l];
+        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;
+        zs[l] += w;
+        rs[0][l] += w2 * d0;
+        rs[1][l] += w2 * d1;
+      }
+  } else if (D == 3) {
+    const double *y0 = y, *y1 = y + n, *y2 = y + 2 * n;
+    for (; j + GM_LANES <= j1; j += GM_LANES)
+      for (int l = 0; l < GM_LANES; l++) {
+        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l], d2 = a[2] - y2[j + l];
+        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1 + d2 * d2), w2 = w * w;
+        zs[l] += w;
+        rs[0][l] += w2 * d0;
+        rs[1][l] += w2 * d1;
+        rs[2][l] += w2 * d2;
+      }
   } else {
-#pragma omp simd reduction(+ : zs, r0, r1, r2)
-    for (int64_t j = j0; j < j1; j++) {
-      const double d0 = a0 - y0[j], d1 = a1 - y1[j], d2 = a2 - y2[j];
-      const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1 + d2 * d2), w2 = w * w;
-      zs += w;
-      r0 += w2 * d0;
-      r1 += w2 * d1;
-      r2 += w2 * d2;
-    }
+    for (; j + GM_LANES <= j1; j += GM_LANES)
+      for (int l = 0; l < GM_LANES; l++) {
+        const double d0 = a[0] - y[j + l];
+        const double w = 1.0 / (1.0 + d0 * d0), w2 = w * w;
+        zs[l] += w;
+        rs[0][l] += w2 * d0;
+      }
   }
-  *z += zs;
-  r[0] += r0;
-  r[1] += r1;
-  r[2] += r2;
+  for (; j < j1; j++) {
+    const int l = (int)((j - j0) % GM_LANES);
+    double diff[3], r2 = 0;
+    for (int d = 0; d < D; d++) {
+      diff[d] = a[d] - y[j + d * n];
+      r2 += diff[d] * diff[d];
+    }
+    const double w = 1.0 / (1.0 + r2), w2 = w * w;
+    zs[l] += w;
+    for (int d = 0; d < D; d++) rs[d][l] += w2 * diff[d];
+  }
+  for (int l = 0; l < GM_LANES; l++) {
+    *z += zs[l];
+    for (int d = 0; d < D; d++) r[d] += rs[d][l];
+  }
 }
 
 static void exact_repulsion(cpu_state *s, const double *y) {
@@ -193,7 +219,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   const int64_t n = s->n;
   const int D = s->dims, C = D + 2, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
   const int nodes = (int)ipow(GM_TSNE_NODES, D);
-  const int64_t nbox = ipow(B, D), cells = ipow(size, D);
+  const int64_t nbox = ipow(B, D), cells = gm_fft_plane(size, D), row = gm_fft_row(size);
   double lo = y[0], hi = y[0];
   for (int64_t e = 1; e < n * D; e++) {
     lo = y[e] < lo ? y[e] : lo;
@@ -254,13 +280,14 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
         const int64_t g = (rest % B) * GM_TSNE_NODES + k[d];
         rest /= B;
         cell += g * scale;
-        scale *= size;
+        scale *= d == 0 ? row : size;
       }
-      for (int c = 0; c < C; c++) s->grid[(size_t)(c / 2) * 2 * cells + 2 * cell + (c & 1)] = acc[node][c];
+      for (int c = 0; c < C; c++) s->grid[(size_t)c * cells + cell] = (float)acc[node][c];
     }
   }
 
-  /* The kernel on the node offsets, embedded in a circulant grid of size^dims. */
+  /* The kernel on the node offsets, embedded in a circulant grid of size^dims (the
+   * padding of the rows is zero everywhere). */
   const double spacing = width / GM_TSNE_NODES;
 #pragma omp parallel for schedule(static) num_threads(s->threads)
   for (int64_t cell = 0; cell < cells; cell++) {
@@ -268,25 +295,26 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
     double r2 = 0;
     int inside = 1;
     for (int d = 0; d < D; d++) {
-      const int64_t g = rest % size;
-      rest /= size;
+      const int64_t extent = d == 0 ? row : size, g = rest % extent;
+      rest /= extent;
+      if (g >= size) inside = 0;
       int64_t off = g < N ? g : (g > size - N ? size - g : -1);
       if (off < 0) inside = 0;
       r2 += (off * spacing) * (off * spacing);
     }
-    s->kernel[2 * cell] = inside ? gm_tsne_kernel2(r2) : 0;
-    s->kernel[2 * cell + 1] = 0;
+    s->kernel[cell] = inside ? (float)gm_tsne_kernel2(r2) : 0;
+    s->kernel[cells + cell] = 0;
   }
   gm_fft_grid(&s->fft, s->kernel, D, size, 0, s->threads, s->scratch);
-  const double norm = 1.0 / (double)cells;
+  const float norm = (float)(1.0 / (double)ipow(size, D));  /* the FFT round trip scales by size^D */
   for (int g = 0; g < grids; g++) {
-    double *grid = s->grid + (size_t)g * 2 * cells;
+    float *grid = s->grid + (size_t)g * 2 * cells;
     gm_fft_grid(&s->fft, grid, D, N, 0, s->threads, s->scratch);
 #pragma omp parallel for schedule(static) num_threads(s->threads)
     for (int64_t cell = 0; cell < cells; cell++) {
-      const double kr = s->kernel[2 * cell] * norm;
-      grid[2 * cell] *= kr;
-      grid[2 * cell + 1] *= kr;
+      const float kr = s->kernel[cell] * norm;
+      grid[cell] *= kr;
+      grid[cells + cell] *= kr;
     }
     gm_fft_grid(&s->fft, grid, D, N, 1, s->threads, s->scratch);
   }
@@ -308,9 +336,9 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
       int64_t cell = 0, scale = 1;
       for (int d = 0; d < D; d++) {
         cell += (base[d] + k[d]) * scale;
-        scale *= size;
+        scale *= d == 0 ? row : size;
       }
-      for (int c = 0; c < C; c++) phi[c] += v * s->grid[(size_t)(c / 2) * 2 * cells + 2 * cell + (c & 1)];
+      for (int c = 0; c < C; c++) phi[c] += v * (double)s->grid[(size_t)c * cells + cell];
     }
     double sq = 0, dot = 0;
     for (int d = 0; d < D; d++) {
