@@ -2,6 +2,7 @@
  * embedding (shared by both backends), then the optimiser of the chosen backend
  * (core/tsne_cpu.c or kernels/tsne.cu). */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -45,6 +46,44 @@ void gpuml_tsne_params_init(gpuml_tsne_params *p) {
   p->mom_switch_iter = 250;
   p->max_step_norm = 5;
   p->method = GPUML_TSNE_AUTO;
+}
+
+static int same_name(const char *a, const char *b) {
+  for (; *a && *b; a++, b++)
+    if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+  return *a == *b;
+}
+
+const char *gpuml_tsne_method_name(gpuml_tsne_method method) {
+  switch (method) {
+    case GPUML_TSNE_AUTO: return "auto";
+    case GPUML_TSNE_EXACT: return "exact";
+    case GPUML_TSNE_FFT: return "fft";
+  }
+  return "unknown";
+}
+
+gpuml_status gpuml_tsne_parse_method(const char *name, gpuml_tsne_method *out) {
+  gm_clear_error();
+  static const gpuml_tsne_method all[] = {GPUML_TSNE_AUTO, GPUML_TSNE_EXACT, GPUML_TSNE_FFT};
+  for (int i = 0; name && i < 3; i++)
+    if (same_name(name, gpuml_tsne_method_name(all[i]))) {
+      *out = all[i];
+      return GPUML_OK;
+    }
+  return gm_fail(GPUML_ERR_ARG, "tsne:badMethod",
+                 "method \"%s\" is not one of \"auto\", \"exact\", \"fft\"", name ? name : "");
+}
+
+gpuml_status gpuml_tsne_parse_init(const char *name, gpuml_tsne_init *out) {
+  gm_clear_error();
+  if (name && same_name(name, "pca")) *out = GPUML_TSNE_INIT_PCA;
+  else if (name && same_name(name, "random")) *out = GPUML_TSNE_INIT_RANDOM;
+  else
+    return gm_fail(GPUML_ERR_ARG, "tsne:badInit",
+                   "init \"%s\" is not one of \"pca\", \"random\" (or an n x dims matrix)",
+                   name ? name : "");
+  return GPUML_OK;
 }
 
 int gpuml_tsne_cost_count(int max_iter) {
@@ -115,7 +154,7 @@ static gpuml_status symmetrise(const int64_t *c, const double *p, int64_t n, int
     }
   /* Row lengths of the union, then the merged rows. */
   P->row[0] = 0;
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
   for (int64_t i = 0; i < n; i++) {
     int64_t a = 0, b = tptr[i], count = 0;
     const int64_t *ca = c + i * k;
@@ -138,7 +177,7 @@ static gpuml_status symmetrise(const int64_t *c, const double *p, int64_t n, int
     goto done;
   }
   const double scale = 1.0 / (2.0 * (double)n);
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
   for (int64_t i = 0; i < n; i++) {
     int64_t a = 0, b = tptr[i], out = P->row[i];
     const int64_t *ca = c + i * k;
@@ -196,7 +235,7 @@ gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t 
 #endif
   for (int64_t r0 = 0; r0 < n; r0 += GM_TSNE_ROW_BLOCK) {
     const int64_t r1 = r0 + GM_TSNE_ROW_BLOCK < n ? r0 + GM_TSNE_ROW_BLOCK : n;
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
     for (int64_t i = r0; i < r1; i++) {
       gm_entry *row = rows + (size_t)i * (size_t)k;
       if (pcol) {
@@ -267,7 +306,7 @@ gpuml_status gm_tsne_pca_cpu(const double *x, int64_t n, int64_t d, int64_t ncom
     goto done;
   }
   const int threads = gm_threads(opt);
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(threads) if (n * d >= 65536)
   for (int64_t t = 0; t < d; t++) {
     const double *col = x + t * n;
     double s = 0;

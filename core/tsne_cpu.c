@@ -28,6 +28,10 @@ typedef struct {
   size_t grid_cap;
 } cpu_state;
 
+/* Loops over fewer items than this run on the calling thread: waking a team costs more
+ * than the work (and much more on a busy machine). */
+#define GM_TSNE_PARALLEL_MIN 4096
+
 static int64_t ipow(int64_t b, int e) {
   int64_t r = 1;
   while (e-- > 0) r *= b;
@@ -187,7 +191,7 @@ static void exact_row(const double *y, int64_t n, int D, int64_t i, int64_t j0, 
 static void exact_repulsion(cpu_state *s, const double *y) {
   const int64_t n = s->n;
   const int D = s->dims;
-#pragma omp parallel for schedule(static, 64) num_threads(s->threads)
+#pragma omp parallel for schedule(static, 64) num_threads(s->threads) if (n >= 512)
   for (int64_t i = 0; i < n; i++) {
     double z = 0, r[3] = {0, 0, 0};
     exact_row(y, n, D, i, 0, i, &z, r);
@@ -228,7 +232,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   double width = (hi - lo) / B;
   if (!(width > 0)) width = 1;
 
-#pragma omp parallel for schedule(static) num_threads(s->threads)
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
   for (int64_t i = 0; i < n; i++) {
     int64_t lin = 0, mul = 1;
     for (int d = 0; d < D; d++) {
@@ -251,7 +255,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
 
   const int grids = (C + 1) / 2;
   memset(s->grid, 0, sizeof *s->grid * 2 * (size_t)cells * grids);
-#pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads)
+#pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads) if (nbox >= GM_TSNE_PARALLEL_MIN)
   for (int64_t b = 0; b < nbox; b++) {
     if (s->start[b] == s->start[b + 1]) continue;
     double acc[27][5];
@@ -289,7 +293,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   /* The kernel on the node offsets, embedded in a circulant grid of size^dims (the
    * padding of the rows is zero everywhere). */
   const double spacing = width / GM_TSNE_NODES;
-#pragma omp parallel for schedule(static) num_threads(s->threads)
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
   for (int64_t cell = 0; cell < cells; cell++) {
     int64_t rest = cell;
     double r2 = 0;
@@ -310,7 +314,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   for (int g = 0; g < grids; g++) {
     float *grid = s->grid + (size_t)g * 2 * cells;
     gm_fft_grid(&s->fft, grid, D, N, 0, s->threads, s->scratch);
-#pragma omp parallel for schedule(static) num_threads(s->threads)
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
     for (int64_t cell = 0; cell < cells; cell++) {
       const float kr = s->kernel[cell] * norm;
       grid[cell] *= kr;
@@ -320,7 +324,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   }
 
   /* Potentials at the points, then Z's terms and the repulsion. */
-#pragma omp parallel for schedule(static) num_threads(s->threads)
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
   for (int64_t i = 0; i < n; i++) {
     double phi[5] = {0, 0, 0, 0, 0};
     const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
@@ -374,7 +378,7 @@ static void attraction(cpu_state *s, const double *y) {
   const gm_csr *P = s->P;
   const int64_t n = s->n;
   const int D = s->dims;
-#pragma omp parallel for schedule(static, 256) num_threads(s->threads)
+#pragma omp parallel for schedule(static, 256) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
   for (int64_t i = 0; i < n; i++) {
     double a[3] = {0, 0, 0};
     for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
@@ -411,7 +415,7 @@ static gpuml_status kl_divergence(cpu_state *s, const double *y, double plogp, d
   const gm_csr *P = s->P;
   const int64_t n = s->n;
   const int D = s->dims;
-#pragma omp parallel for schedule(static, 256) num_threads(s->threads)
+#pragma omp parallel for schedule(static, 256) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
   for (int64_t i = 0; i < n; i++) {
     double sum = 0;
     for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
@@ -470,7 +474,7 @@ gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, doubl
     const double exaggeration = it < run->stop_lying_iter ? run->exaggeration : 1.0;
     const double momentum = it < run->mom_switch_iter ? run->momentum : run->final_momentum;
     if ((st = gradient(&s, y, exaggeration, grad, NULL))) goto done;
-#pragma omp parallel for schedule(static) num_threads(s.threads)
+#pragma omp parallel for schedule(static) num_threads(s.threads) if (n >= GM_TSNE_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
       double step2 = 0;
       for (int d = 0; d < D; d++) {

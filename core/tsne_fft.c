@@ -154,7 +154,7 @@ static void fft_axis(const gm_fft *f, float *grid, int64_t cells, int dims, int 
     if (a != axis) lines *= limit[a];
   const int64_t batches = (lines + B - 1) / B;
   float *gre = grid, *gim = grid + cells;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && batches > 1)
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && batches > 1 && lines * size >= 32768)
   for (int64_t bt = 0; bt < batches; bt++) {
     float *re = scratch + (size_t)gm_thread_id() * 2 * (size_t)size * B, *im = re + size * B;
     int64_t base[GM_FFT_BATCH];
@@ -218,7 +218,7 @@ size_t gm_fft_scratch(int size) { return 2 * (size_t)size * GM_FFT_BATCH; }
 /* In-place transpose of the two size x size planes, in 32 x 32 blocks. */
 static void transpose_planes(float *grid, int64_t size, int64_t row, int threads) {
   const int64_t blocks = (size + 31) / 32;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && size >= 256)
   for (int64_t bi = 0; bi < blocks; bi++)
     for (int plane = 0; plane < 2; plane++) {
       float *g = grid + plane * row * size;

@@ -183,6 +183,10 @@ SEXP gpuml_r_info(void) {
 
 /* ---- registration ------------------------------------------------------------------ */
 
+/* t-SNE (gpuml_r_tsne.c) */
+extern SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init, SEXP method, SEXP seed, SEXP backend,
+                         SEXP verbose, SEXP threads);
+
 static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
     {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 6},
@@ -190,6 +194,7 @@ static const R_CallMethodDef call_methods[] = {
     /* density peaks (gpuml_r_dpc.c) */
 
     /* t-SNE (gpuml_r_tsne.c) */
+    {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 8},
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
 

@@ -207,6 +207,13 @@ typedef struct {
   double seconds_optimisation;
 } gpuml_tsne_result;
 
+/* "auto", "exact", "fft" and "pca", "random" (case-insensitive) <-> enum; an unknown
+ * name is GPUML_ERR_ARG ("tsne:badMethod", "tsne:badInit") listing the valid ones. A
+ * user matrix is given as init = GPUML_TSNE_INIT_USER with params.init_y. */
+gpuml_status gpuml_tsne_parse_method(const char *name, gpuml_tsne_method *out);
+gpuml_status gpuml_tsne_parse_init(const char *name, gpuml_tsne_init *out);
+const char *gpuml_tsne_method_name(gpuml_tsne_method method);
+
 /* The number of KL values gpuml_tsne() writes: ceil(max_iter / 50). */
 int gpuml_tsne_cost_count(int max_iter);
 
