@@ -100,21 +100,57 @@ static void fft_batch(const gm_fft *f, float *restrict re, float *restrict im, i
       }
   }
   const float sign = inverse ? 1.0f : -1.0f;
-  for (int half = 1; half < size; half <<= 1) {
-    const int step = size / (2 * half);
+  int half = 1;
+  int stages = 0;
+  while ((1 << stages) < size) stages++;
+  if (stages % 2) {  /* one plain stage, then the rest two at a time */
+    for (int a = 0; a < size; a += 2) {
+      float *ra = re + a * B, *ia = im + a * B, *rb = ra + B, *ib = ia + B;
+#pragma omp simd
+      for (int l = 0; l < B; l++) {
+        const float tr = rb[l], ti = ib[l];
+        rb[l] = ra[l] - tr;
+        ib[l] = ia[l] - ti;
+        ra[l] += tr;
+        ia[l] += ti;
+      }
+    }
+    half = 2;
+  }
+  /* Stages `half` and `2 half` in one pass over the data: the same butterflies, in the
+   * same order for each element, as two radix-2 stages. */
+  for (; half < size; half <<= 2) {
+    const int step1 = size / (2 * half), step2 = size / (4 * half);
     for (int j = 0; j < half; j++) {
-      const float wr = f->cos_t[j * step], wi = sign * f->sin_t[j * step];
-      for (int a = j; a < size; a += 2 * half) {
-        float *ra = re + a * B, *ia = im + a * B, *rb = re + (a + half) * B,
-               *ib = im + (a + half) * B;
+      const float w1r = f->cos_t[j * step1], w1i = sign * f->sin_t[j * step1];
+      const float w2r = f->cos_t[j * step2], w2i = sign * f->sin_t[j * step2];
+      const float w3r = f->cos_t[(j + half) * step2], w3i = sign * f->sin_t[(j + half) * step2];
+      for (int a = j; a < size; a += 4 * half) {
+        float *r0 = re + a * B, *i0 = im + a * B;
+        float *r1 = r0 + half * B, *i1 = i0 + half * B;
+        float *r2 = r1 + half * B, *i2 = i1 + half * B;
+        float *r3 = r2 + half * B, *i3 = i2 + half * B;
 #pragma omp simd
         for (int l = 0; l < B; l++) {
-          const float tr = wr * rb[l] - wi * ib[l];
-          const float ti = wr * ib[l] + wi * rb[l];
-          rb[l] = ra[l] - tr;
-          ib[l] = ia[l] - ti;
-          ra[l] += tr;
-          ia[l] += ti;
+          /* stage half: (0, 1) and (2, 3) with w1 */
+          float tr = w1r * r1[l] - w1i * i1[l], ti = w1r * i1[l] + w1i * r1[l];
+          const float x1r = r0[l] - tr, x1i = i0[l] - ti, x0r = r0[l] + tr, x0i = i0[l] + ti;
+          tr = w1r * r3[l] - w1i * i3[l];
+          ti = w1r * i3[l] + w1i * r3[l];
+          const float x3r = r2[l] - tr, x3i = i2[l] - ti, x2r = r2[l] + tr, x2i = i2[l] + ti;
+          /* stage 2 half: (0, 2) with w2, (1, 3) with w3 */
+          tr = w2r * x2r - w2i * x2i;
+          ti = w2r * x2i + w2i * x2r;
+          r2[l] = x0r - tr;
+          i2[l] = x0i - ti;
+          r0[l] = x0r + tr;
+          i0[l] = x0i + ti;
+          tr = w3r * x3r - w3i * x3i;
+          ti = w3r * x3i + w3i * x3r;
+          r3[l] = x1r - tr;
+          i3[l] = x1i - ti;
+          r1[l] = x1r + tr;
+          i1[l] = x1i + ti;
         }
       }
     }
