@@ -24,8 +24,8 @@ extern "C" {
  * GPU reads the spread back at these iterations only (no per-iteration sync). */
 #define GM_TSNE_GRID_EVERY 10
 /* method = auto: exact up to this many points (dims 1-2; dims 3 below). */
-#define GM_TSNE_EXACT_MAX_N 2000
-#define GM_TSNE_EXACT_MAX_N_3D 5000
+#define GM_TSNE_EXACT_MAX_N 10000
+#define GM_TSNE_EXACT_MAX_N_3D 10000
 
 /* Symmetric sparse P in CSR form: row i holds columns col[row[i] .. row[i+1]-1],
  * ascending, with values val[]. The values sum to 1. */

@@ -14,6 +14,7 @@ typedef struct {
   int dims, threads;
   gpuml_tsne_method method;
   double *attr, *rep, *zrow; /* n x dims, n x dims, n */
+  double *pairs;             /* exact method: the columns' share of each pair of tiles */
   /* FFT method: the grid of the last gm_tsne_grid_boxes() choice */
   int boxes, size;
   gm_fft fft;
@@ -39,6 +40,7 @@ static int64_t ipow(int64_t b, int e) {
 }
 
 static void state_free(cpu_state *s) {
+  free(s->pairs);
   free(s->attr);
   free(s->rep);
   free(s->zrow);
@@ -188,17 +190,109 @@ static void exact_row(const double *y, int64_t n, int D, int64_t i, int64_t j0, 
   }
 }
 
-static void exact_repulsion(cpu_state *s, const double *y) {
+/* Pairs between two different tiles: each pair once, its terms added to row i (in
+ * lanes, as exact_row does) and, with the opposite sign, to the column's slot in
+ * `other` (z, then D repulsion components, each GM_EXACT_TILE long). */
+#define GM_EXACT_TILE 256
+GM_VECTOR_CLONES
+static void exact_cross(const double *y, int64_t n, int D, int64_t i, int64_t j0, int64_t j1,
+                        double *z, double *r, double *other) {
+  double zs[GM_LANES] = {0}, rs[3][GM_LANES] = {{0}};
+  double a[3] = {0, 0, 0};
+  for (int d = 0; d < D; d++) a[d] = y[i + d * n];
+  const int64_t len = j1 - j0;
+  double *oz = other, *o0 = other + GM_EXACT_TILE, *o1 = o0 + GM_EXACT_TILE,
+         *o2 = o1 + GM_EXACT_TILE;
+  const double *y0 = y + j0, *y1 = y + n + j0, *y2 = y + 2 * n + j0;
+  int64_t j = 0;
+  if (D == 2) {
+    for (; j + GM_LANES <= len; j += GM_LANES)
+      for (int l = 0; l < GM_LANES; l++) {
+        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l];
+        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;
+        zs[l] += w;
+        rs[0][l] += w2 * d0;
+        rs[1][l] += w2 * d1;
+        oz[j + l] += w;
+        o0[j + l] -= w2 * d0;
+        o1[j + l] -= w2 * d1;
+      }
+  }
+  for (; j < len; j++) {
+    const int l = (int)(j % GM_LANES);
+    double diff[3], r2 = 0;
+    for (int d = 0; d < D; d++) {
+      diff[d] = a[d] - (d == 0 ? y0 : d == 1 ? y1 : y2)[j];
+      r2 += diff[d] * diff[d];
+    }
+    const double w = 1.0 / (1.0 + r2), w2 = w * w;
+    zs[l] += w;
+    oz[j] += w;
+    for (int d = 0; d < D; d++) {
+      rs[d][l] += w2 * diff[d];
+      (d == 0 ? o0 : d == 1 ? o1 : o2)[j] -= w2 * diff[d];
+    }
+  }
+  for (int l = 0; l < GM_LANES; l++) {
+    *z += zs[l];
+    for (int d = 0; d < D; d++) r[d] += rs[d][l];
+  }
+}
+
+/* Each pair once: tile I against the tiles J > I, the columns' share kept per (I, J)
+ * and added up afterwards in the order of I, so the sums have a fixed order whatever
+ * the threads. Beyond GM_EXACT_PAIRED_MAX points the per-pair buffers would be too
+ * large, and every row is summed on its own (each pair twice). */
+#define GM_EXACT_PAIRED_MAX 20000
+static gpuml_status exact_repulsion(cpu_state *s, const double *y) {
   const int64_t n = s->n;
   const int D = s->dims;
+  const int64_t tiles = (n + GM_EXACT_TILE - 1) / GM_EXACT_TILE;
+  const size_t slot = (size_t)(D + 1) * GM_EXACT_TILE;
+  if (n > GM_EXACT_PAIRED_MAX || n < 2 * GM_EXACT_TILE) {
 #pragma omp parallel for schedule(static, 64) num_threads(s->threads) if (n >= 512)
-  for (int64_t i = 0; i < n; i++) {
-    double z = 0, r[3] = {0, 0, 0};
-    exact_row(y, n, D, i, 0, i, &z, r);
-    exact_row(y, n, D, i, i + 1, n, &z, r);
-    s->zrow[i] = z;
-    for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
+    for (int64_t i = 0; i < n; i++) {
+      double z = 0, r[3] = {0, 0, 0};
+      exact_row(y, n, D, i, 0, i, &z, r);
+      exact_row(y, n, D, i, i + 1, n, &z, r);
+      s->zrow[i] = z;
+      for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
+    }
+    return GPUML_OK;
   }
+  if (!s->pairs) {
+    s->pairs = gm_alloc((size_t)tiles * (size_t)tiles * slot, sizeof *s->pairs);
+    if (!s->pairs) return nomem("the exact repulsion", (double)tiles * tiles * slot * 8);
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads)
+  for (int64_t ti = 0; ti < tiles; ti++) {
+    const int64_t i0 = ti * GM_EXACT_TILE, i1 = i0 + GM_EXACT_TILE < n ? i0 + GM_EXACT_TILE : n;
+    for (int64_t tj = ti + 1; tj < tiles; tj++)
+      memset(s->pairs + ((size_t)ti * tiles + tj) * slot, 0, sizeof *s->pairs * slot);
+    for (int64_t i = i0; i < i1; i++) {
+      double z = 0, r[3] = {0, 0, 0};
+      exact_row(y, n, D, i, i0, i, &z, r);
+      exact_row(y, n, D, i, i + 1, i1, &z, r);
+      for (int64_t tj = ti + 1; tj < tiles; tj++) {
+        const int64_t j0 = tj * GM_EXACT_TILE, j1 = j0 + GM_EXACT_TILE < n ? j0 + GM_EXACT_TILE : n;
+        exact_cross(y, n, D, i, j0, j1, &z, r, s->pairs + ((size_t)ti * tiles + tj) * slot);
+      }
+      s->zrow[i] = z;
+      for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
+    }
+  }
+#pragma omp parallel for schedule(static) num_threads(s->threads)
+  for (int64_t tj = 1; tj < tiles; tj++) {
+    const int64_t j0 = tj * GM_EXACT_TILE, j1 = j0 + GM_EXACT_TILE < n ? j0 + GM_EXACT_TILE : n;
+    for (int64_t ti = 0; ti < tj; ti++) {
+      const double *o = s->pairs + ((size_t)ti * tiles + tj) * slot;
+      for (int64_t j = j0; j < j1; j++) {
+        s->zrow[j] += o[j - j0];
+        for (int d = 0; d < D; d++) s->rep[j + d * n] += o[(1 + d) * GM_EXACT_TILE + j - j0];
+      }
+    }
+  }
+  return GPUML_OK;
 }
 
 /* ---- FFT repulsion ---------------------------------------------------------------- */
@@ -361,7 +455,7 @@ static gpuml_status normaliser(cpu_state *s, const double *y, double *z) {
   if (s->method == GPUML_TSNE_FFT) {
     GM_TSNE_TRY(fft_repulsion(s, y));
   } else {
-    exact_repulsion(s, y);
+    GM_TSNE_TRY(exact_repulsion(s, y));
   }
   double total = 0;
   for (int64_t i = 0; i < s->n; i++) total += s->zrow[i];

@@ -45,8 +45,8 @@
 ## P is multiplied by @code{exaggeration} (default 12) for the first
 ## @code{stop_lying_iter} (default 250) iterations.
 ## @item @qcode{"method"}
-## @qcode{"auto"} (default: exact up to 2000 points, 5000 when dims = 3, FFT
-## above), @qcode{"exact"} or @qcode{"fft"}.
+## @qcode{"auto"} (default: exact up to 10000 points, FFT above),
+## @qcode{"exact"} or @qcode{"fft"}.
 ## @item @qcode{"seed"}
 ## A whole number for the random initialisation; @code{[]} (default) draws one
 ## from @code{rand}, so that @code{rand ("seed", @dots{})} decides the result.

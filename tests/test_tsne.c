@@ -337,6 +337,45 @@ static void test_gradient_finite_differences(void) {
   }
 }
 
+/* The exact repulsion of larger n (each pair once, tile by tile) against a plain
+ * double loop. */
+static void test_exact_tiles(void) {
+  for (int dims = 1; dims <= 3; dims++) {
+    const int64_t n = 1300;
+    gm_csr P = {0};
+    P.n = n;
+    P.row = calloc(n + 1, sizeof(int64_t));
+    gm_rng r;
+    gm_rng_seed(&r, 15);
+    double *y = malloc(sizeof(double) * n * dims), *g = malloc(sizeof(double) * n * dims);
+    for (int64_t e = 0; e < n * dims; e++) y[e] = 5 * gm_rng_normal(&r);
+    gpuml_options opt = options(GPUML_BACKEND_CPU);
+    double z = 0, zref = 0, worst = 0, scale = 0;
+    gpuml_status st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, g, &z, &opt);
+    double *rep = calloc(n * dims, sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        if (i == j) continue;
+        double r2 = 0;
+        for (int d = 0; d < dims; d++) r2 += pow(y[i + d * n] - y[j + d * n], 2);
+        const double w = 1 / (1 + r2);
+        zref += w;
+        for (int d = 0; d < dims; d++) rep[i + d * n] += w * w * (y[i + d * n] - y[j + d * n]);
+      }
+    for (int64_t e = 0; e < n * dims; e++) {
+      worst = fmax(worst, fabs(g[e] + rep[e] / zref));
+      scale = fmax(scale, fabs(rep[e] / zref));
+    }
+    CHECK(st == GPUML_OK && fabs(z - zref) < 1e-12 * zref && worst < 1e-12 * scale,
+          "dims %d: tiled exact repulsion: Z %.15g vs %.15g, worst %g of %g", dims, z, zref,
+          worst, scale);
+    free(P.row);
+    free(y);
+    free(g);
+    free(rep);
+  }
+}
+
 /* The FFT repulsion against the exact one on a spread-out embedding. */
 static void test_fft_accuracy(void) {
   for (int dims = 1; dims <= 3; dims++) {
@@ -674,6 +713,7 @@ int main(void) {
   test_duplicates();
   test_pca();
   test_gradient_finite_differences();
+  test_exact_tiles();
   test_fft_accuracy();
   test_blobs();
   test_reproducible();
