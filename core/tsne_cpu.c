@@ -207,6 +207,7 @@ static void exact_cross(const double *y, int64_t n, int D, int64_t i, int64_t j0
   int64_t j = 0;
   if (D == 2) {
     for (; j + GM_LANES <= len; j += GM_LANES)
+#pragma omp simd
       for (int l = 0; l < GM_LANES; l++) {
         const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l];
         const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;

@@ -509,6 +509,12 @@ struct TsneGpu {
   cufftHandle plan_grids = 0, plan_kernel = 0;
 
   explicit TsneGpu(Context &c) : ctx(c) {}
+  // The FFT plans (members) are destroyed after this: no kernel of theirs may still run.
+  ~TsneGpu() {
+    if (ctx.stream()) cudaStreamSynchronize(ctx.stream());
+  }
+  TsneGpu(const TsneGpu &) = delete;
+  TsneGpu &operator=(const TsneGpu &) = delete;
 
   int grids() const { return (D + 3) / 2; }
 
