@@ -498,7 +498,8 @@ struct TsneGpu {
   double *zpart = nullptr, *rpart = nullptr;
   int64_t chunks = 1, chunk = 0;
   // FFT
-  int boxes = 0, size = 0, max_boxes = 0, max_size = 0;
+  int boxes = 0, size = 0, max_boxes = 0;
+  size_t used = 0, grid_cells = 0;  // bytes taken so far; cells the grids hold
   int32_t *key = nullptr, *key_sorted = nullptr, *index = nullptr, *order = nullptr;
   int32_t *start = nullptr, *end = nullptr;
   double *weight = nullptr;
@@ -524,8 +525,9 @@ struct TsneGpu {
     if (method == GPUML_TSNE_EXACT) {
       b += (size_t)chunks * n * 8 * (1 + D);
     } else {
-      const size_t cells = (size_t)ipow64(max_size, D), nbox = (size_t)ipow64(max_boxes, D);
-      b += cells * 8 * (grids() + 1) + nbox * 8 + (size_t)n * (16 + D * GM_TSNE_NODES * 8);
+      // (the FFT grids are added as they grow: use_grid())
+      const size_t nbox = (size_t)ipow64(max_boxes, D);
+      b += nbox * 8 + (size_t)n * (16 + D * GM_TSNE_NODES * 8);
       b += sort_bytes;
     }
     return b;
@@ -546,7 +548,6 @@ struct TsneGpu {
       chunk = (n + chunks - 1) / chunks;
     } else {
       max_boxes = gm_tsne_grid_boxes(INFINITY, D);
-      max_size = gm_tsne_fft_size(max_boxes);
       int bits = 1;
       while ((1LL << bits) < ipow64(max_boxes, D)) bits++;
       GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (int32_t *)nullptr,
@@ -555,7 +556,7 @@ struct TsneGpu {
                                                         ctx.stream()),
                        "sizing the radix sort"));
     }
-    const size_t need = bytes_needed();
+    const size_t need = used = bytes_needed();
     if (need > ctx.budget())
       return gm_fail(GPUML_ERR_NOMEM, "tsne:cuda",
                      "t-SNE of %lld points needs %.1f MB of GPU memory but the budget is %.1f MB: "
@@ -588,7 +589,7 @@ struct TsneGpu {
       GM_TRY(ctx.alloc(&zpart, (size_t)chunks * n, "the repulsion tiles"));
       GM_TRY(ctx.alloc(&rpart, (size_t)chunks * n * D, "the repulsion tiles"));
     } else {
-      const size_t cells = (size_t)ipow64(max_size, D), nbox = (size_t)ipow64(max_boxes, D);
+      const size_t nbox = (size_t)ipow64(max_boxes, D);
       GM_TRY(ctx.alloc(&key, (size_t)n, "box keys"));
       GM_TRY(ctx.alloc(&key_sorted, (size_t)n, "box keys"));
       GM_TRY(ctx.alloc(&index, (size_t)n, "point order"));
@@ -596,8 +597,6 @@ struct TsneGpu {
       GM_TRY(ctx.alloc(&start, nbox, "box ranges"));
       GM_TRY(ctx.alloc(&end, nbox, "box ranges"));
       GM_TRY(ctx.alloc(&weight, (size_t)n * D * GM_TSNE_NODES, "interpolation weights"));
-      GM_TRY(ctx.alloc(&grid, cells * grids(), "the FFT grids"));
-      GM_TRY(ctx.alloc(&kernel, cells, "the FFT kernel"));
       char *tmp = nullptr;
       GM_TRY(ctx.alloc(&tmp, sort_bytes, "sorting space"));
       sort_tmp = tmp;
@@ -648,6 +647,19 @@ struct TsneGpu {
   gpuml_status use_grid(int b) {
     boxes = b;
     size = gm_tsne_fft_size(b);
+    const size_t cells = (size_t)ipow64(size, D);
+    if (cells > grid_cells) {  // larger grids as the embedding spreads; the old ones stay
+      const size_t bytes = cells * sizeof(cufftComplex) * (grids() + 1);
+      if (used + bytes > ctx.budget())
+        return gm_fail(GPUML_ERR_NOMEM, "tsne:cuda",
+                       "the FFT grid of %d^%d points needs %.1f MB more GPU memory than the budget "
+                       "of %.1f MB: free GPU memory, raise gpu_memory_limit or use backend \"cpu\"",
+                       size, D, (double)(used + bytes - ctx.budget()) / 1e6, (double)ctx.budget() / 1e6);
+      GM_TRY(ctx.alloc(&grid, cells * grids(), "the FFT grids"));
+      GM_TRY(ctx.alloc(&kernel, cells, "the FFT kernel"));
+      used += bytes;
+      grid_cells = cells;
+    }
     for (int p = 0; p < plans.count; p++)
       if (plans.size[p] == size) {
         plan_grids = plans.grids[p];
@@ -656,7 +668,6 @@ struct TsneGpu {
       }
     if (plans.count == kMaxFftSizes) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: too many FFT plans");
     int dims[3] = {size, size, size};
-    const int64_t cells = ipow64(size, D);
     cufftHandle pg = 0, pk = 0;
     GM_TRY(check_fft(ctx, cufftPlanMany(&pg, D, dims, nullptr, 1, (int)cells, nullptr, 1, (int)cells,
                                         CUFFT_C2C, grids()),
@@ -886,7 +897,9 @@ extern "C" gpuml_status gpuml_cuda_tsne_pca(const double *x, int64_t n, int64_t 
   GM_TRY(check_solver(ctx, cusolverDnSetStream(solver.h, ctx.stream()), "cusolverDnSetStream"));
   gm_progress(opt, "pca", 0, 1);
   // Rows in blocks (all at once when they fit); the Gram form (d > n) needs all rows.
-  const size_t fixed = (size_t)m * m * 8 * 2 + (size_t)d * 16 + (size_t)ncomp * d * 8 + (64u << 20);
+  // covariance, eigenvalues, sums, rotation and syevd's work space (1 + 6m + 2m^2)
+  const size_t fixed = (size_t)m * m * 8 * 3 + (size_t)m * 56 + (size_t)d * 16 +
+                       (size_t)ncomp * d * 8 + 4096;
   int64_t rows = n;
   if (fixed + (size_t)n * d * 8 + (size_t)n * ncomp * 8 > ctx.budget()) {
     if (d > n) return gm_tsne_pca_cpu(x, n, d, ncomp, scores, opt);

@@ -418,7 +418,9 @@ static void test_fft_accuracy(void) {
           worst = fmax(worst, fabs(gc[e] - gg[e]));
           scale = fmax(scale, fabs(gc[e]));
         }
-        CHECK(!a && !b && worst < 1e-9 * scale && fabs(zc - zg) < 1e-10 * zc,
+        /* the FFT grids are single precision, transformed by different FFTs */
+        const double tol = m ? 1e-4 : 1e-9, ztol = m ? 1e-5 : 1e-10;
+        CHECK(!a && !b && worst < tol * scale && fabs(zc - zg) < ztol * zc,
               "dims %d %s: GPU gradient vs CPU: worst %g of %g, Z %.15g vs %.15g (%s)", dims,
               m ? "fft" : "exact", worst, scale, zc, zg, gpuml_last_error());
         free(gc);
