@@ -49,6 +49,29 @@ gpuml_status gpuml_cuda_dpc_border(const double *x, int64_t n, int64_t d,
 
 /* ---- t-SNE (kernels/tsne.cu) ---- */
 
+/* Conditional affinities: dist (n x k, column-major) are the distances to each
+ * point's k nearest neighbours; p (n x k, column-major) receives p_{j|i} from the same
+ * bisection as the CPU (core/tsne_shared.h); entropy (n, may be NULL) the entropies. */
+gpuml_status gpuml_cuda_tsne_conditional(const double *dist, int64_t n, int64_t k,
+                                         double perplexity, double *p, double *entropy,
+                                         const gpuml_options *opt);
+/* The first ncomp principal component scores (n x ncomp) of x (n x d), before the sign
+ * fix of gm_tsne_sign_fix(), which this applies on the host. */
+gpuml_status gpuml_cuda_tsne_pca(const double *x, int64_t n, int64_t d, int64_t ncomp,
+                                 double *scores, const gpuml_options *opt);
+/* The optimiser: P in CSR (row: n + 1, col, val: nnz); run is a gm_tsne_run
+ * (core/tsne.h); y (n x dims) holds the initial embedding and receives the result. */
+gpuml_status gpuml_cuda_tsne_optimize(const int64_t *row, const int64_t *col, const double *val,
+                                      int64_t nnz, const void *run, double *y,
+                                      double *itercosts, gpuml_tsne_result *result,
+                                      const gpuml_options *opt);
+/* One gradient evaluation as the optimiser does it (the GPU counterpart of
+ * gm_tsne_gradient_cpu(), for the tests). */
+gpuml_status gpuml_cuda_tsne_gradient(const int64_t *row, const int64_t *col, const double *val,
+                                      int64_t n, int dims, int method, int boxes,
+                                      double exaggeration, const double *y, double *grad,
+                                      double *z, const gpuml_options *opt);
+
 /* ---- Gaussian mixtures (kernels/gmm.cu) ---- */
 
 /* The CUDA engine of the mixtures: the steps of core/gmm.h's gm_gmm_ops on the device

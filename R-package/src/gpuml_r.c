@@ -189,6 +189,9 @@ extern SEXP gpuml_r_gmm_predict(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 /* density peaks (gpuml_r_dpc.c) */
 extern SEXP gpuml_r_dpc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 extern SEXP gpuml_r_dpc_cut(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+/* t-SNE (gpuml_r_tsne.c) */
+extern SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init, SEXP method, SEXP seed, SEXP backend,
+                         SEXP verbose, SEXP threads);
 
 static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
@@ -199,6 +202,7 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 11},
 
     /* t-SNE (gpuml_r_tsne.c) */
+    {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 8},
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
     {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 11},

@@ -241,7 +241,95 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
  * t-SNE: core/tsne.c, kernels/tsne.cu
  * ===================================================================================== */
 
-/* (t-SNE API) */
+/* t-SNE (van der Maaten & Hinton 2008) with the affinities P from gpuml's exact kNN
+ * (k = 3 * perplexity neighbours, per-point perplexity bisection, symmetrised, sparse)
+ * and the repulsion either exact (all pairs, tiled, O(n^2) per iteration) or by
+ * FFT-accelerated interpolation (Linderman et al. 2019, O(n) per iteration). The
+ * optimisation follows the reference implementations: early exaggeration, momentum,
+ * gains, step-norm clipping. Every reduction has a fixed order, so the same input,
+ * parameters, seed and backend give a bit-identical embedding (the CPU result does
+ * not depend on the number of threads either). The CPU and GPU backends compute the
+ * same P and the same gradient formulas; their embeddings differ in rounding only,
+ * which the iterations amplify, so they agree in quality (KL), not bit for bit. */
+
+typedef enum {
+  GPUML_TSNE_AUTO = 0,  /* exact for n <= 10,000, else FFT (on 2 CPU cores the exact
+                           method, each pair once, is the faster up to there) */
+  GPUML_TSNE_EXACT = 1, /* all pairs every iteration */
+  GPUML_TSNE_FFT = 2    /* interpolation on a grid + FFT convolution */
+} gpuml_tsne_method;
+
+typedef enum {
+  GPUML_TSNE_INIT_PCA = 0,    /* the first dims principal components, scaled to sd 1e-4 */
+  GPUML_TSNE_INIT_RANDOM = 1, /* N(0, 1e-4^2) from the seed */
+  GPUML_TSNE_INIT_USER = 2    /* params.init_y */
+} gpuml_tsne_init;
+
+typedef struct {
+  int dims;                 /* 1, 2 or 3 */
+  double perplexity;        /* > 0 and 3 * perplexity <= n - 1 */
+  int max_iter;             /* >= 1 */
+  int pca;                  /* reduce the data to initial_dims principal components first */
+  int initial_dims;         /* >= 1 */
+  gpuml_tsne_init init;
+  const double *init_y;     /* n x dims, column-major, when init = GPUML_TSNE_INIT_USER */
+  double learning_rate;     /* > 0, or 0 for "auto" = max(200, n / 12). It scales the
+                               gradient of KL / 4, as Rtsne, bhtsne and FIt-SNE do
+                               (scikit-learn's value is 4x ours for the same step). */
+  double exaggeration;      /* P is multiplied by this for the first stop_lying_iter iterations */
+  int stop_lying_iter;
+  double momentum;          /* before mom_switch_iter */
+  double final_momentum;    /* from mom_switch_iter on */
+  int mom_switch_iter;
+  double max_step_norm;     /* a point moves at most this far per iteration; 0 = no limit */
+  gpuml_tsne_method method;
+} gpuml_tsne_params;
+
+/* Defaults (Rtsne's where they exist): dims 2, perplexity 30, max_iter 1000, pca on,
+ * initial_dims 50, init PCA, learning rate auto, exaggeration 12 until iteration 250,
+ * momentum 0.5 then 0.8 from iteration 250, max_step_norm 5, method auto. */
+void gpuml_tsne_params_init(gpuml_tsne_params *params);
+
+typedef struct {
+  gpuml_tsne_method method_used; /* exact or FFT */
+  double learning_rate_used;
+  int64_t neighbours;            /* k used for P */
+  int64_t nnz;                   /* non-zeros of the symmetric P */
+  int iterations_done;
+  double kl;                     /* the latest KL divergence (see gpuml_tsne) */
+  double seconds_affinities;     /* PCA, kNN and P */
+  double seconds_optimisation;
+} gpuml_tsne_result;
+
+/* "auto", "exact", "fft" and "pca", "random" (case-insensitive) <-> enum; an unknown
+ * name is GPUML_ERR_ARG ("tsne:badMethod", "tsne:badInit") listing the valid ones. A
+ * user matrix is given as init = GPUML_TSNE_INIT_USER with params.init_y. */
+gpuml_status gpuml_tsne_parse_method(const char *name, gpuml_tsne_method *out);
+gpuml_status gpuml_tsne_parse_init(const char *name, gpuml_tsne_init *out);
+const char *gpuml_tsne_method_name(gpuml_tsne_method method);
+
+/* The number of KL values gpuml_tsne() writes: ceil(max_iter / 50). */
+int gpuml_tsne_cost_count(int max_iter);
+
+/*
+ * t-SNE embedding of the n x d matrix x (column-major).
+ *   y: n x params->dims, column-major (written on success).
+ *   itercosts: gpuml_tsne_cost_count(max_iter) values, or NULL: the KL divergence
+ *     KL(P || Q) of the embedding after iterations 50, 100, ... and after the last
+ *     one, with the true (not exaggerated) P. For the FFT method Z (the normaliser of
+ *     Q) is the interpolated one, as FIt-SNE reports it.
+ *   result: may be NULL. During the call, result->kl and result->iterations_done are
+ *     updated before each progress callback of the stage "tsne" (done = iterations),
+ *     so a front end can show the KL while it runs.
+ * Progress stages: "pca", "knn", "affinities", "tsne". opt->seed drives the random
+ * initialisation (and nothing else).
+ * Errors: n < 4 ("tsne:tooFewPoints"), 3 * perplexity > n - 1 ("tsne:badPerplexity"),
+ * dims not in 1..3 ("tsne:badDims"), non-finite data ("tsne:nonFinite"), other bad
+ * parameters ("tsne:badParameter", "tsne:badInit").
+ */
+gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_params *params,
+                        double *y, double *itercosts, gpuml_tsne_result *result,
+                        gpuml_options *opt);
 
 /* =====================================================================================
  * Gaussian mixture models: core/gmm.c, kernels/gmm.cu

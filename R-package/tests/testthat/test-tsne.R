@@ -1,0 +1,166 @@
+backend <- function() test_backend()
+
+test_that("gpu_tsne returns the documented object", {
+  b <- tsne_blobs()
+  fit <- gpu_tsne(b$x, perplexity = 15, max_iter = 120, seed = 1, backend = backend())
+  expect_s3_class(fit, "gpu_tsne")
+  expect_true(is.matrix(fit$Y) && is.double(fit$Y))
+  expect_equal(dim(fit$Y), c(180L, 2L))
+  expect_true(all(is.finite(fit$Y)))
+  expect_length(fit$itercosts, 3L)
+  expect_equal(fit$costs_at, c(50L, 100L, 120L))
+  expect_true(all(fit$itercosts > 0))
+  expect_equal(fit$method, "exact")
+  expect_equal(fit$eta, 200)
+  expect_equal(fit$neighbours, 45L)
+  expect_equal(fit$N, 180L)
+  expect_equal(fit$origD, 10L)
+  expect_true(fit$backend %in% c("cpu", "cuda"))
+  if (backend() != "auto") expect_identical(fit$backend, backend())
+  expect_true(fit$time >= fit$time_optimisation)
+  expect_equal(colMeans(fit$Y), c(0, 0), tolerance = 1e-10)
+  expect_output(print(fit), "t-SNE embedding of 180 points \\(10 variables\\) in 2 dimensions")
+  expect_output(print(summary(fit)), "KL divergence by iteration")
+  expect_output(print(summary(fit)), "initialisation: pca")
+  rownames(b$x) <- paste0("p", seq_len(nrow(b$x)))
+  expect_identical(rownames(gpu_tsne(b$x, perplexity = 15, max_iter = 10, backend = backend())$Y),
+                   rownames(b$x))
+})
+
+test_that("separated blobs stay separated, in 1, 2 and 3 dimensions, both methods", {
+  b <- tsne_blobs()
+  for (dims in 1:3) for (method in c("exact", "fft")) {
+    if (dims == 3 && method == "fft") next  # slow on the CPU; covered by the C tests
+    fit <- gpu_tsne(b$x, dims = dims, perplexity = 20, max_iter = 500, method = method,
+                    seed = 2, backend = backend())
+    expect_equal(fit$method, method)
+    expect_equal(ncol(fit$Y), dims)
+    # (in 1-D a cluster may be cut in two, each half intact)
+    expect_gte(knn_label_accuracy(fit$Y, b$y, k = 5), if (dims == 1) 0.95 else 1)
+    expect_lt(fit$itercosts[10], fit$itercosts[5])
+  }
+})
+
+test_that("a seed, or set.seed(), gives the same embedding", {
+  b <- tsne_blobs(seed = 3)
+  run <- function(...) gpu_tsne(b$x, perplexity = 10, max_iter = 60, init = "random",
+                                backend = backend(), ...)$Y
+  expect_identical(run(seed = 7), run(seed = 7))
+  expect_false(identical(run(seed = 7), run(seed = 8)))
+  set.seed(11); a <- run()
+  set.seed(11); c <- run()
+  expect_identical(a, c)
+  # the PCA start uses no random numbers at all
+  set.seed(1); p1 <- gpu_tsne(b$x, perplexity = 10, max_iter = 60, backend = backend())
+  set.seed(2); p2 <- gpu_tsne(b$x, perplexity = 10, max_iter = 60, backend = backend())
+  expect_identical(p1$Y, p2$Y)
+})
+
+test_that("init: a user matrix is the start; PCA scaled to sd 1e-4", {
+  b <- tsne_blobs(seed = 4)
+  start <- matrix(seq(-1, 1, length.out = 360), 180)
+  fit <- gpu_tsne(b$x, perplexity = 10, max_iter = 1, init = start, learning_rate = 1e-12,
+                  backend = backend())
+  expect_equal(fit$Y, sweep(start, 2, colMeans(start)), tolerance = 1e-9)
+  expect_equal(fit$init, "user")
+  fit <- gpu_tsne(b$x, perplexity = 10, max_iter = 1, learning_rate = 1e-12,
+                  backend = backend())
+  pc1 <- prcomp(b$x)$x[, 1]
+  expect_gt(abs(cor(fit$Y[, 1], pc1)), 0.99999)
+  expect_equal(sd(fit$Y[, 1]), 1e-4, tolerance = 1e-6)
+})
+
+test_that("duplicated points give a finite embedding", {
+  b <- tsne_blobs(seed = 5)
+  x <- rbind(b$x, b$x[rep(1, 40), ], b$x[1:30, ])
+  for (method in c("exact", "fft")) {
+    fit <- gpu_tsne(x, perplexity = 10, max_iter = 200, method = method, backend = backend())
+    expect_true(all(is.finite(fit$Y)))
+    expect_true(all(is.finite(fit$itercosts)))
+  }
+})
+
+test_that("bad input gets clear errors", {
+  b <- tsne_blobs(n_each = 10, seed = 6)
+  expect_error(gpu_tsne(b$x, backend = backend()),
+               "perplexity = 30 is too large for 30 points.*perplexity <= 9")
+  expect_error(gpu_tsne(b$x[1:3, ], perplexity = 1, backend = backend()), "at least 4 points")
+  x <- b$x
+  x[4, 2] <- NA
+  expect_error(gpu_tsne(x, perplexity = 5, backend = backend()), "NA/NaN at row 4, column 2")
+  x[4, 2] <- Inf
+  expect_error(gpu_tsne(x, perplexity = 5, backend = backend()), "Inf at row 4, column 2")
+  expect_error(gpu_tsne(b$x, dims = 4, perplexity = 5), "dims = 4 must be 1, 2 or 3")
+  expect_error(gpu_tsne(b$x, dims = 0, perplexity = 5), "dims = 0 must be 1, 2 or 3")
+  expect_error(gpu_tsne(b$x, perplexity = -1), "perplexity = -1 must be positive")
+  expect_error(gpu_tsne(b$x, perplexity = 5, method = "bh"), "method \"bh\" is not one of")
+  expect_error(gpu_tsne(b$x, perplexity = 5, init = "spectral"), "init \"spectral\" is not one of")
+  expect_error(gpu_tsne(b$x, perplexity = 5, init = matrix(0, 29, 2)), "init must be a 30 x 2 matrix")
+  expect_error(gpu_tsne(b$x, perplexity = 5, learning_rate = 0), "learning_rate must be positive")
+  expect_error(gpu_tsne(b$x, perplexity = 5, learning_rate = "fast"), "single number")
+  expect_error(gpu_tsne(b$x, perplexity = 5, max_iter = 0), "max_iter = 0 must be at least 1")
+  expect_error(gpu_tsne(b$x, perplexity = 5, max_iter = 2.5), "max_iter must be a whole number")
+  expect_error(gpu_tsne(b$x, perplexity = 5, momentum = 1), "must lie in \\[0, 1\\)")
+  expect_error(gpu_tsne(b$x, perplexity = 5, backend = "gpu"), "backend")
+  expect_error(gpu_tsne(b$x, perplexity = 5, seed = -1), "seed must be")
+  expect_error(gpu_tsne(letters), "numeric")
+  if (!has_cuda_device())
+    expect_error(gpu_tsne(b$x, perplexity = 5, backend = "cuda"), "not available")
+})
+
+test_that("verbose reports stages and the KL while it runs", {
+  b <- tsne_blobs(seed = 7)
+  out <- capture.output(invisible(gpu_tsne(b$x, perplexity = 10, max_iter = 100,
+                                           verbose = TRUE, backend = backend())),
+                        type = "message")
+  expect_true(any(grepl("^knn done", out)))
+  expect_true(any(grepl("^affinities done", out)))
+  expect_true(any(grepl("^Iteration 50/100: KL divergence [0-9.]+ \\([0-9.]+ s\\)", out)))
+  expect_true(any(grepl("^Iteration 100/100", out)))
+  quiet <- capture.output(invisible(gpu_tsne(b$x, perplexity = 10, max_iter = 20,
+                                             backend = backend())), type = "message")
+  expect_length(quiet, 0)
+})
+
+test_that("plot draws the embedding coloured by labels", {
+  b <- tsne_blobs(seed = 8)
+  file <- tempfile(fileext = ".pdf")
+  grDevices::pdf(file)
+  on.exit(unlink(file))
+  for (dims in 1:3) {
+    fit <- gpu_tsne(b$x, dims = dims, perplexity = 10, max_iter = 50, backend = backend())
+    expect_identical(plot(fit, labels = letters[b$y]), fit)
+    expect_identical(plot(fit), fit)
+  }
+  expect_error(plot(fit, labels = 1:3), "labels has 3 values but the embedding has 180 points")
+  grDevices::dev.off()
+  expect_gt(file.size(file), 1000)
+})
+
+test_that("quality on a Fashion-MNIST slice is within 2% of Rtsne's", {
+  skip_if_not_installed("Rtsne")
+  path <- "/usr/share/datasets/fashion-mnist"
+  skip_if_not(file.exists(file.path(path, "t10k-images-idx3-ubyte.gz")), "no Fashion-MNIST")
+  fm <- read_fashion_mnist(path, "test", n = 2000)
+  x <- prcomp(fm$x / 255, rank. = 50)$x
+  ours <- gpu_tsne(x, pca = FALSE, max_iter = 500, seed = 1, backend = backend())
+  set.seed(1)
+  theirs <- Rtsne::Rtsne(x, pca = FALSE, max_iter = 500, num_threads = 2)
+  q <- c(ours = knn_preservation(x, ours$Y), rtsne = knn_preservation(x, theirs$Y))
+  a <- c(ours = knn_label_accuracy(ours$Y, fm$y), rtsne = knn_label_accuracy(theirs$Y, fm$y))
+  expect_gt(q[["ours"]], q[["rtsne"]] - 0.02)
+  expect_gt(a[["ours"]], a[["rtsne"]] - 0.02)
+})
+
+test_that("the CUDA backend reaches the CPU's KL divergence", {
+  skip_if_no_cuda()
+  b <- tsne_blobs(n_each = 400, d = 20, seed = 9)
+  for (method in c("exact", "fft")) {
+    g <- gpu_tsne(b$x, perplexity = 30, max_iter = 300, method = method, backend = "cuda")
+    c <- gpu_tsne(b$x, perplexity = 30, max_iter = 300, method = method, backend = "cpu")
+    expect_equal(g$backend, "cuda")
+    expect_equal(g$itercosts, c$itercosts, tolerance = 0.02)
+    expect_identical(g$Y, gpu_tsne(b$x, perplexity = 30, max_iter = 300, method = method,
+                                   backend = "cuda")$Y)
+  }
+})

@@ -1,0 +1,593 @@
+/* gpuml_tsne(): argument checks, then PCA, kNN, the affinities P and the initial
+ * embedding (shared by both backends), then the optimiser of the chosen backend
+ * (core/tsne_cpu.c or kernels/tsne.cu). */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "blas.h"
+#include "rng.h"
+#include "tsne.h"
+#ifdef GPUML_HAVE_CUDA
+#include "gpuml_cuda.h"
+#define GM_TSNE_CUDA_READY 1
+#else
+#define GM_TSNE_CUDA_READY 0
+#endif
+
+/* Standard deviation of the PCA or random initial embedding (first component). */
+#define GM_TSNE_INIT_SD 1e-4
+/* Rows of P computed between interrupt checks. */
+#define GM_TSNE_ROW_BLOCK 8192
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void gpuml_tsne_params_init(gpuml_tsne_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->dims = 2;
+  p->perplexity = 30;
+  p->max_iter = 1000;
+  p->pca = 1;
+  p->initial_dims = 50;
+  p->init = GPUML_TSNE_INIT_PCA;
+  p->learning_rate = 0;
+  p->exaggeration = 12;
+  p->stop_lying_iter = 250;
+  p->momentum = 0.5;
+  p->final_momentum = 0.8;
+  p->mom_switch_iter = 250;
+  p->max_step_norm = 5;
+  p->method = GPUML_TSNE_AUTO;
+}
+
+static int same_name(const char *a, const char *b) {
+  for (; *a && *b; a++, b++)
+    if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+  return *a == *b;
+}
+
+const char *gpuml_tsne_method_name(gpuml_tsne_method method) {
+  switch (method) {
+    case GPUML_TSNE_AUTO: return "auto";
+    case GPUML_TSNE_EXACT: return "exact";
+    case GPUML_TSNE_FFT: return "fft";
+  }
+  return "unknown";
+}
+
+gpuml_status gpuml_tsne_parse_method(const char *name, gpuml_tsne_method *out) {
+  gm_clear_error();
+  static const gpuml_tsne_method all[] = {GPUML_TSNE_AUTO, GPUML_TSNE_EXACT, GPUML_TSNE_FFT};
+  for (int i = 0; name && i < 3; i++)
+    if (same_name(name, gpuml_tsne_method_name(all[i]))) {
+      *out = all[i];
+      return GPUML_OK;
+    }
+  return gm_fail(GPUML_ERR_ARG, "tsne:badMethod",
+                 "method \"%s\" is not one of \"auto\", \"exact\", \"fft\"", name ? name : "");
+}
+
+gpuml_status gpuml_tsne_parse_init(const char *name, gpuml_tsne_init *out) {
+  gm_clear_error();
+  if (name && same_name(name, "pca")) *out = GPUML_TSNE_INIT_PCA;
+  else if (name && same_name(name, "random")) *out = GPUML_TSNE_INIT_RANDOM;
+  else
+    return gm_fail(GPUML_ERR_ARG, "tsne:badInit",
+                   "init \"%s\" is not one of \"pca\", \"random\" (or an n x dims matrix)",
+                   name ? name : "");
+  return GPUML_OK;
+}
+
+int gpuml_tsne_cost_count(int max_iter) {
+  return max_iter < 1 ? 0 : (max_iter + GM_TSNE_COST_EVERY - 1) / GM_TSNE_COST_EVERY;
+}
+
+void gm_csr_free(gm_csr *P) {
+  free(P->row);
+  free(P->col);
+  free(P->val);
+  P->row = P->col = NULL;
+  P->val = NULL;
+}
+
+int gm_tsne_grid_boxes(double spread, int dims) {
+  const int max_bits = dims == 1 ? 16 : (dims == 2 ? 11 : 7);
+  int boxes = 0;
+  for (int bits = 5; bits <= max_bits; bits++) {
+    boxes = (1 << bits) / (2 * GM_TSNE_NODES);
+    if ((double)boxes >= spread) break;
+  }
+  return boxes;
+}
+
+int gm_tsne_fft_size(int boxes) {
+  int size = 1;
+  while (size < 2 * boxes * GM_TSNE_NODES) size <<= 1;
+  return size;
+}
+
+/* ---- affinities ------------------------------------------------------------------ */
+
+typedef struct {
+  int64_t col;
+  double val;
+} gm_entry;
+
+static int by_column(const void *a, const void *b) {
+  const gm_entry *x = a, *y = b;
+  return (x->col > y->col) - (x->col < y->col);
+}
+
+/* p (n x k, row-major, with columns c) -> P = (p + p^T) / (2n), CSR with sorted rows. */
+static gpuml_status symmetrise(const int64_t *c, const double *p, int64_t n, int64_t k,
+                               gm_csr *P, int threads) {
+  const int64_t nk = n * k;
+  int64_t *tptr = gm_alloc((size_t)n + 1, sizeof *tptr);
+  int64_t *tcol = gm_alloc((size_t)nk, sizeof *tcol);
+  double *tval = gm_alloc((size_t)nk, sizeof *tval);
+  int64_t *fill = gm_alloc((size_t)n, sizeof *fill);
+  P->row = gm_alloc((size_t)n + 1, sizeof *P->row);
+  gpuml_status st = GPUML_OK;
+  if (!tptr || !tcol || !tval || !fill || !P->row) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the affinities",
+                 (double)nk * 32 / 1e6);
+    goto done;
+  }
+  /* The transpose, filled in row order so that each of its rows is sorted. */
+  memset(tptr, 0, sizeof *tptr * ((size_t)n + 1));
+  for (int64_t e = 0; e < nk; e++) tptr[c[e] + 1]++;
+  for (int64_t i = 0; i < n; i++) tptr[i + 1] += tptr[i];
+  memcpy(fill, tptr, sizeof *fill * (size_t)n);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t t = 0; t < k; t++) {
+      const int64_t j = c[i * k + t], at = fill[j]++;
+      tcol[at] = i;
+      tval[at] = p[i * k + t];
+    }
+  /* Row lengths of the union, then the merged rows. */
+  P->row[0] = 0;
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
+  for (int64_t i = 0; i < n; i++) {
+    int64_t a = 0, b = tptr[i], count = 0;
+    const int64_t *ca = c + i * k;
+    while (a < k || b < tptr[i + 1]) {
+      if (b == tptr[i + 1] || (a < k && ca[a] < tcol[b])) a++;
+      else if (a == k || tcol[b] < ca[a]) b++;
+      else a++, b++;
+      count++;
+    }
+    P->row[i + 1] = count;
+  }
+  for (int64_t i = 0; i < n; i++) P->row[i + 1] += P->row[i];
+  P->n = n;
+  P->nnz = P->row[n];
+  P->col = gm_alloc((size_t)P->nnz, sizeof *P->col);
+  P->val = gm_alloc((size_t)P->nnz, sizeof *P->val);
+  if (!P->col || !P->val) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for P",
+                 (double)P->nnz * 16 / 1e6);
+    goto done;
+  }
+  const double scale = 1.0 / (2.0 * (double)n);
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
+  for (int64_t i = 0; i < n; i++) {
+    int64_t a = 0, b = tptr[i], out = P->row[i];
+    const int64_t *ca = c + i * k;
+    const double *pa = p + i * k;
+    while (a < k || b < tptr[i + 1]) {
+      if (b == tptr[i + 1] || (a < k && ca[a] < tcol[b])) {
+        P->col[out] = ca[a];
+        P->val[out++] = pa[a++] * scale;
+      } else if (a == k || tcol[b] < ca[a]) {
+        P->col[out] = tcol[b];
+        P->val[out++] = tval[b++] * scale;
+      } else {
+        P->col[out] = ca[a];
+        P->val[out++] = (pa[a++] + tval[b++]) * scale;
+      }
+    }
+  }
+done:
+  free(tptr);
+  free(tcol);
+  free(tval);
+  free(fill);
+  if (st) gm_csr_free(P);
+  return st;
+}
+
+gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
+                                double perplexity, gm_csr *P, double *entropy,
+                                const gpuml_options *opt) {
+  memset(P, 0, sizeof *P);
+  const int threads = gm_threads(opt);
+  const double log_perp = log(perplexity);
+  const size_t nk = (size_t)n * (size_t)k;
+  gm_entry *rows = gm_alloc(nk, sizeof *rows);
+  int64_t *c = gm_alloc(nk, sizeof *c);
+  double *p = gm_alloc(nk, sizeof *p);
+  double *pcol = NULL;
+  double *d2 = gm_alloc((size_t)threads * (size_t)k, sizeof *d2);
+  gpuml_status st = GPUML_OK;
+  if (!rows || !c || !p || !d2) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the affinities",
+                 (double)nk * 32 / 1e6);
+    goto done;
+  }
+#ifdef GPUML_HAVE_CUDA
+  if (opt->backend_used == GPUML_BACKEND_CUDA) {
+    pcol = gm_alloc(nk, sizeof *pcol);
+    if (!pcol) {
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the affinities",
+                   (double)nk * 8 / 1e6);
+      goto done;
+    }
+    if ((st = gpuml_cuda_tsne_conditional(dist, n, k, perplexity, pcol, entropy, opt))) goto done;
+  }
+#endif
+  for (int64_t r0 = 0; r0 < n; r0 += GM_TSNE_ROW_BLOCK) {
+    const int64_t r1 = r0 + GM_TSNE_ROW_BLOCK < n ? r0 + GM_TSNE_ROW_BLOCK : n;
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
+    for (int64_t i = r0; i < r1; i++) {
+      gm_entry *row = rows + (size_t)i * (size_t)k;
+      if (pcol) {
+        for (int64_t t = 0; t < k; t++) row[t].val = pcol[i + t * n];
+      } else {
+        double *sq = d2 + (size_t)gm_thread_id() * (size_t)k, *w = p + (size_t)i * (size_t)k;
+        for (int64_t t = 0; t < k; t++) sq[t] = dist[i + t * n] * dist[i + t * n];
+        const double h = gm_tsne_bisect_point(sq, 1, k, log_perp, w);
+        if (entropy) entropy[i] = h;
+        for (int64_t t = 0; t < k; t++) row[t].val = w[t];
+      }
+      for (int64_t t = 0; t < k; t++) row[t].col = idx[i + t * n];
+      qsort(row, (size_t)k, sizeof *row, by_column);
+      for (int64_t t = 0; t < k; t++) {
+        c[(size_t)i * (size_t)k + t] = row[t].col;
+        p[(size_t)i * (size_t)k + t] = row[t].val;
+      }
+    }
+    if (gm_interrupted(opt)) {
+      st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted");
+      goto done;
+    }
+    gm_progress(opt, "affinities", r1, n);
+  }
+  free(rows);
+  rows = NULL;
+  st = symmetrise(c, p, n, k, P, threads);
+done:
+  free(rows);
+  free(c);
+  free(p);
+  free(pcol);
+  free(d2);
+  return st;
+}
+
+/* ---- PCA ------------------------------------------------------------------------- */
+
+void gm_tsne_sign_fix(double *scores, int64_t n, int64_t ncomp) {
+  for (int64_t c = 0; c < ncomp; c++) {
+    double *s = scores + c * n, best = 0;
+    for (int64_t i = 0; i < n; i++)
+      if (fabs(s[i]) > fabs(best)) best = s[i];
+    if (best < 0)
+      for (int64_t i = 0; i < n; i++) s[i] = -s[i];
+  }
+}
+
+gpuml_status gm_tsne_pca_cpu(const double *x, int64_t n, int64_t d, int64_t ncomp,
+                             double *scores, const gpuml_options *opt) {
+  const int64_t m = n < d ? n : d;
+  if (n > INT_MAX || d > INT_MAX || n * d > (int64_t)INT_MAX * 64)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooLarge",
+                   "PCA of a %lld x %lld matrix is beyond the BLAS of the CPU backend; use pca = FALSE",
+                   (long long)n, (long long)d);
+  gm_progress(opt, "pca", 0, 1);
+  double *xc = gm_alloc((size_t)n * (size_t)d, sizeof *xc);
+  double *a = gm_alloc((size_t)m * (size_t)m, sizeof *a);
+  double *w = gm_alloc((size_t)m, sizeof *w);
+  double *z = gm_alloc((size_t)m * (size_t)ncomp, sizeof *z);
+  int *isuppz = gm_alloc(2 * (size_t)ncomp, sizeof *isuppz);
+  double *work = NULL, *v = NULL;
+  int *iwork = NULL;
+  gpuml_status st = GPUML_OK;
+  if (!xc || !a || !w || !z || !isuppz) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the PCA",
+                 ((double)n * d + (double)m * m) * 8 / 1e6);
+    goto done;
+  }
+  const int threads = gm_threads(opt);
+#pragma omp parallel for schedule(static) num_threads(threads) if (n * d >= 65536)
+  for (int64_t t = 0; t < d; t++) {
+    const double *col = x + t * n;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += col[i];
+    const double mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) xc[i + t * n] = col[i] - mean;
+  }
+  const int N = (int)n, D = (int)d, M = (int)m, K = (int)ncomp;
+  const double one = 1, zero = 0;
+  if (d <= n) dsyrk_("U", "T", &D, &N, &one, xc, &N, &zero, a, &D, 1, 1);
+  else dsyrk_("U", "N", &N, &D, &one, xc, &N, &zero, a, &N, 1, 1);
+  if (gm_interrupted(opt)) {
+    st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted");
+    goto done;
+  }
+  int il = M - K + 1, iu = M, found = 0, info = 0, lwork = -1, liwork = -1, iwork_size = 0;
+  double vl = 0, vu = 0, abstol = 0, work_size = 0;
+  dsyevr_("V", "I", "U", &M, a, &M, &vl, &vu, &il, &iu, &abstol, &found, w, z, &M, isuppz,
+          &work_size, &lwork, &iwork_size, &liwork, &info, 1, 1, 1);
+  lwork = (int)work_size;
+  liwork = iwork_size;
+  work = gm_alloc((size_t)lwork, sizeof *work);
+  iwork = gm_alloc((size_t)liwork, sizeof *iwork);
+  if (!work || !iwork) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the eigensolver's work space");
+    goto done;
+  }
+  dsyevr_("V", "I", "U", &M, a, &M, &vl, &vu, &il, &iu, &abstol, &found, w, z, &M, isuppz,
+          work, &lwork, iwork, &liwork, &info, 1, 1, 1);
+  if (info != 0 || found != K) {
+    st = gm_fail(GPUML_ERR_NUMERIC, "tsne:pca",
+                 "the PCA eigensolver failed (LAPACK dsyevr info %d); try pca = FALSE", info);
+    goto done;
+  }
+  /* Eigenvalues come ascending: component c is column K - 1 - c. */
+  if (d <= n) {
+    v = gm_alloc((size_t)d * (size_t)K, sizeof *v);
+    if (!v) {
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the PCA rotation");
+      goto done;
+    }
+    for (int c = 0; c < K; c++) memcpy(v + (size_t)c * d, z + (size_t)(K - 1 - c) * d, sizeof *v * (size_t)d);
+    dgemm_("N", "N", &N, &K, &D, &one, xc, &N, v, &D, &zero, scores, &N, 1, 1);
+  } else {
+    for (int c = 0; c < K; c++) {
+      const double root = sqrt(w[K - 1 - c] > 0 ? w[K - 1 - c] : 0);
+      for (int64_t i = 0; i < n; i++) scores[i + c * n] = z[i + (size_t)(K - 1 - c) * n] * root;
+    }
+  }
+  gm_tsne_sign_fix(scores, n, ncomp);
+  gm_progress(opt, "pca", 1, 1);
+done:
+  free(xc);
+  free(a);
+  free(w);
+  free(z);
+  free(isuppz);
+  free(work);
+  free(iwork);
+  free(v);
+  return st;
+}
+
+static gpuml_status pca(const double *x, int64_t n, int64_t d, int64_t ncomp, double *scores,
+                        const gpuml_options *opt) {
+#ifdef GPUML_HAVE_CUDA
+  if (opt->backend_used == GPUML_BACKEND_CUDA)
+    return gpuml_cuda_tsne_pca(x, n, d, ncomp, scores, opt);
+#endif
+  return gm_tsne_pca_cpu(x, n, d, ncomp, scores, opt);
+}
+
+/* ---- checks and the entry point ---------------------------------------------------- */
+
+static gpuml_status check_params(const gpuml_tsne_params *p, int64_t n) {
+  if (!p) return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "params must not be NULL");
+  if (p->dims < 1 || p->dims > 3)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %d must be 1, 2 or 3", p->dims);
+  if (!(p->perplexity > 0) || !isfinite(p->perplexity))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity", "perplexity = %g must be positive",
+                   p->perplexity);
+  if (3 * p->perplexity > (double)(n - 1)) {
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "perplexity = %g is too large for %lld points: 3 * perplexity must be at most n - 1 = %lld (use perplexity <= %g)",
+                   p->perplexity, (long long)n, (long long)(n - 1), floor((double)(n - 1) / 3));
+  }
+  if (p->max_iter < 1)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "max_iter = %d must be at least 1",
+                   p->max_iter);
+  if (p->initial_dims < 1)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "initial_dims = %d must be at least 1",
+                   p->initial_dims);
+  if (!(p->learning_rate >= 0) || !isfinite(p->learning_rate))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "learning_rate = %g must be positive (or 0 for \"auto\")", p->learning_rate);
+  if (!(p->exaggeration > 0) || !isfinite(p->exaggeration))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "exaggeration = %g must be positive",
+                   p->exaggeration);
+  if (p->stop_lying_iter < 0 || p->mom_switch_iter < 0)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "stop_lying_iter and mom_switch_iter must not be negative");
+  if (!(p->momentum >= 0 && p->momentum < 1) || !(p->final_momentum >= 0 && p->final_momentum < 1))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "momentum = %g and final_momentum = %g must lie in [0, 1)", p->momentum,
+                   p->final_momentum);
+  if (!(p->max_step_norm >= 0) || isnan(p->max_step_norm))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "max_step_norm = %g must be positive (or 0 for no limit)", p->max_step_norm);
+  if (p->method != GPUML_TSNE_AUTO && p->method != GPUML_TSNE_EXACT && p->method != GPUML_TSNE_FFT)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "unknown method code %d", (int)p->method);
+  if (p->init != GPUML_TSNE_INIT_PCA && p->init != GPUML_TSNE_INIT_RANDOM &&
+      p->init != GPUML_TSNE_INIT_USER)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badInit", "unknown init code %d", (int)p->init);
+  if (p->init == GPUML_TSNE_INIT_USER) {
+    if (!p->init_y)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badInit", "init = user needs an n x dims matrix init_y");
+    for (int64_t e = 0; e < n * p->dims; e++)
+      if (!isfinite(p->init_y[e]))
+        return gm_fail(GPUML_ERR_ARG, "tsne:badInit",
+                       "the initial embedding contains a non-finite value at row %lld, column %lld",
+                       (long long)(e % n + 1), (long long)(e / n + 1));
+  }
+  return GPUML_OK;
+}
+
+/* sd of a column, summed in order. */
+static double column_sd(const double *v, int64_t n) {
+  double s = 0, s2 = 0;
+  for (int64_t i = 0; i < n; i++) s += v[i];
+  const double mean = s / (double)n;
+  for (int64_t i = 0; i < n; i++) s2 += (v[i] - mean) * (v[i] - mean);
+  return sqrt(s2 / (double)(n > 1 ? n - 1 : 1));
+}
+
+/* y from the principal components pcs (n x have): scaled so that the first has sd
+ * 1e-4; columns beyond `have` (data with fewer variables than dims), or all of them
+ * when the data has no spread, are drawn at random. */
+static void initial_embedding(const gpuml_tsne_params *p, int64_t n, const double *pcs,
+                              int64_t have, double *y, uint64_t seed) {
+  const int dims = p->dims;
+  gm_rng rng;
+  gm_rng_seed(&rng, seed);
+  int64_t from_pca = 0;
+  if (p->init == GPUML_TSNE_INIT_USER) {
+    memcpy(y, p->init_y, sizeof *y * (size_t)n * (size_t)dims);
+    return;
+  }
+  if (p->init == GPUML_TSNE_INIT_PCA && pcs && have > 0) {
+    const double sd = column_sd(pcs, n);
+    if (sd > 0) {
+      from_pca = have < dims ? have : dims;
+      const double scale = GM_TSNE_INIT_SD / sd;
+      for (int64_t e = 0; e < n * from_pca; e++) y[e] = pcs[e] * scale;
+    }
+  }
+  for (int64_t e = n * from_pca; e < n * dims; e++) y[e] = GM_TSNE_INIT_SD * gm_rng_normal(&rng);
+}
+
+gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_params *params,
+                        double *y, double *itercosts, gpuml_tsne_result *result,
+                        gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = gm_check_matrix(x, n, d, "data", "tsne");
+  if (st) return st;
+  if ((st = gm_check_options(opt))) return st;
+  if (n < 4)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooFewPoints",
+                   "t-SNE needs at least 4 points; the data has %lld", (long long)n);
+  if ((st = check_params(params, n))) return st;
+  if (!y) return gm_fail(GPUML_ERR_ARG, "tsne:badOutput", "the output y must not be NULL");
+  if (n > INT32_MAX)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooLarge", "%lld points is more than supported",
+                   (long long)n);
+
+  const double t_start = seconds_now();
+  const int64_t reduce_to = params->pca && d > params->initial_dims ? params->initial_dims : 0;
+  const int64_t d_used = reduce_to ? reduce_to : d;
+  int64_t k = (int64_t)floor(3 * params->perplexity);
+  if (k < 1) k = 1;
+  if (k > n - 1) k = n - 1;
+  const double work = (double)n * (double)n * ((double)d_used + params->max_iter);
+  if ((st = gm_choose_backend(opt, work, GM_TSNE_CUDA_READY, "tsne"))) return st;
+
+  gm_tsne_run run;
+  run.n = n;
+  run.dims = params->dims;
+  run.max_iter = params->max_iter;
+  run.method = params->method;
+  if (run.method == GPUML_TSNE_AUTO)
+    run.method = n <= (params->dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N)
+                     ? GPUML_TSNE_EXACT
+                     : GPUML_TSNE_FFT;
+  run.learning_rate = params->learning_rate > 0 ? params->learning_rate
+                                                : fmax(200.0, (double)n / 12.0);
+  run.exaggeration = params->exaggeration;
+  run.momentum = params->momentum;
+  run.final_momentum = params->final_momentum;
+  run.max_step_norm = params->max_step_norm;
+  run.stop_lying_iter = params->stop_lying_iter;
+  run.mom_switch_iter = params->mom_switch_iter;
+
+  gpuml_tsne_result local;
+  if (!result) result = &local;
+  memset(result, 0, sizeof *result);
+  result->method_used = run.method;
+  result->learning_rate_used = run.learning_rate;
+  result->neighbours = k;
+
+  double *reduced = NULL, *init_pcs = NULL, *dist = NULL, *y0 = NULL;
+  int64_t *idx = NULL;
+  gm_csr P = {0};
+  const double *data = x;
+  int64_t init_have = 0;
+  const int want_pca_init = params->init == GPUML_TSNE_INIT_PCA;
+  if (reduce_to) {
+    reduced = gm_alloc((size_t)n * (size_t)reduce_to, sizeof *reduced);
+    if (!reduced) {
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the PCA scores",
+                   (double)n * reduce_to * 8 / 1e6);
+      goto done;
+    }
+    const int64_t ncomp = reduce_to < n ? reduce_to : n;
+    if (ncomp < reduce_to) memset(reduced, 0, sizeof *reduced * (size_t)n * (size_t)reduce_to);
+    if ((st = pca(x, n, d, ncomp, reduced, opt))) goto done;
+    data = reduced;
+    init_have = ncomp < params->dims ? ncomp : params->dims;
+  } else if (want_pca_init) {
+    int64_t ncomp = params->dims;
+    if (ncomp > d) ncomp = d;
+    if (ncomp > n) ncomp = n;
+    init_pcs = gm_alloc((size_t)n * (size_t)ncomp, sizeof *init_pcs);
+    if (!init_pcs) {
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the initial embedding");
+      goto done;
+    }
+    if ((st = pca(x, n, d, ncomp, init_pcs, opt))) goto done;
+    init_have = ncomp;
+  }
+
+  idx = gm_alloc((size_t)n * (size_t)k, sizeof *idx);
+  dist = gm_alloc((size_t)n * (size_t)k, sizeof *dist);
+  if (!idx || !dist) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the neighbours",
+                 (double)n * k * 16 / 1e6);
+    goto done;
+  }
+  gpuml_options knn_opt = *opt;
+  knn_opt.backend = opt->backend_used;
+  if ((st = gpuml_knn(data, n, d_used, NULL, 0, k, idx, dist, &knn_opt))) goto done;
+  if ((st = gm_tsne_affinities(idx, dist, n, k, params->perplexity, &P, NULL, opt))) goto done;
+  free(idx);
+  free(dist);
+  idx = NULL;
+  dist = NULL;
+  result->nnz = P.nnz;
+
+  y0 = gm_alloc((size_t)n * (size_t)params->dims, sizeof *y0);
+  if (!y0) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
+    goto done;
+  }
+  initial_embedding(params, n, reduce_to ? reduced : init_pcs, init_have, y0, opt->seed);
+  free(reduced);
+  free(init_pcs);
+  reduced = init_pcs = NULL;
+  const double t_opt = seconds_now();
+  result->seconds_affinities = t_opt - t_start;
+#ifdef GPUML_HAVE_CUDA
+  if (opt->backend_used == GPUML_BACKEND_CUDA)
+    st = gpuml_cuda_tsne_optimize(P.row, P.col, P.val, P.nnz, &run, y0, itercosts, result, opt);
+  else
+#endif
+    st = gm_tsne_optimize_cpu(&P, &run, y0, itercosts, result, opt);
+  result->seconds_optimisation = seconds_now() - t_opt;
+  if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
+done:
+  free(reduced);
+  free(init_pcs);
+  free(idx);
+  free(dist);
+  free(y0);
+  gm_csr_free(&P);
+  return st;
+}

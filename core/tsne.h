@@ -1,0 +1,125 @@
+/* t-SNE internals shared by core/tsne.c (entry point, PCA, affinities), core/tsne_cpu.c
+ * (the CPU optimiser), core/tsne_fft.c (a small FFT) and the C tests. Not public. */
+#ifndef GPUML_TSNE_H
+#define GPUML_TSNE_H
+
+#include <stdint.h>
+#include "internal.h"
+#include "tsne_shared.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GM_TSNE_TRY(expr)       \
+  do {                          \
+    gpuml_status gm_s_ = (expr); \
+    if (gm_s_) return gm_s_;    \
+  } while (0)
+
+/* KL divergence every this many iterations (itercosts). */
+#define GM_TSNE_COST_EVERY 50
+/* The FFT grid (number of boxes) is chosen again every this many iterations, from the
+ * spread of the embedding at that time; in between the boxes only widen with it. The
+ * GPU reads the spread back at these iterations only (no per-iteration sync). */
+#define GM_TSNE_GRID_EVERY 10
+/* method = auto: exact up to this many points (dims 1-2; dims 3 below). */
+#define GM_TSNE_EXACT_MAX_N 10000
+#define GM_TSNE_EXACT_MAX_N_3D 10000
+
+/* Symmetric sparse P in CSR form: row i holds columns col[row[i] .. row[i+1]-1],
+ * ascending, with values val[]. The values sum to 1. */
+typedef struct {
+  int64_t n, nnz;
+  int64_t *row; /* n + 1 */
+  int64_t *col; /* nnz */
+  double *val;  /* nnz */
+} gm_csr;
+
+void gm_csr_free(gm_csr *P);
+
+/* Boxes per dimension of the FFT grid for an embedding whose coordinates span
+ * `spread`: boxes of width at most 1 (the kernel's length scale), from the sizes whose
+ * zero-padded grid 2 * boxes * GM_TSNE_NODES fits a power of two; capped per dims
+ * (the grid is boxes^dims). */
+int gm_tsne_grid_boxes(double spread, int dims);
+/* The power-of-two FFT size for `boxes` boxes per dimension. */
+int gm_tsne_fft_size(int boxes);
+
+/* P from the k nearest neighbours of each point (idx, dist: n x k column-major as
+ * gpuml_knn() gives them): per-point bisection to the perplexity, then
+ * P = (P_cond + P_cond^T) / (2n). `entropy` (n values, may be NULL) receives each
+ * point's entropy in nats. With opt->backend_used == CUDA the bisection runs on the
+ * GPU. Deterministic. */
+gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
+                                double perplexity, gm_csr *P, double *entropy,
+                                const gpuml_options *opt);
+
+/* The first ncomp principal component scores (n x ncomp) of x on the CPU: covariance
+ * (d <= n) or Gram matrix (d > n) by dsyrk, top eigenvectors by dsyevr. */
+gpuml_status gm_tsne_pca_cpu(const double *x, int64_t n, int64_t d, int64_t ncomp,
+                             double *scores, const gpuml_options *opt);
+/* Flips each score column so that its largest |value| (the first one on ties) is
+ * positive: the same sign whatever the eigensolver returned. */
+void gm_tsne_sign_fix(double *scores, int64_t n, int64_t ncomp);
+
+/* Resolved settings of one optimisation (method and learning rate no longer auto). */
+typedef struct {
+  int64_t n;
+  int dims;
+  int max_iter;
+  gpuml_tsne_method method;
+  double learning_rate, exaggeration, momentum, final_momentum, max_step_norm;
+  int stop_lying_iter, mom_switch_iter;
+} gm_tsne_run;
+
+/* The CPU optimiser: y (n x dims, column-major) holds the initial embedding and
+ * receives the result; itercosts may be NULL. */
+gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, double *y,
+                                  double *itercosts, gpuml_tsne_result *result,
+                                  const gpuml_options *opt);
+
+/* One gradient evaluation on the CPU, as the optimiser does it:
+ *   grad = exaggeration * sum_j p_ij w_ij (y_i - y_j) - sum_j w_ij^2 (y_i - y_j) / Z,
+ * w_ij = 1 / (1 + |y_i - y_j|^2), Z = sum_{i != j} w_ij: a quarter of dKL/dY when
+ * exaggeration = 1. `boxes` fixes the FFT grid (0: chosen from the spread). Z is
+ * written to *z. Used by the tests (finite differences, CPU vs GPU). */
+gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
+                                  gpuml_tsne_method method, int boxes, double exaggeration,
+                                  double *grad, double *z, const gpuml_options *opt);
+/* KL(P || Q) of the embedding y (Z exact or interpolated, by method). */
+gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
+                            gpuml_tsne_method method, int boxes, double *kl,
+                            const gpuml_options *opt);
+
+/* ---- the FFT of core/tsne_fft.c: radix-2, complex, single precision, powers of two ---- */
+typedef struct {
+  int size;
+  float *cos_t, *sin_t; /* size / 2 twiddles */
+  int *reverse;          /* bit reversal of 0 .. size - 1 */
+} gm_fft;
+
+gpuml_status gm_fft_init(gm_fft *f, int size);
+void gm_fft_free(gm_fft *f);
+/* In place, unnormalised; inverse = conjugate twiddles. */
+void gm_fft_line(const gm_fft *f, float *re, float *im, int inverse);
+/* Grids are padded along axis 0 (power-of-two strides would make lines of a grid
+ * collide in the caches): the element (g0, g1, g2) is at g0 + row * (g1 + size * g2)
+ * with row = gm_fft_row(size), and a plane holds gm_fft_plane(size, dims) floats. */
+int64_t gm_fft_row(int size);
+int64_t gm_fft_plane(int size, int dims);
+/* In-place transform of a complex grid of size^dims held as two planes, the real
+ * parts then the imaginary parts.
+ * Only the lines that can be non-zero (forward) or are needed (inverse) are
+ * transformed: coordinates beyond `keep` along the axes not yet transformed are
+ * taken as zero / not wanted. keep = size gives the full transform. Lines run in
+ * parallel on `threads` threads, each with gm_fft_scratch(size) floats of `scratch`. */
+size_t gm_fft_scratch(int size);
+void gm_fft_grid(const gm_fft *f, float *grid, int dims, int keep, int inverse, int threads,
+                 float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

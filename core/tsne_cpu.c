@@ -1,0 +1,644 @@
+/* The t-SNE optimiser on the CPU: gradient descent with momentum and gains on the
+ * sparse P, the repulsion exact (all pairs, row by row) or by FFT-accelerated
+ * interpolation (Linderman et al. 2019). Every sum has a fixed order (per row, then
+ * rows in index order; FFT lines are independent), so the result does not depend on
+ * the number of threads. kernels/tsne.cu does the same steps on the GPU. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tsne.h"
+
+typedef struct {
+  const gm_csr *P;
+  int64_t n;
+  int dims, threads;
+  gpuml_tsne_method method;
+  double *attr, *rep, *zrow; /* n x dims, n x dims, n */
+  double *pairs;             /* exact method: the columns' share of each pair of tiles */
+  /* FFT method: the grid of the last gm_tsne_grid_boxes() choice */
+  int boxes, size;
+  gm_fft fft;
+  float *grid;     /* (dims + 3) / 2 complex grids of size^dims, each a real and an
+                      imaginary plane: channel c is plane c of the lot */
+  float *kernel;   /* complex size^dims: the kernel, then its spectrum */
+  float *scratch;  /* threads x gm_fft_scratch(size) */
+  int32_t *box;    /* n: each point's box */
+  double *weight;  /* n x dims x GM_TSNE_NODES interpolation weights */
+  int64_t *start, *order; /* boxes^dims + 1 offsets, n points sorted by box */
+  int64_t box_cap;
+  size_t grid_cap;
+} cpu_state;
+
+/* Loops over fewer items than this run on the calling thread: waking a team costs more
+ * than the work (and much more on a busy machine). */
+#define GM_TSNE_PARALLEL_MIN 4096
+
+static int64_t ipow(int64_t b, int e) {
+  int64_t r = 1;
+  while (e-- > 0) r *= b;
+  return r;
+}
+
+static void state_free(cpu_state *s) {
+  free(s->pairs);
+  free(s->attr);
+  free(s->rep);
+  free(s->zrow);
+  gm_fft_free(&s->fft);
+  free(s->grid);
+  free(s->kernel);
+  free(s->scratch);
+  free(s->box);
+  free(s->weight);
+  free(s->start);
+  free(s->order);
+}
+
+static gpuml_status nomem(const char *what, double bytes) {
+  return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for %s", bytes / 1e6,
+                 what);
+}
+
+static gpuml_status state_init(cpu_state *s, const gm_csr *P, int64_t n, int dims,
+                               gpuml_tsne_method method, const gpuml_options *opt) {
+  memset(s, 0, sizeof *s);
+  s->P = P;
+  s->n = n;
+  s->dims = dims;
+  s->method = method;
+  s->threads = gm_threads(opt);
+  s->attr = gm_alloc((size_t)n * dims, sizeof *s->attr);
+  s->rep = gm_alloc((size_t)n * dims, sizeof *s->rep);
+  s->zrow = gm_alloc((size_t)n, sizeof *s->zrow);
+  if (!s->attr || !s->rep || !s->zrow) return nomem("the gradient", (double)n * (2 * dims + 1) * 8);
+  if (method == GPUML_TSNE_FFT) {
+    s->box = gm_alloc((size_t)n, sizeof *s->box);
+    s->weight = gm_alloc((size_t)n * dims * GM_TSNE_NODES, sizeof *s->weight);
+    s->order = gm_alloc((size_t)n, sizeof *s->order);
+    if (!s->box || !s->weight || !s->order)
+      return nomem("the interpolation weights", (double)n * (dims * GM_TSNE_NODES + 2) * 8);
+  }
+  return GPUML_OK;
+}
+
+/* Makes the FFT buffers fit `boxes` boxes per dimension. */
+static gpuml_status use_grid(cpu_state *s, int boxes) {
+  const int size = gm_tsne_fft_size(boxes);
+  const size_t cells = (size_t)gm_fft_plane(size, s->dims);
+  const int grids = (s->dims + 3) / 2;
+  const int64_t nbox = ipow(boxes, s->dims);
+  s->boxes = boxes;
+  if (size != s->size) {
+    gm_fft_free(&s->fft);
+    s->size = 0;
+    GM_TSNE_TRY(gm_fft_init(&s->fft, size));
+    s->size = size;
+    free(s->scratch);
+    s->scratch = gm_alloc((size_t)s->threads * gm_fft_scratch(size), sizeof *s->scratch);
+    if (!s->scratch) return nomem("FFT lines", (double)s->threads * 4 * gm_fft_scratch(size));
+  }
+  if (cells > s->grid_cap) {
+    free(s->grid);
+    free(s->kernel);
+    s->grid_cap = 0;
+    s->grid = gm_alloc((size_t)grids * 2 * cells, sizeof *s->grid);
+    s->kernel = gm_alloc(2 * cells, sizeof *s->kernel);
+    if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + 1) * 8 * cells);
+    s->grid_cap = cells;
+  }
+  if (nbox > s->box_cap) {
+    free(s->start);
+    s->box_cap = 0;
+    s->start = gm_alloc((size_t)nbox + 1, sizeof *s->start);
+    if (!s->start) return nomem("the boxes", (double)nbox * 8);
+    s->box_cap = nbox;
+  }
+  return GPUML_OK;
+}
+
+static double spread_of(const double *y, int64_t count) {
+  double lo = y[0], hi = y[0];
+  for (int64_t e = 1; e < count; e++) {
+    lo = y[e] < lo ? y[e] : lo;
+    hi = y[e] > hi ? y[e] : hi;
+  }
+  return hi - lo;
+}
+
+/* ---- exact repulsion: zrow[i] = sum_{j != i} w_ij, rep[i] = sum_j w_ij^2 (y_i - y_j) ---- */
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define GM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GM_VECTOR_CLONES
+#endif
+
+/* Sums over j in [j0, j1) kept in 8 lanes (j - j0) % 8, added up in lane order at the
+ * end: a fixed order that vectorises, so every machine gives the same bits. */
+#define GM_LANES 8
+GM_VECTOR_CLONES
+static void exact_row(const double *y, int64_t n, int D, int64_t i, int64_t j0, int64_t j1,
+                      double *z, double *r) {
+  double zs[GM_LANES] = {0}, rs[3][GM_LANES] = {{0}};
+  double a[3] = {0, 0, 0};
+  for (int d = 0; d < D; d++) a[d] = y[i + d * n];
+  int64_t j = j0;
+  if (D == 2) {
+    const double *y0 = y, *y1 = y + n;
+    for (; j + GM_LANES <= j1; j += GM_LANES)
+      for (int l = 0; l < GM_LANES; l++) {
+        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l];
+        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;
+        zs[l] += w;
+        rs[0][l] += w2 * d0;
+        rs[1][l] += w2 * d1;
+      }
+  } else if (D == 3) {
+    const double *y0 = y, *y1 = y + n, *y2 = y + 2 * n;
+    for (; j + GM_LANES <= j1; j += GM_LANES)
+      for (int l = 0; l < GM_LANES; l++) {
+        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l], d2 = a[2] - y2[j + l];
+        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1 + d2 * d2), w2 = w * w;
+        zs[l] += w;
+        rs[0][l] += w2 * d0;
+        rs[1][l] += w2 * d1;
+        rs[2][l] += w2 * d2;
+      }
+  } else {
+    for (; j + GM_LANES <= j1; j += GM_LANES)
+      for (int l = 0; l < GM_LANES; l++) {
+        const double d0 = a[0] - y[j + l];
+        const double w = 1.0 / (1.0 + d0 * d0), w2 = w * w;
+        zs[l] += w;
+        rs[0][l] += w2 * d0;
+      }
+  }
+  for (; j < j1; j++) {
+    const int l = (int)((j - j0) % GM_LANES);
+    double diff[3], r2 = 0;
+    for (int d = 0; d < D; d++) {
+      diff[d] = a[d] - y[j + d * n];
+      r2 += diff[d] * diff[d];
+    }
+    const double w = 1.0 / (1.0 + r2), w2 = w * w;
+    zs[l] += w;
+    for (int d = 0; d < D; d++) rs[d][l] += w2 * diff[d];
+  }
+  for (int l = 0; l < GM_LANES; l++) {
+    *z += zs[l];
+    for (int d = 0; d < D; d++) r[d] += rs[d][l];
+  }
+}
+
+/* Pairs between two different tiles: each pair once, its terms added to row i (in
+ * lanes, as exact_row does) and, with the opposite sign, to the column's slot in
+ * `other` (z, then D repulsion components, each GM_EXACT_TILE long). */
+#define GM_EXACT_TILE 256
+GM_VECTOR_CLONES
+static void exact_cross(const double *y, int64_t n, int D, int64_t i, int64_t j0, int64_t j1,
+                        double *z, double *r, double *other) {
+  double zs[GM_LANES] = {0}, rs[3][GM_LANES] = {{0}};
+  double a[3] = {0, 0, 0};
+  for (int d = 0; d < D; d++) a[d] = y[i + d * n];
+  const int64_t len = j1 - j0;
+  double *oz = other, *o0 = other + GM_EXACT_TILE, *o1 = o0 + GM_EXACT_TILE,
+         *o2 = o1 + GM_EXACT_TILE;
+  const double *y0 = y + j0, *y1 = y + n + j0, *y2 = y + 2 * n + j0;
+  int64_t j = 0;
+  if (D == 2) {
+    for (; j + GM_LANES <= len; j += GM_LANES)
+#pragma omp simd
+      for (int l = 0; l < GM_LANES; l++) {
+        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l];
+        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;
+        zs[l] += w;
+        rs[0][l] += w2 * d0;
+        rs[1][l] += w2 * d1;
+        oz[j + l] += w;
+        o0[j + l] -= w2 * d0;
+        o1[j + l] -= w2 * d1;
+      }
+  }
+  for (; j < len; j++) {
+    const int l = (int)(j % GM_LANES);
+    double diff[3], r2 = 0;
+    for (int d = 0; d < D; d++) {
+      diff[d] = a[d] - (d == 0 ? y0 : d == 1 ? y1 : y2)[j];
+      r2 += diff[d] * diff[d];
+    }
+    const double w = 1.0 / (1.0 + r2), w2 = w * w;
+    zs[l] += w;
+    oz[j] += w;
+    for (int d = 0; d < D; d++) {
+      rs[d][l] += w2 * diff[d];
+      (d == 0 ? o0 : d == 1 ? o1 : o2)[j] -= w2 * diff[d];
+    }
+  }
+  for (int l = 0; l < GM_LANES; l++) {
+    *z += zs[l];
+    for (int d = 0; d < D; d++) r[d] += rs[d][l];
+  }
+}
+
+/* Each pair once: tile I against the tiles J > I, the columns' share kept per (I, J)
+ * and added up afterwards in the order of I, so the sums have a fixed order whatever
+ * the threads. Beyond GM_EXACT_PAIRED_MAX points the per-pair buffers would be too
+ * large, and every row is summed on its own (each pair twice). */
+#define GM_EXACT_PAIRED_MAX 20000
+static gpuml_status exact_repulsion(cpu_state *s, const double *y) {
+  const int64_t n = s->n;
+  const int D = s->dims;
+  const int64_t tiles = (n + GM_EXACT_TILE - 1) / GM_EXACT_TILE;
+  const size_t slot = (size_t)(D + 1) * GM_EXACT_TILE;
+  if (n > GM_EXACT_PAIRED_MAX || n < 2 * GM_EXACT_TILE) {
+#pragma omp parallel for schedule(static, 64) num_threads(s->threads) if (n >= 512)
+    for (int64_t i = 0; i < n; i++) {
+      double z = 0, r[3] = {0, 0, 0};
+      exact_row(y, n, D, i, 0, i, &z, r);
+      exact_row(y, n, D, i, i + 1, n, &z, r);
+      s->zrow[i] = z;
+      for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
+    }
+    return GPUML_OK;
+  }
+  if (!s->pairs) {
+    s->pairs = gm_alloc((size_t)tiles * (size_t)tiles * slot, sizeof *s->pairs);
+    if (!s->pairs) return nomem("the exact repulsion", (double)tiles * tiles * slot * 8);
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads)
+  for (int64_t ti = 0; ti < tiles; ti++) {
+    const int64_t i0 = ti * GM_EXACT_TILE, i1 = i0 + GM_EXACT_TILE < n ? i0 + GM_EXACT_TILE : n;
+    for (int64_t tj = ti + 1; tj < tiles; tj++)
+      memset(s->pairs + ((size_t)ti * tiles + tj) * slot, 0, sizeof *s->pairs * slot);
+    for (int64_t i = i0; i < i1; i++) {
+      double z = 0, r[3] = {0, 0, 0};
+      exact_row(y, n, D, i, i0, i, &z, r);
+      exact_row(y, n, D, i, i + 1, i1, &z, r);
+      for (int64_t tj = ti + 1; tj < tiles; tj++) {
+        const int64_t j0 = tj * GM_EXACT_TILE, j1 = j0 + GM_EXACT_TILE < n ? j0 + GM_EXACT_TILE : n;
+        exact_cross(y, n, D, i, j0, j1, &z, r, s->pairs + ((size_t)ti * tiles + tj) * slot);
+      }
+      s->zrow[i] = z;
+      for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
+    }
+  }
+#pragma omp parallel for schedule(static) num_threads(s->threads)
+  for (int64_t tj = 1; tj < tiles; tj++) {
+    const int64_t j0 = tj * GM_EXACT_TILE, j1 = j0 + GM_EXACT_TILE < n ? j0 + GM_EXACT_TILE : n;
+    for (int64_t ti = 0; ti < tj; ti++) {
+      const double *o = s->pairs + ((size_t)ti * tiles + tj) * slot;
+      for (int64_t j = j0; j < j1; j++) {
+        s->zrow[j] += o[j - j0];
+        for (int d = 0; d < D; d++) s->rep[j + d * n] += o[(1 + d) * GM_EXACT_TILE + j - j0];
+      }
+    }
+  }
+  return GPUML_OK;
+}
+
+/* ---- FFT repulsion ---------------------------------------------------------------- */
+
+/* The node (k_0, k_1, k_2) of a box, numbered 0 .. 3^dims - 1. */
+static inline void node_coords(int D, int node, int *k) {
+  for (int d = 0; d < D; d++) {
+    k[d] = node % GM_TSNE_NODES;
+    node /= GM_TSNE_NODES;
+  }
+}
+
+/* ... and its interpolation weight for a point with weights w (dims x NODES). */
+static inline double node_weight(const double *w, int D, int node, int *k) {
+  node_coords(D, node, k);
+  double v = 1;
+  for (int d = 0; d < D; d++) v *= w[d * GM_TSNE_NODES + k[d]];
+  return v;
+}
+
+static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
+  const int64_t n = s->n;
+  const int D = s->dims, C = D + 2, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
+  const int nodes = (int)ipow(GM_TSNE_NODES, D);
+  const int64_t nbox = ipow(B, D), cells = gm_fft_plane(size, D), row = gm_fft_row(size);
+  double lo = y[0], hi = y[0];
+  for (int64_t e = 1; e < n * D; e++) {
+    lo = y[e] < lo ? y[e] : lo;
+    hi = y[e] > hi ? y[e] : hi;
+  }
+  double width = (hi - lo) / B;
+  if (!(width > 0)) width = 1;
+
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t i = 0; i < n; i++) {
+    int64_t lin = 0, mul = 1;
+    for (int d = 0; d < D; d++) {
+      double t;
+      const int b = gm_tsne_box_of(y[i + d * n], lo, width, B, &t);
+      gm_tsne_lagrange(t, s->weight + ((size_t)i * D + d) * GM_TSNE_NODES);
+      lin += b * mul;
+      mul *= B;
+    }
+    s->box[i] = (int32_t)lin;
+  }
+  /* Points sorted by box (counting sort, stable): each box's nodes get their sums
+   * from its own points in index order. */
+  memset(s->start, 0, sizeof *s->start * ((size_t)nbox + 1));
+  for (int64_t i = 0; i < n; i++) s->start[s->box[i] + 1]++;
+  for (int64_t b = 0; b < nbox; b++) s->start[b + 1] += s->start[b];
+  for (int64_t i = 0; i < n; i++) s->order[s->start[s->box[i]]++] = i;
+  for (int64_t b = nbox; b > 0; b--) s->start[b] = s->start[b - 1];
+  s->start[0] = 0;
+
+  const int grids = (C + 1) / 2;
+  memset(s->grid, 0, sizeof *s->grid * 2 * (size_t)cells * grids);
+#pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads) if (nbox >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t b = 0; b < nbox; b++) {
+    if (s->start[b] == s->start[b + 1]) continue;
+    double acc[27][5];
+    memset(acc, 0, sizeof acc);
+    for (int64_t at = s->start[b]; at < s->start[b + 1]; at++) {
+      const int64_t i = s->order[at];
+      double q[5], sq = 0;
+      q[0] = 1;
+      for (int d = 0; d < D; d++) {
+        q[1 + d] = y[i + d * n];
+        sq += q[1 + d] * q[1 + d];
+      }
+      q[D + 1] = sq;
+      const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
+      for (int node = 0; node < nodes; node++) {
+        int k[3];
+        const double v = node_weight(w, D, node, k);
+        for (int c = 0; c < C; c++) acc[node][c] += v * q[c];
+      }
+    }
+    for (int node = 0; node < nodes; node++) {
+      int k[3];
+      node_coords(D, node, k);
+      int64_t cell = 0, scale = 1, rest = b;
+      for (int d = 0; d < D; d++) {
+        const int64_t g = (rest % B) * GM_TSNE_NODES + k[d];
+        rest /= B;
+        cell += g * scale;
+        scale *= d == 0 ? row : size;
+      }
+      for (int c = 0; c < C; c++) s->grid[(size_t)c * cells + cell] = (float)acc[node][c];
+    }
+  }
+
+  /* The kernel on the node offsets, embedded in a circulant grid of size^dims (the
+   * padding of the rows is zero everywhere). */
+  const double spacing = width / GM_TSNE_NODES;
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t cell = 0; cell < cells; cell++) {
+    int64_t rest = cell;
+    double r2 = 0;
+    int inside = 1;
+    for (int d = 0; d < D; d++) {
+      const int64_t extent = d == 0 ? row : size, g = rest % extent;
+      rest /= extent;
+      if (g >= size) inside = 0;
+      int64_t off = g < N ? g : (g > size - N ? size - g : -1);
+      if (off < 0) inside = 0;
+      r2 += (off * spacing) * (off * spacing);
+    }
+    s->kernel[cell] = inside ? (float)gm_tsne_kernel2(r2) : 0;
+    s->kernel[cells + cell] = 0;
+  }
+  gm_fft_grid(&s->fft, s->kernel, D, size, 0, s->threads, s->scratch);
+  const float norm = (float)(1.0 / (double)ipow(size, D));  /* the FFT round trip scales by size^D */
+  for (int g = 0; g < grids; g++) {
+    float *grid = s->grid + (size_t)g * 2 * cells;
+    gm_fft_grid(&s->fft, grid, D, N, 0, s->threads, s->scratch);
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
+    for (int64_t cell = 0; cell < cells; cell++) {
+      const float kr = s->kernel[cell] * norm;
+      grid[cell] *= kr;
+      grid[cells + cell] *= kr;
+    }
+    gm_fft_grid(&s->fft, grid, D, N, 1, s->threads, s->scratch);
+  }
+
+  /* Potentials at the points, then Z's terms and the repulsion. */
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t i = 0; i < n; i++) {
+    double phi[5] = {0, 0, 0, 0, 0};
+    const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
+    int64_t rest = s->box[i];
+    int64_t base[3];
+    for (int d = 0; d < D; d++) {
+      base[d] = (rest % B) * GM_TSNE_NODES;
+      rest /= B;
+    }
+    for (int node = 0; node < nodes; node++) {
+      int k[3];
+      const double v = node_weight(w, D, node, k);
+      int64_t cell = 0, scale = 1;
+      for (int d = 0; d < D; d++) {
+        cell += (base[d] + k[d]) * scale;
+        scale *= d == 0 ? row : size;
+      }
+      for (int c = 0; c < C; c++) phi[c] += v * (double)s->grid[(size_t)c * cells + cell];
+    }
+    double sq = 0, dot = 0;
+    for (int d = 0; d < D; d++) {
+      const double yd = y[i + d * n];
+      sq += yd * yd;
+      dot += yd * phi[1 + d];
+      s->rep[i + d * n] = yd * phi[0] - phi[1 + d];
+    }
+    s->zrow[i] = (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
+  }
+  return GPUML_OK;
+}
+
+/* Z from the rows, in index order. The FFT sums include each point with itself. */
+static gpuml_status normaliser(cpu_state *s, const double *y, double *z) {
+  if (s->method == GPUML_TSNE_FFT) {
+    GM_TSNE_TRY(fft_repulsion(s, y));
+  } else {
+    GM_TSNE_TRY(exact_repulsion(s, y));
+  }
+  double total = 0;
+  for (int64_t i = 0; i < s->n; i++) total += s->zrow[i];
+  if (s->method == GPUML_TSNE_FFT) total -= (double)s->n;
+  if (!(total > 0) || !isfinite(total))
+    return gm_fail(GPUML_ERR_NUMERIC, "tsne:numeric",
+                   "the t-SNE normaliser Z became %g: the embedding diverged; try a smaller learning_rate",
+                   total);
+  *z = total;
+  return GPUML_OK;
+}
+
+static void attraction(cpu_state *s, const double *y) {
+  const gm_csr *P = s->P;
+  const int64_t n = s->n;
+  const int D = s->dims;
+#pragma omp parallel for schedule(static, 256) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t i = 0; i < n; i++) {
+    double a[3] = {0, 0, 0};
+    for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
+      const int64_t j = P->col[e];
+      double diff[3], r2 = 0;
+      for (int d = 0; d < D; d++) {
+        diff[d] = y[i + d * n] - y[j + d * n];
+        r2 += diff[d] * diff[d];
+      }
+      const double pw = P->val[e] / (1.0 + r2);
+      for (int d = 0; d < D; d++) a[d] += pw * diff[d];
+    }
+    for (int d = 0; d < D; d++) s->attr[i + d * n] = a[d];
+  }
+}
+
+static gpuml_status gradient(cpu_state *s, const double *y, double exaggeration, double *grad,
+                             double *z_out) {
+  double z;
+  GM_TSNE_TRY(normaliser(s, y, &z));
+  attraction(s, y);
+  const int64_t count = s->n * s->dims;
+  const double inv_z = 1.0 / z;
+  for (int64_t e = 0; e < count; e++) grad[e] = exaggeration * s->attr[e] - s->rep[e] * inv_z;
+  if (z_out) *z_out = z;
+  return GPUML_OK;
+}
+
+/* KL(P || Q) = sum p log p + sum p log(1 + d^2) + (sum p) log Z. */
+static gpuml_status kl_divergence(cpu_state *s, const double *y, double plogp, double psum,
+                                  double *kl) {
+  double z;
+  GM_TSNE_TRY(normaliser(s, y, &z));
+  const gm_csr *P = s->P;
+  const int64_t n = s->n;
+  const int D = s->dims;
+#pragma omp parallel for schedule(static, 256) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t i = 0; i < n; i++) {
+    double sum = 0;
+    for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
+      const int64_t j = P->col[e];
+      double r2 = 0;
+      for (int d = 0; d < D; d++) {
+        const double diff = y[i + d * n] - y[j + d * n];
+        r2 += diff * diff;
+      }
+      sum += P->val[e] * log1p(r2);
+    }
+    s->zrow[i] = sum;
+  }
+  double total = 0;
+  for (int64_t i = 0; i < n; i++) total += s->zrow[i];
+  *kl = plogp + total + psum * log(z);
+  return GPUML_OK;
+}
+
+static void p_sums(const gm_csr *P, double *plogp, double *psum) {
+  double a = 0, b = 0;
+  for (int64_t e = 0; e < P->nnz; e++) {
+    b += P->val[e];
+    if (P->val[e] > 0) a += P->val[e] * log(P->val[e]);
+  }
+  *plogp = a;
+  *psum = b;
+}
+
+static int sign_of(double v) { return (v > 0) - (v < 0); }
+
+gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, double *y,
+                                  double *itercosts, gpuml_tsne_result *result,
+                                  const gpuml_options *opt) {
+  const int64_t n = run->n;
+  const int D = run->dims;
+  const int64_t count = n * D;
+  cpu_state s;
+  gpuml_status st = state_init(&s, P, n, D, run->method, opt);
+  double *grad = gm_alloc((size_t)count, sizeof *grad);
+  double *uy = gm_alloc((size_t)count, sizeof *uy);
+  double *gains = gm_alloc((size_t)count, sizeof *gains);
+  if (!st && (!grad || !uy || !gains)) st = nomem("the optimiser", (double)count * 24);
+  if (st) goto done;
+  for (int64_t e = 0; e < count; e++) {
+    uy[e] = 0;
+    gains[e] = 1;
+  }
+  double plogp, psum;
+  p_sums(P, &plogp, &psum);
+  const double max_step2 = run->max_step_norm * run->max_step_norm;
+  int cost_at = 0;
+  for (int it = 0; it < run->max_iter; it++) {
+    if (run->method == GPUML_TSNE_FFT && it % GM_TSNE_GRID_EVERY == 0)
+      if ((st = use_grid(&s, gm_tsne_grid_boxes(spread_of(y, count), D)))) goto done;
+    const double exaggeration = it < run->stop_lying_iter ? run->exaggeration : 1.0;
+    const double momentum = it < run->mom_switch_iter ? run->momentum : run->final_momentum;
+    if ((st = gradient(&s, y, exaggeration, grad, NULL))) goto done;
+#pragma omp parallel for schedule(static) num_threads(s.threads) if (n >= GM_TSNE_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+      double step2 = 0;
+      for (int d = 0; d < D; d++) {
+        const int64_t e = i + d * n;
+        double gain = sign_of(grad[e]) != sign_of(uy[e]) ? gains[e] + 0.2 : gains[e] * 0.8;
+        if (gain < 0.01) gain = 0.01;
+        gains[e] = gain;
+        uy[e] = momentum * uy[e] - run->learning_rate * gain * grad[e];
+        step2 += uy[e] * uy[e];
+      }
+      if (run->max_step_norm > 0 && step2 > max_step2) {
+        const double scale = run->max_step_norm / sqrt(step2);
+        for (int d = 0; d < D; d++) uy[i + d * n] *= scale;
+      }
+      for (int d = 0; d < D; d++) y[i + d * n] += uy[i + d * n];
+    }
+    for (int d = 0; d < D; d++) {
+      double mean = 0;
+      for (int64_t i = 0; i < n; i++) mean += y[i + d * n];
+      mean /= (double)n;
+      for (int64_t i = 0; i < n; i++) y[i + d * n] -= mean;
+    }
+    if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter) {
+      double kl;
+      if ((st = kl_divergence(&s, y, plogp, psum, &kl))) goto done;
+      if (itercosts) itercosts[cost_at] = kl;
+      cost_at++;
+      if (result) {
+        result->kl = kl;
+        result->iterations_done = it + 1;
+      }
+      gm_progress(opt, "tsne", it + 1, run->max_iter);
+    }
+    if (gm_interrupted(opt)) {
+      st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d",
+                   it + 1);
+      goto done;
+    }
+  }
+done:
+  state_free(&s);
+  free(grad);
+  free(uy);
+  free(gains);
+  return st;
+}
+
+gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
+                                  gpuml_tsne_method method, int boxes, double exaggeration,
+                                  double *grad, double *z, const gpuml_options *opt) {
+  cpu_state s;
+  gpuml_status st = state_init(&s, P, n, dims, method, opt);
+  if (!st && method == GPUML_TSNE_FFT)
+    st = use_grid(&s, boxes > 0 ? boxes : gm_tsne_grid_boxes(spread_of(y, n * dims), dims));
+  if (!st) st = gradient(&s, y, exaggeration, grad, z);
+  state_free(&s);
+  return st;
+}
+
+gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
+                            gpuml_tsne_method method, int boxes, double *kl,
+                            const gpuml_options *opt) {
+  cpu_state s;
+  gpuml_status st = state_init(&s, P, n, dims, method, opt);
+  if (!st && method == GPUML_TSNE_FFT)
+    st = use_grid(&s, boxes > 0 ? boxes : gm_tsne_grid_boxes(spread_of(y, n * dims), dims));
+  double plogp, psum;
+  p_sums(P, &plogp, &psum);
+  if (!st) st = kl_divergence(&s, y, plogp, psum, kl);
+  state_free(&s);
+  return st;
+}

@@ -1,0 +1,255 @@
+## -*- texinfo -*-
+## @deftypefn  {} {@var{Y} =} gpu_tsne (@var{X})
+## @deftypefnx {} {@var{Y} =} gpu_tsne (@var{X}, @var{name}, @var{value}, @dots{})
+## @deftypefnx {} {[@var{Y}, @var{info}] =} gpu_tsne (@dots{})
+## t-SNE embedding of the rows of @var{X} in 1, 2 or 3 dimensions, on the GPU when
+## there is one and on the CPU (OpenMP) otherwise.
+##
+## The affinities come from each point's exact 3 * perplexity nearest neighbours
+## (a Gaussian bisected to the perplexity, symmetrised, kept sparse).  The
+## repulsion is exact (all pairs) for small data and computed by FFT-accelerated
+## interpolation (Linderman et al., 2019), linear in the number of points, for
+## large data.  The optimisation is the reference one: early exaggeration,
+## momentum, gains, step-length limit.  The same data, options, seed and backend
+## give exactly the same @var{Y}.
+##
+## @strong{Input}
+##
+## @table @var
+## @item X
+## @var{n}-by-@var{d} matrix, one point per row (at least 4), finite values.
+## Integer, logical and single matrices are computed in double; @var{Y} has the
+## class of @var{X} (single in, single out).
+## @end table
+##
+## @strong{Options} (name/value pairs, names case-insensitive)
+##
+## @table @asis
+## @item @qcode{"dims"}
+## 1, 2 (default) or 3.
+## @item @qcode{"perplexity"}
+## Default 30; 3 * perplexity must not exceed @var{n} - 1.
+## @item @qcode{"max_iter"}
+## Iterations, default 1000.
+## @item @qcode{"pca"}, @qcode{"initial_dims"}
+## When @code{pca} is true (default) and @var{X} has more than
+## @code{initial_dims} (default 50) columns, reduce it to that many principal
+## components first.
+## @item @qcode{"init"}
+## @qcode{"pca"} (default: the first principal components scaled to standard
+## deviation 1e-4), @qcode{"random"} or an @var{n}-by-@code{dims} matrix.
+## @item @qcode{"learning_rate"}
+## @qcode{"auto"} (default: max (200, @var{n} / 12)) or a positive number; it
+## applies to a quarter of the gradient of the KL divergence, as in Rtsne.
+## @item @qcode{"exaggeration"}, @qcode{"stop_lying_iter"}
+## P is multiplied by @code{exaggeration} (default 12) for the first
+## @code{stop_lying_iter} (default 250) iterations.
+## @item @qcode{"method"}
+## @qcode{"auto"} (default: exact up to 10000 points, FFT above),
+## @qcode{"exact"} or @qcode{"fft"}.
+## @item @qcode{"seed"}
+## A whole number for the random initialisation; @code{[]} (default) draws one
+## from @code{rand}, so that @code{rand ("seed", @dots{})} decides the result.
+## @item @qcode{"momentum"}, @qcode{"final_momentum"}, @qcode{"mom_switch_iter"}
+## 0.5, then 0.8 from iteration 250.
+## @item @qcode{"max_step_norm"}
+## The farthest a point moves in one iteration (default 5; 0: no limit).
+## @item @qcode{"backend"}
+## @qcode{"auto"} (default), @qcode{"cpu"} or @qcode{"cuda"}.
+## @item @qcode{"verbose"}
+## @code{true} prints each stage and, every 50 iterations, the KL divergence.
+## @end table
+##
+## @strong{Outputs}
+##
+## @table @var
+## @item Y
+## @var{n}-by-@code{dims} embedding (centred).
+## @item info
+## Struct with fields @code{itercosts} (KL divergence after iterations 50, 100,
+## @dots{} and the last), @code{costs_at} (those iterations), @code{backend},
+## @code{method}, @code{learning_rate}, @code{neighbours}, @code{seed} and
+## @code{seconds} (affinities, optimisation).
+## @end table
+##
+## Press Ctrl-C to interrupt a long run.
+##
+## @strong{Example}
+##
+## @example
+## @group
+## X = [randn(100, 10); randn(100, 10) + 8];
+## [Y, info] = gpu_tsne (X, "perplexity", 20, "max_iter", 300);
+## plot (Y(:,1), Y(:,2), ".");
+## info.itercosts(end)    # the final KL divergence
+## @end group
+## @end example
+##
+## @seealso{gpu_knn, gpuml_info}
+## @end deftypefn
+
+function [Y, info] = gpu_tsne (X, varargin)
+
+  if (nargin < 1)
+    print_usage ();
+  endif
+  defaults = struct ("dims", 2, "perplexity", 30, "max_iter", 1000, "pca", true,
+                     "initial_dims", 50, "init", "pca", "learning_rate", "auto",
+                     "exaggeration", 12, "stop_lying_iter", 250, "method", "auto",
+                     "seed", [], "verbose", false, "backend", "auto", "momentum", 0.5,
+                     "final_momentum", 0.8, "mom_switch_iter", 250, "max_step_norm", 5);
+  opts = gpuml_parse_options ("gpu_tsne", defaults, varargin);
+  out_single = isa (X, "single");
+  if ((isnumeric (X) || islogical (X)) && ! issparse (X) && ! iscomplex (X))
+    X = double (X);
+  endif
+  names = {"dims", "perplexity", "max_iter", "initial_dims", "exaggeration", ...
+           "stop_lying_iter", "momentum", "final_momentum", "mom_switch_iter", ...
+           "max_step_norm"};
+  for i = 1:numel (names)
+    v = opts.(names{i});
+    if (! (isnumeric (v) || islogical (v)) || ! isscalar (v) || ! isreal (v))
+      error ("gpuml:badOption", "gpu_tsne: %s must be a real number", names{i});
+    endif
+  endfor
+  rate = opts.learning_rate;
+  if (ischar (rate) && strcmpi (rate, "auto"))
+    rate = 0;
+  elseif (! isnumeric (rate) || ! isscalar (rate) || ! (rate > 0))
+    error ("gpuml:badOption", "gpu_tsne: learning_rate must be \"auto\" or a positive number");
+  endif
+  init = opts.init;
+  if (! ischar (init))
+    if (! (isnumeric (init) || islogical (init)))
+      error ("gpuml:tsne:badInit", "gpu_tsne: init must be \"pca\", \"random\" or a matrix");
+    endif
+    init = double (init);
+  endif
+  seed = opts.seed;
+  if (isempty (seed))
+    seed = floor (rand () * 2^31);
+  endif
+  params = double ([opts.dims, opts.perplexity, opts.max_iter, logical(opts.pca), ...
+                    opts.initial_dims, rate, opts.exaggeration, opts.stop_lying_iter, ...
+                    opts.momentum, opts.final_momentum, opts.mom_switch_iter, ...
+                    opts.max_step_norm]);
+  try
+    [Y, costs, backend, method, eta, k, seconds] = ...
+      gpuml_tsne_mex (X, params, init, opts.method, seed, opts.backend, opts.verbose);
+  catch err
+    gpuml_rethrow (err, "gpu_tsne", "gpuml_tsne_mex");
+  end_try_catch
+  if (out_single)
+    Y = single (Y);
+  endif
+  info = struct ("itercosts", costs,
+                 "costs_at", min ((1:numel (costs))' * 50, opts.max_iter),
+                 "backend", backend, "method", method, "learning_rate", eta,
+                 "neighbours", k, "seed", seed, "seconds", seconds);
+
+endfunction
+
+
+%!shared B
+%! B = getenv ("GPUML_TEST_BACKEND");
+%! if (isempty (B))
+%!   B = "auto";
+%! endif
+
+## Three separated blobs and a 1-NN check in the embedding.
+%!function [X, labels] = blobs (n_each, d)
+%!  randn ("state", 1);
+%!  X = [randn(n_each, d); randn(n_each, d); randn(n_each, d)];
+%!  X(n_each+1:2*n_each, 1) += 12;
+%!  X(2*n_each+1:end, 2) += 12;
+%!  labels = kron ((1:3)', ones (n_each, 1));
+%!endfunction
+%!function acc = one_nn_accuracy (Y, labels)
+%!  idx = gpu_knn (double (Y), [], 1, "backend", "cpu");
+%!  acc = mean (labels(idx) == labels);
+%!endfunction
+
+## structure, separation, KL going down
+%!test
+%! [X, labels] = blobs (40, 8);
+%! [Y, info] = gpu_tsne (X, "perplexity", 15, "max_iter", 500, "backend", B);
+%! assert (size (Y), [120 2]);
+%! assert (class (Y), "double");
+%! assert (all (isfinite (Y(:))));
+%! assert (abs (mean (Y)) < 1e-10);
+%! assert (one_nn_accuracy (Y, labels), 1);
+%! assert (numel (info.itercosts), 10);
+%! assert (info.costs_at', 50:50:500);
+%! assert (info.itercosts(10) < info.itercosts(5));
+%! assert (info.method, "exact");
+%! assert (info.learning_rate, 200);
+%! assert (info.neighbours, 45);
+%! assert (any (strcmp (info.backend, {"cpu", "cuda"})));
+%! assert (size (info.seconds), [1 2]);
+
+## the FFT method, 1 and 3 dimensions, a single input
+%!test
+%! [X, labels] = blobs (40, 8);
+%! [Y, info] = gpu_tsne (single (X), "perplexity", 15, "max_iter", 300, "method", "fft",
+%!                       "stop_lying_iter", 100, "mom_switch_iter", 100, "backend", B);
+%! assert (class (Y), "single");
+%! assert (info.method, "fft");
+%! assert (one_nn_accuracy (Y, labels), 1);
+%! Y = gpu_tsne (X, "dims", 1, "perplexity", 15, "max_iter", 500, "backend", B);
+%! assert (size (Y), [120 1]);
+%! Y = gpu_tsne (X, "dims", 3, "perplexity", 15, "max_iter", 500, "backend", B);
+%! assert (size (Y), [120 3]);
+%! assert (one_nn_accuracy (Y, labels), 1);
+
+## reproducible: a seed, or the state of rand
+%!test
+%! X = blobs (30, 5);
+%! a = gpu_tsne (X, "perplexity", 10, "max_iter", 60, "init", "random", "seed", 3, "backend", B);
+%! b = gpu_tsne (X, "perplexity", 10, "max_iter", 60, "init", "random", "seed", 3, "backend", B);
+%! c = gpu_tsne (X, "perplexity", 10, "max_iter", 60, "init", "random", "seed", 4, "backend", B);
+%! assert (isequal (a, b));
+%! assert (! isequal (a, c));
+%! rand ("seed", 5);  a = gpu_tsne (X, "perplexity", 10, "max_iter", 60, "init", "random", "backend", B);
+%! rand ("seed", 5);  b = gpu_tsne (X, "perplexity", 10, "max_iter", 60, "init", "random", "backend", B);
+%! assert (isequal (a, b));
+
+## a user start; duplicated points
+%!test
+%! X = blobs (30, 5);
+%! start = reshape (linspace (-1, 1, 180), 90, 2);
+%! Y = gpu_tsne (X, "perplexity", 10, "max_iter", 1, "init", start, "learning_rate", 1e-12);
+%! assert (Y, start - mean (start), 1e-9);
+%! Y = gpu_tsne ([X; repmat(X(1,:), 20, 1)], "perplexity", 10, "max_iter", 100);
+%! assert (all (isfinite (Y(:))));
+
+## verbose prints the KL every 50 iterations
+%!test
+%! X = blobs (30, 5);
+%! out = evalc ('gpu_tsne (X, "perplexity", 10, "max_iter", 100, "verbose", true);');
+%! assert (! isempty (strfind (out, "iteration 50/100, KL divergence")));
+%! assert (! isempty (strfind (out, "iteration 100/100")));
+%! out = evalc ('gpu_tsne (X, "perplexity", 10, "max_iter", 20);');
+%! assert (isempty (out));
+
+## bad input
+%!error <perplexity = 30 is too large for 20 points> gpu_tsne (rand (20, 3))
+%!error id=gpuml:tsne:badPerplexity gpu_tsne (rand (20, 3), "perplexity", 7)
+%!error id=gpuml:tsne:badPerplexity gpu_tsne (rand (20, 3), "perplexity", 0)
+%!error id=gpuml:tsne:tooFewPoints gpu_tsne (rand (3, 3), "perplexity", 1)
+%!error id=gpuml:tsne:nonFinite gpu_tsne ([rand(20, 3); NaN 1 1], "perplexity", 5)
+%!error <contains Inf at row 2, column 3> gpu_tsne ([rand(1, 3); 1 1 Inf; rand(20, 3)], "perplexity", 5)
+%!error id=gpuml:tsne:badDims gpu_tsne (rand (20, 3), "perplexity", 5, "dims", 4)
+%!error id=gpuml:tsne:badDims gpu_tsne (rand (20, 3), "perplexity", 5, "dims", 0)
+%!error id=gpuml:tsne:badMethod gpu_tsne (rand (20, 3), "perplexity", 5, "method", "bh")
+%!error id=gpuml:tsne:badInit gpu_tsne (rand (20, 3), "perplexity", 5, "init", "spectral")
+%!error id=gpuml:tsne:badInit gpu_tsne (rand (20, 3), "perplexity", 5, "init", zeros (19, 2))
+%!error id=gpuml:tsne:badInit gpu_tsne (rand (20, 3), "perplexity", 5, "init", [zeros(19, 2); NaN 0])
+%!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "max_iter", 0)
+%!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "momentum", 1)
+%!error id=gpuml:tsne:badSeed gpu_tsne (rand (20, 3), "perplexity", 5, "seed", -1)
+%!error id=gpuml:badOption gpu_tsne (rand (20, 3), "perplexity", 5, "learning_rate", "fast")
+%!error id=gpuml:badOption gpu_tsne (rand (20, 3), "perplexity", "high")
+%!error id=gpuml:badOption gpu_tsne (rand (20, 3), "theta", 0.5)
+%!error id=gpuml:badBackend gpu_tsne (rand (20, 3), "perplexity", 5, "backend", "gpu")
+%!error id=gpuml:tsne:badType gpu_tsne ({1, 2})
+%!error <Invalid call> gpu_tsne ()

@@ -1,0 +1,731 @@
+/* C tests of t-SNE: the public gpuml_tsne() and the internals it is built from (P,
+ * PCA, the gradient). The backend comes from GPUML_TEST_BACKEND ("cpu" by default;
+ * with "cuda" the GPU results are also compared with the CPU backend's). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "gpuml.h"
+#include "rng.h"
+#include "tsne.h"
+#ifdef GPUML_HAVE_CUDA
+#include "gpuml_cuda.h"
+#endif
+
+static gpuml_backend test_backend = GPUML_BACKEND_CPU;
+static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
+
+static gpuml_options options(gpuml_backend backend) {
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  opt.backend = backend;
+  opt.backend_used = backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA : GPUML_BACKEND_CPU;
+  opt.precision = test_precision;
+  return opt;
+}
+
+/* n points in d dimensions around `clusters` centres 10 apart (clusters = 1: one
+ * standard normal cloud); label[i] = i % clusters. */
+static double *blobs(int64_t n, int64_t d, int clusters, uint64_t seed, int *label) {
+  gm_rng r;
+  gm_rng_seed(&r, seed);
+  double *x = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n; i++) {
+    const int c = (int)(i % clusters);
+    if (label) label[i] = c;
+    for (int64_t t = 0; t < d; t++)
+      x[i + t * n] = (clusters > 1 && t == c % d ? 10.0 * (1 + c / d) : 0) + gm_rng_normal(&r);
+  }
+  return x;
+}
+
+/* P of x through the pipeline of gpuml_tsne (kNN, then the affinities). */
+static gpuml_status affinities_of(const double *x, int64_t n, int64_t d, double perplexity,
+                                  gm_csr *P, double *entropy, gpuml_backend backend) {
+  const int64_t k = (int64_t)floor(3 * perplexity);
+  int64_t *idx = malloc(sizeof(int64_t) * n * k);
+  double *dist = malloc(sizeof(double) * n * k);
+  gpuml_options opt = options(backend);
+  gpuml_status st = gpuml_knn(x, n, d, NULL, 0, k, idx, dist, &opt);
+  if (!st) st = gm_tsne_affinities(idx, dist, n, k, perplexity, P, entropy, &opt);
+  free(idx);
+  free(dist);
+  return st;
+}
+
+static double p_value(const gm_csr *P, int64_t i, int64_t j) {
+  for (int64_t e = P->row[i]; e < P->row[i + 1]; e++)
+    if (P->col[e] == j) return P->val[e];
+  return 0;
+}
+
+/* ---- arguments -------------------------------------------------------------------- */
+
+static void expect_error(const char *name, gpuml_status st, const char *id) {
+  CHECK(st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), id) == 0,
+        "%s: status %d, id \"%s\" (%s), expected %s", name, st, gpuml_last_error_id(),
+        gpuml_last_error(), id);
+}
+
+static void test_bad_input(void) {
+  const int64_t n = 40, d = 3;
+  double *x = blobs(n, d, 1, 1, NULL), y[40 * 3], costs[40];
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  gpuml_options opt = options(test_backend);
+  p.perplexity = 5;
+  expect_error("n < 4", gpuml_tsne(x, 3, d, &p, y, NULL, NULL, &opt), "tsne:tooFewPoints");
+  p.perplexity = 30;
+  expect_error("perplexity too large", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt),
+               "tsne:badPerplexity");
+  CHECK(strstr(gpuml_last_error(), "perplexity <= 13") != NULL, "message: %s", gpuml_last_error());
+  p.perplexity = 13.5;
+  expect_error("3 perplexity > n - 1", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt),
+               "tsne:badPerplexity");
+  p.perplexity = 0;
+  expect_error("perplexity 0", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badPerplexity");
+  p.perplexity = 5;
+  p.dims = 0;
+  expect_error("dims 0", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badDims");
+  p.dims = 4;
+  expect_error("dims 4", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badDims");
+  p.dims = 2;
+  p.max_iter = 0;
+  expect_error("max_iter 0", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badParameter");
+  p.max_iter = 100;
+  p.learning_rate = -1;
+  expect_error("learning rate", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badParameter");
+  p.learning_rate = 0;
+  p.init = GPUML_TSNE_INIT_USER;
+  expect_error("user init missing", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badInit");
+  double init[80];
+  for (int e = 0; e < 80; e++) init[e] = e * 1e-3;
+  init[17] = NAN;
+  p.init_y = init;
+  expect_error("user init NaN", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badInit");
+  p.init = GPUML_TSNE_INIT_PCA;
+  x[5 + 2 * n] = INFINITY;
+  expect_error("Inf in data", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:nonFinite");
+  CHECK(strstr(gpuml_last_error(), "row 6, column 3") != NULL, "message: %s", gpuml_last_error());
+  x[5 + 2 * n] = NAN;
+  expect_error("NaN in data", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:nonFinite");
+  CHECK(gpuml_tsne_cost_count(1000) == 20 && gpuml_tsne_cost_count(1001) == 21 &&
+            gpuml_tsne_cost_count(49) == 1 && gpuml_tsne_cost_count(0) == 0,
+        "cost counts");
+  (void)costs;
+  free(x);
+}
+
+/* ---- P ------------------------------------------------------------------------------ */
+
+static void test_affinities(void) {
+  const int64_t n = 700, d = 10;
+  const double perplexity = 25;
+  double *x = blobs(n, d, 4, 2, NULL), *entropy = malloc(sizeof(double) * n);
+  gm_csr P = {0};
+  gpuml_status st = affinities_of(x, n, d, perplexity, &P, entropy, GPUML_BACKEND_CPU);
+  CHECK(st == GPUML_OK, "affinities: %s", gpuml_last_error());
+  if (!st) {
+    double worst = 0, sum = 0, asym = 0;
+    int sorted = 1, positive = 1;
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(entropy[i] - log(perplexity)));
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t e = P.row[i]; e < P.row[i + 1]; e++) {
+        sum += P.val[e];
+        positive &= P.val[e] > 0 && P.col[e] != i;
+        if (e > P.row[i]) sorted &= P.col[e] > P.col[e - 1];
+        asym = fmax(asym, fabs(P.val[e] - p_value(&P, P.col[e], i)));
+      }
+    CHECK(worst < 1e-5, "rows reach the perplexity: worst |H - log(perp)| = %g", worst);
+    CHECK(fabs(sum - 1) < 1e-12, "P sums to %.15g", sum);
+    CHECK(asym == 0, "P is symmetric (largest difference %g)", asym);
+    CHECK(sorted && positive, "rows sorted by column, positive, no diagonal");
+    CHECK(P.nnz >= n * 75 && P.nnz <= 2 * n * 75, "nnz %lld", (long long)P.nnz);
+  }
+  gm_csr_free(&P);
+#ifdef GPUML_HAVE_CUDA
+  if (test_backend == GPUML_BACKEND_CUDA) {
+    gm_csr Pc = {0}, Pg = {0};
+    double *eg = malloc(sizeof(double) * n);
+    gpuml_status s1 = affinities_of(x, n, d, perplexity, &Pc, NULL, GPUML_BACKEND_CPU);
+    gpuml_status s2 = affinities_of(x, n, d, perplexity, &Pg, eg, GPUML_BACKEND_CUDA);
+    CHECK(!s1 && !s2, "affinities on both backends: %s", gpuml_last_error());
+    if (!s1 && !s2) {
+      int same_pattern = Pc.nnz == Pg.nnz;
+      double worst = 0, worst_h = 0;
+      for (int64_t i = 0; same_pattern && i <= n; i++) same_pattern &= Pc.row[i] == Pg.row[i];
+      for (int64_t e = 0; same_pattern && e < Pc.nnz; e++) {
+        same_pattern &= Pc.col[e] == Pg.col[e];
+        worst = fmax(worst, fabs(Pc.val[e] - Pg.val[e]) / Pc.val[e]);
+      }
+      for (int64_t i = 0; i < n; i++) worst_h = fmax(worst_h, fabs(eg[i] - log(perplexity)));
+      /* in single precision the GPU's kNN distances differ in the last float bits, and
+       * so may the order of near-ties; in double the neighbours are the CPU's */
+      if (test_precision == GPUML_PRECISION_DOUBLE) {
+        CHECK(same_pattern, "CPU and GPU P have the same sparsity pattern");
+        CHECK(worst < 1e-10, "CPU and GPU P agree (largest relative difference %g)", worst);
+      }
+      CHECK(worst_h < 1e-5, "GPU rows reach the perplexity (worst %g)", worst_h);
+    }
+    gm_csr_free(&Pc);
+    gm_csr_free(&Pg);
+    free(eg);
+  }
+#endif
+  free(x);
+  free(entropy);
+}
+
+/* Duplicated points: zero distances in the bisection and coincident points in Q. */
+static void test_duplicates(void) {
+  const int64_t n = 240, d = 4;
+  double *x = blobs(n, d, 3, 3, NULL);
+  for (int64_t i = 0; i < 60; i++)
+    for (int64_t t = 0; t < d; t++) x[i + t * n] = x[t * n];  /* 60 copies of point 0 */
+  for (int64_t i = 100; i < 200; i += 2)
+    for (int64_t t = 0; t < d; t++) x[i + 1 + t * n] = x[i + t * n];  /* pairs */
+  gm_csr P = {0};
+  double *entropy = malloc(sizeof(double) * n);
+  gpuml_status st = affinities_of(x, n, d, 10, &P, entropy, GPUML_BACKEND_CPU);
+  int finite = st == GPUML_OK;
+  for (int64_t e = 0; finite && e < P.nnz; e++) finite &= isfinite(P.val[e]) && P.val[e] >= 0;
+  CHECK(finite, "P of duplicated points is finite");
+  /* 59 twins at distance 0 exceed the perplexity: the weight is spread over them */
+  CHECK(st == GPUML_OK && fabs(entropy[0] - log(30)) < 1e-9, "entropy of a 60-fold point %g",
+        st ? 0 : entropy[0]);
+  gm_csr_free(&P);
+  free(entropy);
+  static const gpuml_tsne_method methods[] = {GPUML_TSNE_EXACT, GPUML_TSNE_FFT};
+  for (int m = 0; m < 2; m++) {
+    gpuml_tsne_params p;
+    gpuml_tsne_params_init(&p);
+    p.perplexity = 10;
+    p.max_iter = 200;
+    p.method = methods[m];
+    double *y = malloc(sizeof(double) * n * 2), costs[4];
+    gpuml_options opt = options(test_backend);
+    st = gpuml_tsne(x, n, d, &p, y, costs, NULL, &opt);
+    int ok = st == GPUML_OK;
+    for (int64_t e = 0; ok && e < n * 2; e++) ok &= isfinite(y[e]);
+    for (int c = 0; ok && c < 4; c++) ok &= isfinite(costs[c]);
+    CHECK(ok, "t-SNE of duplicated points (%s) is finite: %s", m ? "fft" : "exact",
+          gpuml_last_error());
+    free(y);
+  }
+  free(x);
+}
+
+/* ---- PCA ---------------------------------------------------------------------------- */
+
+/* x = 10 u a^T + 3 v b^T + noise: the first score follows u, the second v. */
+static void check_pca(int64_t n, int64_t d) {
+  gm_rng r;
+  gm_rng_seed(&r, 4);
+  double *u = malloc(sizeof(double) * n), *v = malloc(sizeof(double) * n);
+  double *a = malloc(sizeof(double) * d), *b = malloc(sizeof(double) * d);
+  for (int64_t i = 0; i < n; i++) u[i] = gm_rng_normal(&r), v[i] = gm_rng_normal(&r);
+  /* centred and uncorrelated factors, so that the components are exactly u and v */
+  double mu = 0, mv0 = 0, uu = 0, uv = 0;
+  for (int64_t i = 0; i < n; i++) mu += u[i] / n, mv0 += v[i] / n;
+  for (int64_t i = 0; i < n; i++) u[i] -= mu, v[i] -= mv0;
+  for (int64_t i = 0; i < n; i++) uu += u[i] * u[i], uv += u[i] * v[i];
+  for (int64_t i = 0; i < n; i++) v[i] -= uv / uu * u[i];
+  double na = 0, nb = 0, ab = 0;
+  for (int64_t t = 0; t < d; t++) a[t] = gm_rng_normal(&r), b[t] = gm_rng_normal(&r);
+  for (int64_t t = 0; t < d; t++) na += a[t] * a[t], ab += a[t] * b[t];
+  for (int64_t t = 0; t < d; t++) b[t] -= ab / na * a[t];
+  for (int64_t t = 0; t < d; t++) nb += b[t] * b[t];
+  double *x = malloc(sizeof(double) * n * d), *s = malloc(sizeof(double) * n * 3);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t t = 0; t < d; t++)
+      x[i + t * n] = 10 * u[i] * a[t] / sqrt(na) + 3 * v[i] * b[t] / sqrt(nb) + 0.01 * gm_rng_normal(&r);
+  gpuml_options opt = options(GPUML_BACKEND_CPU);
+  gpuml_status st = gm_tsne_pca_cpu(x, n, d, 3, s, &opt);
+  CHECK(st == GPUML_OK, "pca %lldx%lld: %s", (long long)n, (long long)d, gpuml_last_error());
+  if (!st) {
+    double cu = 0, cv = 0, su = 0, sv = 0, s0 = 0, s1 = 0, mean = 0;
+    for (int64_t i = 0; i < n; i++) mean += u[i];
+    mean /= n;
+    double mv = 0;
+    for (int64_t i = 0; i < n; i++) mv += v[i];
+    mv /= n;
+    for (int64_t i = 0; i < n; i++) {
+      cu += s[i] * (u[i] - mean);
+      su += (u[i] - mean) * (u[i] - mean);
+      s0 += s[i] * s[i];
+      cv += s[i + n] * (v[i] - mv);
+      sv += (v[i] - mv) * (v[i] - mv);
+      s1 += s[i + n] * s[i + n];
+    }
+    CHECK(fabs(cu) / sqrt(su * s0) > 0.999 && fabs(cv) / sqrt(sv * s1) > 0.999,
+          "pca %lldx%lld: scores follow the factors (%g, %g)", (long long)n, (long long)d,
+          fabs(cu) / sqrt(su * s0), fabs(cv) / sqrt(sv * s1));
+    CHECK(s0 > s1, "pca: variances descend");
+    double best = 0;
+    for (int64_t i = 0; i < n; i++)
+      if (fabs(s[i]) > fabs(best)) best = s[i];
+    CHECK(best > 0, "pca: sign fixed (largest |score| positive)");
+  }
+#ifdef GPUML_HAVE_CUDA
+  if (test_backend == GPUML_BACKEND_CUDA) {
+    double *g = malloc(sizeof(double) * n * 3);
+    gpuml_options go = options(GPUML_BACKEND_CUDA);
+    gpuml_status sg = gpuml_cuda_tsne_pca(x, n, d, 3, g, &go);
+    CHECK(sg == GPUML_OK, "GPU pca: %s", gpuml_last_error());
+    double worst = 0, scale = 0;
+    for (int64_t e = 0; !sg && e < n * 2; e++) scale = fmax(scale, fabs(s[e]));
+    for (int64_t e = 0; !sg && e < n * 2; e++) worst = fmax(worst, fabs(g[e] - s[e]));
+    CHECK(!sg && worst < 1e-8 * scale, "GPU and CPU PCA scores agree (%g of %g)", worst, scale);
+    free(g);
+  }
+#endif
+  free(u);
+  free(v);
+  free(a);
+  free(b);
+  free(x);
+  free(s);
+}
+
+static void test_pca(void) {
+  check_pca(300, 40);  /* covariance */
+  check_pca(30, 200);  /* Gram matrix */
+}
+
+/* ---- gradient ----------------------------------------------------------------------- */
+
+static void test_gradient_finite_differences(void) {
+  for (int dims = 1; dims <= 3; dims++) {
+    const int64_t n = 30;
+    double *x = blobs(n, 5, 2, 5, NULL);
+    gm_csr P = {0};
+    gpuml_status st = affinities_of(x, n, 5, 5, &P, NULL, GPUML_BACKEND_CPU);
+    gm_rng r;
+    gm_rng_seed(&r, 6);
+    double *y = malloc(sizeof(double) * n * dims), *g = malloc(sizeof(double) * n * dims);
+    for (int64_t e = 0; e < n * dims; e++) y[e] = 2 * gm_rng_normal(&r);
+    gpuml_options opt = options(GPUML_BACKEND_CPU);
+    double z;
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, g, &z, &opt);
+    double worst = 0, scale = 0;
+    for (int64_t e = 0; !st && e < n * dims; e++) {
+      const double keep = y[e], h = 1e-5;
+      double up, down;
+      y[e] = keep + h;
+      gm_tsne_kl_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, &up, &opt);
+      y[e] = keep - h;
+      gm_tsne_kl_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, &down, &opt);
+      y[e] = keep;
+      const double fd = (up - down) / (2 * h);
+      worst = fmax(worst, fabs(4 * g[e] - fd));
+      scale = fmax(scale, fabs(fd));
+    }
+    CHECK(st == GPUML_OK && worst < 1e-6 * scale,
+          "dims %d: exact gradient vs finite differences: worst %g of %g (%s)", dims, worst,
+          scale, gpuml_last_error());
+    /* the exact Z */
+    double zref = 0;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        if (i == j) continue;
+        double r2 = 0;
+        for (int d = 0; d < dims; d++) r2 += pow(y[i + d * n] - y[j + d * n], 2);
+        zref += 1 / (1 + r2);
+      }
+    CHECK(fabs(z - zref) < 1e-12 * zref, "dims %d: exact Z %.15g vs %.15g", dims, z, zref);
+    gm_csr_free(&P);
+    free(x);
+    free(y);
+    free(g);
+  }
+}
+
+/* The exact repulsion of larger n (each pair once, tile by tile) against a plain
+ * double loop. */
+static void test_exact_tiles(void) {
+  for (int dims = 1; dims <= 3; dims++) {
+    const int64_t n = 1300;
+    gm_csr P = {0};
+    P.n = n;
+    P.row = calloc(n + 1, sizeof(int64_t));
+    gm_rng r;
+    gm_rng_seed(&r, 15);
+    double *y = malloc(sizeof(double) * n * dims), *g = malloc(sizeof(double) * n * dims);
+    for (int64_t e = 0; e < n * dims; e++) y[e] = 5 * gm_rng_normal(&r);
+    gpuml_options opt = options(GPUML_BACKEND_CPU);
+    double z = 0, zref = 0, worst = 0, scale = 0;
+    gpuml_status st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, g, &z, &opt);
+    double *rep = calloc(n * dims, sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        if (i == j) continue;
+        double r2 = 0;
+        for (int d = 0; d < dims; d++) r2 += pow(y[i + d * n] - y[j + d * n], 2);
+        const double w = 1 / (1 + r2);
+        zref += w;
+        for (int d = 0; d < dims; d++) rep[i + d * n] += w * w * (y[i + d * n] - y[j + d * n]);
+      }
+    for (int64_t e = 0; e < n * dims; e++) {
+      worst = fmax(worst, fabs(g[e] + rep[e] / zref));
+      scale = fmax(scale, fabs(rep[e] / zref));
+    }
+    CHECK(st == GPUML_OK && fabs(z - zref) < 1e-12 * zref && worst < 1e-12 * scale,
+          "dims %d: tiled exact repulsion: Z %.15g vs %.15g, worst %g of %g", dims, z, zref,
+          worst, scale);
+    free(P.row);
+    free(y);
+    free(g);
+    free(rep);
+  }
+}
+
+/* The FFT repulsion against the exact one on a spread-out embedding. */
+static void test_fft_accuracy(void) {
+  for (int dims = 1; dims <= 3; dims++) {
+    const int64_t n = 1500;
+    double *x = blobs(n, 6, 5, 7, NULL);
+    gm_csr P = {0};
+    gpuml_status st = affinities_of(x, n, 6, 15, &P, NULL, GPUML_BACKEND_CPU);
+    gm_rng r;
+    gm_rng_seed(&r, 8);
+    double *y = malloc(sizeof(double) * n * dims);
+    double *ge = malloc(sizeof(double) * n * dims), *gf = malloc(sizeof(double) * n * dims);
+    const double spread = dims == 3 ? 6 : 12;
+    for (int64_t e = 0; e < n * dims; e++) y[e] = spread * gm_rng_normal(&r) / 3;
+    gpuml_options opt = options(GPUML_BACKEND_CPU);
+    double ze = 0, zf = 0;
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, ge, &ze, &opt);
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_FFT, 0, 1.0, gf, &zf, &opt);
+    double err = 0, norm = 0;
+    for (int64_t e = 0; e < n * dims; e++) {
+      err += (ge[e] - gf[e]) * (ge[e] - gf[e]);
+      norm += ge[e] * ge[e];
+    }
+    const double rel = sqrt(err / norm);
+    CHECK(st == GPUML_OK && fabs(zf - ze) < 2e-3 * ze && rel < 1e-2,
+          "dims %d: FFT vs exact: Z %.6g vs %.6g, gradient relative error %.2g (%s)", dims, zf,
+          ze, rel, gpuml_last_error());
+#ifdef GPUML_HAVE_CUDA
+    if (test_backend == GPUML_BACKEND_CUDA) {
+      static const gpuml_tsne_method methods[] = {GPUML_TSNE_EXACT, GPUML_TSNE_FFT};
+      for (int m = 0; m < 2; m++) {
+        double *gc = malloc(sizeof(double) * n * dims), *gg = malloc(sizeof(double) * n * dims);
+        double zc = 0, zg = 0;
+        const int boxes = gm_tsne_grid_boxes(2 * spread, dims);
+        gpuml_options co = options(GPUML_BACKEND_CPU), go = options(GPUML_BACKEND_CUDA);
+        gpuml_status a = gm_tsne_gradient_cpu(&P, y, n, dims, methods[m], boxes, 12.0, gc, &zc, &co);
+        gpuml_status b = gpuml_cuda_tsne_gradient(P.row, P.col, P.val, n, dims, (int)methods[m],
+                                                  boxes, 12.0, y, gg, &zg, &go);
+        double worst = 0, scale = 0;
+        for (int64_t e = 0; !a && !b && e < n * dims; e++) {
+          worst = fmax(worst, fabs(gc[e] - gg[e]));
+          scale = fmax(scale, fabs(gc[e]));
+        }
+        /* the FFT grids are single precision, transformed by different FFTs */
+        const double tol = m ? 1e-4 : 1e-9, ztol = m ? 1e-5 : 1e-10;
+        CHECK(!a && !b && worst < tol * scale && fabs(zc - zg) < ztol * zc,
+              "dims %d %s: GPU gradient vs CPU: worst %g of %g, Z %.15g vs %.15g (%s)", dims,
+              m ? "fft" : "exact", worst, scale, zc, zg, gpuml_last_error());
+        free(gc);
+        free(gg);
+      }
+    }
+#endif
+    gm_csr_free(&P);
+    free(x);
+    free(y);
+    free(ge);
+    free(gf);
+  }
+}
+
+/* ---- whole runs --------------------------------------------------------------------- */
+
+/* Fraction of points whose nearest neighbour in y (n x dims) has their label. */
+static double one_nn_accuracy(const double *y, int64_t n, int dims, const int *label) {
+  int64_t *idx = malloc(sizeof(int64_t) * n);
+  double *dist = malloc(sizeof(double) * n);
+  gpuml_options opt = options(GPUML_BACKEND_CPU);
+  int64_t hit = 0;
+  if (gpuml_knn(y, n, dims, NULL, 0, 1, idx, dist, &opt) == GPUML_OK)
+    for (int64_t i = 0; i < n; i++) hit += label[idx[i]] == label[i];
+  free(idx);
+  free(dist);
+  return (double)hit / n;
+}
+
+static void test_blobs(void) {
+  const int64_t n = 400, d = 20;
+  int *label = malloc(sizeof(int) * n);
+  double *x = blobs(n, d, 4, 9, label);
+  static const gpuml_tsne_method methods[] = {GPUML_TSNE_EXACT, GPUML_TSNE_FFT};
+  /* (the 3-D FFT grid is slow on the CPU: test_fft_accuracy covers it) */
+  for (int dims = 1; dims <= 3; dims++)
+    for (int m = 0; m < (dims < 3 ? 2 : 1); m++) {
+      gpuml_tsne_params p;
+      gpuml_tsne_params_init(&p);
+      p.dims = dims;
+      p.perplexity = 20;
+      p.max_iter = 300;
+      p.method = methods[m];
+      double *y = malloc(sizeof(double) * n * dims), costs[6];
+      gpuml_tsne_result res;
+      gpuml_options opt = options(test_backend);
+      gpuml_status st = gpuml_tsne(x, n, d, &p, y, costs, &res, &opt);
+      CHECK(st == GPUML_OK, "blobs dims %d %s: %s", dims, m ? "fft" : "exact", gpuml_last_error());
+      if (!st) {
+        const double acc = one_nn_accuracy(y, n, dims, label);
+        CHECK(acc > 0.99, "blobs dims %d %s: 1-NN label accuracy %.3f", dims,
+              m ? "fft" : "exact", acc);
+        CHECK(costs[5] < costs[4] && costs[5] > 0,
+              "blobs dims %d: KL %g after 250, %g after 300", dims, costs[4], costs[5]);
+        CHECK(res.method_used == methods[m] && res.neighbours == 60 && res.iterations_done == 300 &&
+                  res.kl == costs[5] && res.learning_rate_used == 200,
+              "blobs: result fields");
+        CHECK(opt.backend_used == (test_backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA
+                                                                       : GPUML_BACKEND_CPU),
+              "ran on %s", gpuml_backend_name(opt.backend_used));
+      }
+      free(y);
+    }
+  free(x);
+  free(label);
+}
+
+static int run_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_params *p,
+                    gpuml_options *opt, double *y, double *costs) {
+  return gpuml_tsne(x, n, d, p, y, costs, NULL, opt) == GPUML_OK;
+}
+
+static void test_reproducible(void) {
+  const int64_t n = 1000, d = 30;
+  double *x = blobs(n, d, 6, 10, NULL);
+  for (int m = 0; m < 2; m++) {
+    gpuml_tsne_params p;
+    gpuml_tsne_params_init(&p);
+    p.max_iter = 60;
+    p.perplexity = 10;
+    p.init = GPUML_TSNE_INIT_RANDOM;
+    p.method = m ? GPUML_TSNE_FFT : GPUML_TSNE_EXACT;
+    const size_t bytes = sizeof(double) * n * 2;
+    double *y1 = malloc(bytes), *y2 = malloc(bytes), *y3 = malloc(bytes), c1[2], c2[2];
+    gpuml_options o1 = options(test_backend), o2 = options(test_backend), o3 = options(test_backend);
+    o1.seed = o2.seed = 99;
+    o3.seed = 100;
+    o1.threads = 1;
+    o2.threads = 2;
+    int ok = run_tsne(x, n, d, &p, &o1, y1, c1) && run_tsne(x, n, d, &p, &o2, y2, c2) &&
+             run_tsne(x, n, d, &p, &o3, y3, NULL);
+    CHECK(ok && memcmp(y1, y2, bytes) == 0 && memcmp(c1, c2, sizeof c1) == 0,
+          "%s: same seed gives the same embedding (1 and 2 threads)", m ? "fft" : "exact");
+    CHECK(ok && memcmp(y1, y3, bytes) != 0, "another seed gives another embedding");
+    free(y1);
+    free(y2);
+    free(y3);
+  }
+  free(x);
+}
+
+/* The FFT method reaches the exact method's KL. */
+static void test_fft_matches_exact(void) {
+  const int64_t n = 1200, d = 10;
+  double *x = blobs(n, d, 5, 11, NULL);
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.max_iter = 300;
+  double *y = malloc(sizeof(double) * n * 2), ce[6], cf[6];
+  gpuml_options opt = options(test_backend);
+  p.method = GPUML_TSNE_EXACT;
+  int ok = run_tsne(x, n, d, &p, &opt, y, ce);
+  p.method = GPUML_TSNE_FFT;
+  ok = ok && run_tsne(x, n, d, &p, &opt, y, cf);
+  double kl_exact = 0;
+  if (ok) {
+    gm_csr P = {0};
+    gpuml_options co = options(GPUML_BACKEND_CPU);
+    ok = affinities_of(x, n, d, 30, &P, NULL, GPUML_BACKEND_CPU) == GPUML_OK &&
+         gm_tsne_kl_cpu(&P, y, n, 2, GPUML_TSNE_EXACT, 0, &kl_exact, &co) == GPUML_OK;
+    gm_csr_free(&P);
+  }
+  CHECK(ok && fabs(cf[5] - ce[5]) < 0.03 * ce[5],
+        "final KL: FFT %g vs exact %g (%s)", cf[5], ce[5], gpuml_last_error());
+  CHECK(ok && fabs(kl_exact - cf[5]) < 0.01 * kl_exact,
+        "the FFT method's KL %g is the exact KL %g of its embedding", cf[5], kl_exact);
+#ifdef GPUML_HAVE_CUDA
+  if (test_backend == GPUML_BACKEND_CUDA) {
+    /* the same run on the CPU: the two backends reach the same quality */
+    gpuml_options co = options(GPUML_BACKEND_CPU);
+    double cc[6];
+    for (int m = 0; m < 2; m++) {
+      p.method = m ? GPUML_TSNE_FFT : GPUML_TSNE_EXACT;
+      int both = run_tsne(x, n, d, &p, &co, y, cc);
+      const double *gpu = m ? cf : ce;
+      CHECK(both && fabs(cc[5] - gpu[5]) < 0.02 * cc[5] && fabs(cc[0] - gpu[0]) < 0.02 * cc[0],
+            "%s: KL on CPU %g vs GPU %g (after 50: %g vs %g)", m ? "fft" : "exact", cc[5],
+            gpu[5], cc[0], gpu[0]);
+    }
+  }
+#endif
+  free(y);
+  free(x);
+}
+
+/* dims 1 and 3, user and PCA initialisation, data with fewer columns than dims. */
+static void test_options(void) {
+  const int64_t n = 300;
+  int *label = malloc(sizeof(int) * n);
+  double *x = blobs(n, 3, 3, 12, label);
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.perplexity = 15;
+  p.max_iter = 1;
+  p.learning_rate = 1e-12;  /* one tiny step: the result is the initialisation */
+  double *y = malloc(sizeof(double) * n * 3), *init = malloc(sizeof(double) * n * 3);
+  for (int64_t e = 0; e < n * 3; e++) init[e] = (double)(e % 17) - 8;
+  p.init = GPUML_TSNE_INIT_USER;
+  p.init_y = init;
+  p.dims = 3;
+  gpuml_options opt = options(test_backend);
+  gpuml_status st = gpuml_tsne(x, n, 3, &p, y, NULL, NULL, &opt);
+  double worst = 0, mean0 = 0;
+  for (int64_t i = 0; i < n; i++) mean0 += init[i];
+  mean0 /= n;
+  for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(y[i] - (init[i] - mean0)));
+  CHECK(st == GPUML_OK && worst < 1e-9, "user init is the start (moved %g)", worst);
+  /* PCA init: the first coordinate follows the first principal component */
+  p.init = GPUML_TSNE_INIT_PCA;
+  p.dims = 2;
+  st = gpuml_tsne(x, n, 3, &p, y, NULL, NULL, &opt);
+  double pcs[300 * 2];
+  gpuml_options co = options(GPUML_BACKEND_CPU);
+  gm_tsne_pca_cpu(x, n, 3, 2, pcs, &co);
+  double c = 0, a = 0, b = 0, sd = 0;
+  for (int64_t i = 0; i < n; i++) c += y[i] * pcs[i], a += y[i] * y[i], b += pcs[i] * pcs[i];
+  for (int64_t i = 0; i < n; i++) sd += y[i] * y[i];
+  sd = sqrt(sd / (n - 1));
+  CHECK(st == GPUML_OK && c / sqrt(a * b) > 0.999999 && fabs(sd - 1e-4) < 1e-6,
+        "PCA init: correlation %g with PC1, sd %g", c / sqrt(a * b), sd);
+  /* one variable, two output dimensions */
+  double *x1 = malloc(sizeof(double) * n);
+  for (int64_t i = 0; i < n; i++) x1[i] = (double)label[i] * 20 + sin((double)i);
+  p.max_iter = 300;
+  p.learning_rate = 0;
+  st = gpuml_tsne(x1, n, 1, &p, y, NULL, NULL, &opt);
+  CHECK(st == GPUML_OK && one_nn_accuracy(y, n, 2, label) > 0.99,
+        "one column into 2-D: %s", gpuml_last_error());
+  free(x1);
+  free(x);
+  free(y);
+  free(init);
+  free(label);
+}
+
+/* PCA to initial_dims before the kNN, against running on precomputed scores. */
+static void test_pca_reduction(void) {
+  const int64_t n = 400, d = 60;
+  double *x = blobs(n, d, 4, 13, NULL);
+  double *s = malloc(sizeof(double) * n * 12);
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.initial_dims = 12;
+  p.perplexity = 20;
+  p.max_iter = 100;
+  p.init = GPUML_TSNE_INIT_RANDOM;  /* a PCA init would redo the PCA, rounded differently */
+  double *y1 = malloc(sizeof(double) * n * 2), *y2 = malloc(sizeof(double) * n * 2);
+  gpuml_options opt = options(GPUML_BACKEND_CPU);
+  gpuml_status st = gm_tsne_pca_cpu(x, n, d, 12, s, &opt);
+  if (!st) st = gpuml_tsne(x, n, d, &p, y1, NULL, NULL, &opt);
+  if (!st) st = gpuml_tsne(s, n, 12, &p, y2, NULL, NULL, &opt);
+  CHECK(st == GPUML_OK && memcmp(y1, y2, sizeof(double) * n * 2) == 0,
+        "pca = TRUE is t-SNE of the first initial_dims scores (%s)", gpuml_last_error());
+  free(x);
+  free(s);
+  free(y1);
+  free(y2);
+}
+
+typedef struct {
+  int calls, stop_after;
+  char stages[8][16];
+  int nstages;
+  const gpuml_tsne_result *res;
+  int kl_seen;
+} callback_log;
+
+static void log_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
+  callback_log *l = ctx;
+  (void)total;
+  if (l->nstages == 0 || strcmp(l->stages[l->nstages - 1], stage) != 0)
+    if (l->nstages < 8) snprintf(l->stages[l->nstages++], 16, "%s", stage);
+  if (strcmp(stage, "tsne") == 0 && l->res->iterations_done == done && l->res->kl > 0)
+    l->kl_seen++;
+}
+
+static int stop_later(void *ctx) {
+  callback_log *l = ctx;
+  return ++l->calls > l->stop_after;
+}
+
+static void test_callbacks(void) {
+  const int64_t n = 300;
+  double *x = blobs(n, 80, 3, 14, NULL), *y = malloc(sizeof(double) * n * 2);
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.perplexity = 20;
+  p.max_iter = 120;
+  gpuml_tsne_result res;
+  callback_log l;
+  memset(&l, 0, sizeof l);
+  l.stop_after = 1 << 30;
+  l.res = &res;
+  gpuml_options opt = options(test_backend);
+  opt.verbose = 1;
+  opt.progress = log_progress;
+  opt.interrupted = stop_later;
+  opt.callback_ctx = &l;
+  gpuml_status st = gpuml_tsne(x, n, 80, &p, y, NULL, &res, &opt);
+  CHECK(st == GPUML_OK && l.nstages == 4 && !strcmp(l.stages[0], "pca") &&
+            !strcmp(l.stages[1], "knn") && !strcmp(l.stages[2], "affinities") &&
+            !strcmp(l.stages[3], "tsne") && l.kl_seen == 3,
+        "progress stages %d (%s %s %s %s), KL seen %d", l.nstages, l.stages[0], l.stages[1],
+        l.stages[2], l.stages[3], l.kl_seen);
+  const int calls = l.calls;
+  for (int at = 1; at < calls; at += calls / 5 + 1) {
+    memset(&l, 0, sizeof l);
+    l.stop_after = at;
+    l.res = &res;
+    st = gpuml_tsne(x, n, 80, &p, y, NULL, &res, &opt);
+    CHECK(st == GPUML_ERR_INTERRUPTED, "interrupt after %d checks: status %d", at, st);
+  }
+  free(x);
+  free(y);
+}
+
+int main(void) {
+  const char *backend = getenv("GPUML_TEST_BACKEND");
+  if (backend && gpuml_parse_backend(backend, &test_backend) != GPUML_OK) {
+    fprintf(stderr, "GPUML_TEST_BACKEND: %s\n", gpuml_last_error());
+    return 2;
+  }
+  if (test_backend == GPUML_BACKEND_AUTO) test_backend = GPUML_BACKEND_CPU;
+  const char *precision = getenv("GPUML_TEST_PRECISION");
+  if (precision && gpuml_parse_precision(precision, &test_precision) != GPUML_OK) {
+    fprintf(stderr, "GPUML_TEST_PRECISION: %s\n", gpuml_last_error());
+    return 2;
+  }
+  test_bad_input();
+  test_affinities();
+  test_duplicates();
+  test_pca();
+  test_gradient_finite_differences();
+  test_exact_tiles();
+  test_fft_accuracy();
+  test_blobs();
+  test_reproducible();
+  test_fft_matches_exact();
+  test_options();
+  test_pca_reduction();
+  test_callbacks();
+  return check_summary("C");
+}

@@ -1,0 +1,88 @@
+## demo_tsne.m: t-SNE of Fashion-MNIST with gpuml, in GNU Octave.
+##
+## Embeds Fashion-MNIST images in two dimensions with gpu_tsne and writes the
+## embedding (x, y, label) to a text file; when Octave has a graphics toolkit it
+## also draws it coloured by label into a PNG.
+##
+## Run from the repository root after `make`:
+##
+##   octave --no-gui --norc -q vignettes/demo_tsne.m
+##
+## Environment variables:
+##   GPUML_FASHION_MNIST  directory of the .gz files (default /usr/share/datasets/fashion-mnist)
+##   GPUML_DEMO_BACKEND   "auto" (default), "cpu" or "cuda"
+##   GPUML_DEMO_TSNE_N    images (default: 70,000 with a GPU, 2,500 on the CPU)
+##   GPUML_DEMO_OUT       output stem (default build/tsne_fashion_mnist_octave)
+
+1;  # a script file
+
+function x = read_idx_gz (file, header)
+  tmp = tempname ();
+  mkdir (tmp);
+  unwind_protect
+    out = gunzip (file, tmp);
+    fid = fopen (out{1}, "r");
+    if (fid < 0)
+      error ("demo:read", "cannot open %s", out{1});
+    endif
+    fread (fid, header, "uint8");
+    x = fread (fid, Inf, "uint8=>uint8");
+    fclose (fid);
+  unwind_protect_cleanup
+    confirm_recursive_rmdir (false, "local");
+    rmdir (tmp, "s");
+  end_unwind_protect
+endfunction
+
+function v = env_or (name, default)
+  v = getenv (name);
+  if (isempty (v))
+    v = default;
+  endif
+endfunction
+
+here = fileparts (mfilename ("fullpath"));
+root = fileparts (here);
+addpath (fullfile (root, "octave"));
+addpath (fullfile (root, "build", "octave"));
+data_dir = env_or ("GPUML_FASHION_MNIST", "/usr/share/datasets/fashion-mnist");
+backend = env_or ("GPUML_DEMO_BACKEND", "auto");
+info = gpuml_info ();
+gpu = ! strcmp (backend, "cpu") && info.device_count > 0;
+if (gpu)
+  default_n = "70000";
+else
+  default_n = "2500";
+endif
+n = str2double (env_or ("GPUML_DEMO_TSNE_N", default_n));
+stem = env_or ("GPUML_DEMO_OUT", fullfile (root, "build", "tsne_fashion_mnist_octave"));
+
+t0 = tic ();
+## IDX stores image after image: as 784 x N each column is one image.
+images = [reshape(read_idx_gz (fullfile (data_dir, "t10k-images-idx3-ubyte.gz"), 16), 784, [])'; ...
+          reshape(read_idx_gz (fullfile (data_dir, "train-images-idx3-ubyte.gz"), 16), 784, [])'];
+labels = [read_idx_gz(fullfile (data_dir, "t10k-labels-idx1-ubyte.gz"), 8); ...
+          read_idx_gz(fullfile (data_dir, "train-labels-idx1-ubyte.gz"), 8)];
+X = double (images(1:n,:)) / 255;
+labels = double (labels(1:n));
+printf ("read %d images in %.1f s\n", n, toc (t0));
+
+[Y, tinfo] = gpu_tsne (X, "seed", 42, "backend", backend);
+printf ("t-SNE: %s on %s, KL divergence %.4f, %.1f s (affinities %.1f s)\n", tinfo.method,
+        tinfo.backend, tinfo.itercosts(end), sum (tinfo.seconds), tinfo.seconds(1));
+idx = gpu_knn (Y, [], 10);
+printf ("10-NN label accuracy in the embedding: %.1f%%\n",
+        100 * mean (mode (labels(idx), 2) == labels));
+
+dlmwrite ([stem ".txt"], [Y labels], " ");
+printf ("wrote %s.txt\n", stem);
+if (isempty (available_graphics_toolkits ()))
+  printf ("no graphics toolkit in this Octave: no PNG\n");
+else
+  f = figure ("visible", "off");
+  scatter (Y(:,1), Y(:,2), 4, labels, "filled");
+  colormap (jet (10));
+  title (sprintf ("Fashion-MNIST, %d images", n));
+  print (f, [stem ".png"], "-dpng");
+  printf ("wrote %s.png\n", stem);
+endif
