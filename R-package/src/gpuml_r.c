@@ -12,7 +12,7 @@
 #include <Rinternals.h>
 #include <R_ext/Rdynload.h>
 #include <R_ext/Utils.h>
-#include "gpuml.h"
+#include "gpuml_r.h"
 
 /* ---- callbacks --------------------------------------------------------------------- */
 
@@ -23,7 +23,7 @@ static void check_interrupt(void *unused) {
 
 /* Called by the core between blocks, from the calling (R main) thread. R_ToplevelExec
  * catches the longjmp of a pending interrupt, so the core can unwind and free. */
-static int r_interrupted(void *ctx) {
+int gpuml_r_interrupted(void *ctx) {
   (void)ctx;
   return R_ToplevelExec(check_interrupt, NULL) == FALSE;
 }
@@ -36,7 +36,7 @@ static void r_progress(void *ctx, const char *stage, int64_t done, int64_t total
 
 /* ---- helpers ----------------------------------------------------------------------- */
 
-static void set_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads) {
+void gpuml_r_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options_init(opt);
   if (gpuml_parse_backend(CHAR(STRING_ELT(backend, 0)), &opt->backend) != GPUML_OK)
     Rf_error("%s", gpuml_last_error());
@@ -44,12 +44,12 @@ static void set_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP thr
   if (opt->threads == NA_INTEGER) opt->threads = 0;
   opt->verbose = Rf_asLogical(verbose) == TRUE ? 1 : 0;
   opt->progress = r_progress;
-  opt->interrupted = r_interrupted;
+  opt->interrupted = gpuml_r_interrupted;
   opt->callback_ctx = NULL;
 }
 
 /* Called after the core has returned and freed everything: R may now longjmp. */
-static void stop_on_failure(gpuml_status st) {
+void gpuml_r_stop_on_failure(gpuml_status st) {
   if (st == GPUML_OK) return;
   if (st == GPUML_ERR_INTERRUPTED) R_CheckUserInterrupt();
   const char *msg = gpuml_last_error();
@@ -60,10 +60,7 @@ static void stop_on_failure(gpuml_status st) {
 static int64_t nrows_of(SEXP x) { return (int64_t)Rf_nrows(x); }
 static int64_t ncols_of(SEXP x) { return (int64_t)Rf_ncols(x); }
 
-/* k arrives as a double (a whole number, checked in R); values past int64 are clamped
- * so that the core reports them. */
-static int64_t as_k(SEXP k) {
-  double v = Rf_asReal(k);
+int64_t gpuml_r_int64(double v) {
   if (v >= 9.2e18) return INT64_MAX;
   if (v <= -9.2e18) return INT64_MIN;
   return (int64_t)v;
@@ -74,15 +71,15 @@ static int64_t as_k(SEXP k) {
 /* x, y: double matrices (y may be NULL); returns list(dist = n x m matrix, backend). */
 SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
-  set_options(&opt, backend, verbose, threads);
+  gpuml_r_options(&opt, backend, verbose, threads);
   const int64_t n = nrows_of(x), d = ncols_of(x);
   const int has_y = !Rf_isNull(y);
   const int64_t m = has_y ? nrows_of(y) : n;
-  if (has_y) stop_on_failure(gpuml_check_columns("dist", "y", ncols_of(y), "x", d));
+  if (has_y) gpuml_r_stop_on_failure(gpuml_check_columns("dist", "y", ncols_of(y), "x", d));
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int)n, (int)m));
   gpuml_status st = gpuml_dist(REAL(x), n, d, has_y ? REAL(y) : NULL, m,
                                Rf_asLogical(squared) == TRUE, REAL(out), &opt);
-  stop_on_failure(st);
+  gpuml_r_stop_on_failure(st);
   SEXP res = PROTECT(Rf_allocVector(VECSXP, 2));
   SEXP names = PROTECT(Rf_allocVector(STRSXP, 2));
   SET_VECTOR_ELT(res, 0, out);
@@ -99,12 +96,12 @@ SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP backend, SEXP verbose, SEXP
 SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP verbose,
                  SEXP threads) {
   gpuml_options opt;
-  set_options(&opt, backend, verbose, threads);
+  gpuml_r_options(&opt, backend, verbose, threads);
   const int64_t n = nrows_of(data), d = ncols_of(data);
   const int has_query = !Rf_isNull(query);
   const int64_t m = has_query ? nrows_of(query) : n;
-  if (has_query) stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", d));
-  const int64_t kk = as_k(k);
+  if (has_query) gpuml_r_stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", d));
+  const int64_t kk = gpuml_r_int64(Rf_asReal(k));
   /* The core accepts no k beyond n; sizing the buffers by min(k, n) keeps an absurd k
    * from failing in the allocation before the core can explain it. */
   int64_t kcols = kk < 1 ? 1 : (kk > n ? (n < 1 ? 1 : n) : kk);
@@ -113,7 +110,7 @@ SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP verbose,
   int64_t *index0 = (int64_t *)R_alloc((size_t)m * (size_t)kcols, sizeof(int64_t));
   gpuml_status st = gpuml_knn(REAL(data), n, d, has_query ? REAL(query) : NULL, m, kk,
                               index0, REAL(dist), &opt);
-  stop_on_failure(st);
+  gpuml_r_stop_on_failure(st);
   int *ip = INTEGER(idx);
   const size_t count = (size_t)m * (size_t)kcols;
   for (size_t i = 0; i < count; i++) ip[i] = (int)(index0[i] + 1);
@@ -182,16 +179,6 @@ SEXP gpuml_r_info(void) {
 }
 
 /* ---- registration ------------------------------------------------------------------ */
-
-/* Gaussian mixtures (gpuml_r_gmm.c) */
-extern SEXP gpuml_r_gmm_fit(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-extern SEXP gpuml_r_gmm_predict(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-/* density peaks (gpuml_r_dpc.c) */
-extern SEXP gpuml_r_dpc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-extern SEXP gpuml_r_dpc_cut(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-/* t-SNE (gpuml_r_tsne.c) */
-extern SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init, SEXP method, SEXP seed, SEXP backend,
-                         SEXP verbose, SEXP threads);
 
 static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},

@@ -9,50 +9,7 @@
 #include <R.h>
 #include <Rinternals.h>
 #include <R_ext/Utils.h>
-#include "gpuml.h"
-
-static void dpc_check_interrupt(void *unused) {
-  (void)unused;
-  R_CheckUserInterrupt();
-}
-
-static int dpc_r_interrupted(void *ctx) {
-  (void)ctx;
-  return R_ToplevelExec(dpc_check_interrupt, NULL) == FALSE;
-}
-
-static void dpc_r_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
-  (void)ctx;
-  REprintf("%s: %lld/%lld (%.0f%%)\n", stage, (long long)done, (long long)total,
-           total > 0 ? 100.0 * (double)done / (double)total : 100.0);
-}
-
-static void dpc_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads) {
-  gpuml_options_init(opt);
-  if (gpuml_parse_backend(CHAR(STRING_ELT(backend, 0)), &opt->backend) != GPUML_OK)
-    Rf_error("%s", gpuml_last_error());
-  opt->threads = Rf_asInteger(threads);
-  if (opt->threads == NA_INTEGER) opt->threads = 0;
-  opt->verbose = Rf_asLogical(verbose) == TRUE ? 1 : 0;
-  opt->progress = dpc_r_progress;
-  opt->interrupted = dpc_r_interrupted;
-}
-
-static void dpc_stop(gpuml_status st) {
-  if (st == GPUML_OK) return;
-  if (st == GPUML_ERR_INTERRUPTED) R_CheckUserInterrupt();
-  const char *msg = gpuml_last_error();
-  Rf_error("%s", msg && *msg ? msg : gpuml_status_string(st));
-}
-
-/* A whole number from R (a double) as int64; values past int64 are clamped so that the
- * core reports them. */
-static int64_t dpc_as_int64(SEXP v) {
-  double k = Rf_asReal(v);
-  if (k >= 9.2e18) return INT64_MAX;
-  if (k <= -9.2e18) return INT64_MIN;
-  return (int64_t)k;
-}
+#include "gpuml_r.h"
 
 /* k, rho, delta: NULL or a double each. */
 static gpuml_dpc_selection dpc_selection(SEXP k, SEXP rho_min, SEXP delta_min) {
@@ -60,7 +17,7 @@ static gpuml_dpc_selection dpc_selection(SEXP k, SEXP rho_min, SEXP delta_min) {
   gpuml_dpc_selection_init(&sel);
   if (!Rf_isNull(k)) {
     sel.has_k = 1;
-    sel.k = dpc_as_int64(k);
+    sel.k = gpuml_r_int64(Rf_asReal(k));
   }
   if (!Rf_isNull(rho_min)) {
     sel.has_rho = 1;
@@ -85,9 +42,9 @@ static SEXP dpc_cut(SEXP x, double dc, const double *rho, const double *delta,
   int64_t *centres = (int64_t *)R_alloc((size_t)n, sizeof(int64_t));
   int64_t *cluster = (int64_t *)R_alloc((size_t)n, sizeof(int64_t));
   int64_t ncentres = 0;
-  dpc_stop(gpuml_dpc_clusters(rho, delta, nearest, n, sel, centres, &ncentres, cluster));
+  gpuml_r_stop_on_failure(gpuml_dpc_clusters(rho, delta, nearest, n, sel, centres, &ncentres, cluster));
   SEXP halo = PROTECT(Rf_allocVector(LGLSXP, (R_xlen_t)n));
-  dpc_stop(gpuml_dpc_halo(REAL(x), n, d, dc, rho, cluster, ncentres, LOGICAL(halo), opt));
+  gpuml_r_stop_on_failure(gpuml_dpc_halo(REAL(x), n, d, dc, rho, cluster, ncentres, LOGICAL(halo), opt));
   SEXP peaks = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)ncentres));
   SEXP clusters = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)n));
   for (int64_t c = 0; c < ncentres; c++) INTEGER(peaks)[c] = (int)(centres[c] + 1);
@@ -113,12 +70,12 @@ static SEXP dpc_cut(SEXP x, double dc, const double *rho, const double *delta,
 SEXP gpuml_r_dpc(SEXP x, SEXP dc, SEXP gaussian, SEXP seed, SEXP k, SEXP rho_min,
                  SEXP delta_min, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
-  dpc_options(&opt, backend, verbose, threads);
+  gpuml_r_options(&opt, backend, verbose, threads);
   opt.seed = (uint64_t)Rf_asReal(seed);
   const int64_t n = (int64_t)Rf_nrows(x), d = (int64_t)Rf_ncols(x);
   gpuml_dpc_selection sel = dpc_selection(k, rho_min, delta_min);
   const int cut_wanted = dpc_has_selection(&sel);
-  if (cut_wanted) dpc_stop(gpuml_dpc_check_selection(&sel, n));
+  if (cut_wanted) gpuml_r_stop_on_failure(gpuml_dpc_check_selection(&sel, n));
   gpuml_dpc_params params;
   gpuml_dpc_params_init(&params);
   if (!Rf_isNull(dc)) {
@@ -132,7 +89,7 @@ SEXP gpuml_r_dpc(SEXP x, SEXP dc, SEXP gaussian, SEXP seed, SEXP k, SEXP rho_min
   SEXP gamma = PROTECT(Rf_allocVector(REALSXP, len));
   SEXP nearest = PROTECT(Rf_allocVector(INTSXP, len));
   int64_t *nearest0 = (int64_t *)R_alloc((size_t)len, sizeof(int64_t));
-  dpc_stop(gpuml_dpc(REAL(x), n, d, &params, REAL(rho), REAL(delta), nearest0, REAL(gamma),
+  gpuml_r_stop_on_failure(gpuml_dpc(REAL(x), n, d, &params, REAL(rho), REAL(delta), nearest0, REAL(gamma),
                      &opt));
   for (int64_t i = 0; i < n; i++)
     INTEGER(nearest)[i] = nearest0[i] < 0 ? NA_INTEGER : (int)(nearest0[i] + 1);
@@ -160,7 +117,7 @@ SEXP gpuml_r_dpc(SEXP x, SEXP dc, SEXP gaussian, SEXP seed, SEXP k, SEXP rho_min
 SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP k,
                      SEXP rho_min, SEXP delta_min, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
-  dpc_options(&opt, backend, verbose, threads);
+  gpuml_r_options(&opt, backend, verbose, threads);
   const int64_t n = (int64_t)XLENGTH(rho);
   if ((int64_t)Rf_nrows(x) != n || (int64_t)XLENGTH(delta) != n || (int64_t)XLENGTH(nearest) != n)
     Rf_error("the fit is inconsistent: x, rho, delta and nearest must describe the same points");

@@ -6,63 +6,13 @@
 #include <R.h>
 #include <Rinternals.h>
 #include <R_ext/Utils.h>
-#include "gpuml.h"
-
-SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, SEXP reg,
-                     SEXP n_init, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
-SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covariance, SEXP x,
-                         SEXP backend, SEXP verbose, SEXP threads);
-
-static void check_interrupt(void *unused) {
-  (void)unused;
-  R_CheckUserInterrupt();
-}
-
-/* From the calling (R main) thread only; R_ToplevelExec catches the longjmp of a
- * pending interrupt, so the core unwinds and frees before R raises it. */
-static int r_interrupted(void *ctx) {
-  (void)ctx;
-  return R_ToplevelExec(check_interrupt, NULL) == FALSE;
-}
-
-static void r_progress(void *ctx, const char *stage, int64_t done, int64_t total) {
-  (void)ctx;
-  REprintf("%s: %lld/%lld (%.0f%%)\n", stage, (long long)done, (long long)total,
-           total > 0 ? 100.0 * (double)done / (double)total : 100.0);
-}
-
-static void set_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads) {
-  gpuml_options_init(opt);
-  if (gpuml_parse_backend(CHAR(STRING_ELT(backend, 0)), &opt->backend) != GPUML_OK)
-    Rf_error("%s", gpuml_last_error());
-  opt->threads = Rf_asInteger(threads);
-  if (opt->threads == NA_INTEGER) opt->threads = 0;
-  opt->verbose = Rf_asLogical(verbose) == TRUE ? 1 : 0;
-  opt->progress = r_progress;
-  opt->interrupted = r_interrupted;
-}
-
-/* After the core has returned and freed everything, R may longjmp. */
-static void stop_on_failure(gpuml_status st) {
-  if (st == GPUML_OK) return;
-  if (st == GPUML_ERR_INTERRUPTED) R_CheckUserInterrupt();
-  const char *msg = gpuml_last_error();
-  Rf_error("%s", msg && *msg ? msg : gpuml_status_string(st));
-}
+#include "gpuml_r.h"
 
 static gpuml_gmm_covariance covariance_of(SEXP name) {
   gpuml_gmm_covariance c = GPUML_GMM_FULL;
   if (gpuml_parse_gmm_covariance(CHAR(STRING_ELT(name, 0)), &c) != GPUML_OK)
     Rf_error("%s", gpuml_last_error());
   return c;
-}
-
-/* Whole numbers arrive as doubles (checked in R); values beyond int64 are clamped so
- * that the core reports them. */
-static int64_t as_int64(double v) {
-  if (v >= 9.2e18) return INT64_MAX;
-  if (v <= -9.2e18) return INT64_MIN;
-  return (int64_t)v;
 }
 
 /* A named list of `count` elements, protected (1 on the stack); the caller fills it
@@ -91,7 +41,7 @@ static void outputs(const double *z, const int64_t *cls, const double *unc, int6
 SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, SEXP reg,
                      SEXP n_init, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
-  set_options(&opt, backend, verbose, threads);
+  gpuml_r_options(&opt, backend, verbose, threads);
   opt.seed = (uint64_t)Rf_asReal(seed);
   const int64_t n = Rf_nrows(x), d = Rf_ncols(x), nG = XLENGTH(G);
   gpuml_gmm_params p;
@@ -99,7 +49,7 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, S
   int64_t *gs = (int64_t *)R_alloc(nG > 0 ? (size_t)nG : 1, sizeof(int64_t));
   int64_t gmax = 1;
   for (int64_t g = 0; g < nG; g++) {
-    gs[g] = as_int64(REAL(G)[g]);
+    gs[g] = gpuml_r_int64(REAL(G)[g]);
     if (gs[g] > gmax) gmax = gs[g];
   }
   /* The core refuses G > n before writing; sizing by min(G, n) keeps an absurd G from
@@ -108,10 +58,10 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, S
   p.G = gs;
   p.nG = nG;
   p.covariance = covariance_of(covariance);
-  p.max_iter = as_int64(Rf_asReal(max_iter));
+  p.max_iter = gpuml_r_int64(Rf_asReal(max_iter));
   p.tol = Rf_asReal(tol);
   p.reg = Rf_asReal(reg);
-  p.n_init = as_int64(Rf_asReal(n_init));
+  p.n_init = gpuml_r_int64(Rf_asReal(n_init));
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
   model.weights = (double *)R_alloc((size_t)gmax, sizeof(double));
@@ -123,7 +73,7 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, S
   double *unc = (double *)R_alloc(rows, sizeof(double));
   int64_t *cls = (int64_t *)R_alloc(rows, sizeof(int64_t));
   double *bic = (double *)R_alloc(nG > 0 ? (size_t)nG : 1, sizeof(double));
-  stop_on_failure(gpuml_gmm_fit(REAL(x), n, d, &p, &model, z, cls, unc, bic, &opt));
+  gpuml_r_stop_on_failure(gpuml_gmm_fit(REAL(x), n, d, &p, &model, z, cls, unc, bic, &opt));
 
   const int64_t Gb = model.G;
   SEXP rz, rcls, runc;
@@ -162,9 +112,9 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, S
 SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covariance, SEXP x,
                          SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
-  set_options(&opt, backend, verbose, threads);
+  gpuml_r_options(&opt, backend, verbose, threads);
   const int64_t m = Rf_nrows(x), G = XLENGTH(weights), d = Rf_nrows(means);
-  stop_on_failure(gpuml_check_columns("gmm", "newdata", Rf_ncols(x), "the model", d));
+  gpuml_r_stop_on_failure(gpuml_check_columns("gmm", "newdata", Rf_ncols(x), "the model", d));
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
   model.covariance = covariance_of(covariance);
@@ -177,7 +127,7 @@ SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covari
   double *z = (double *)R_alloc(rows * (size_t)(G > 0 ? G : 1), sizeof(double));
   double *unc = (double *)R_alloc(rows, sizeof(double));
   int64_t *cls = (int64_t *)R_alloc(rows, sizeof(int64_t));
-  stop_on_failure(gpuml_gmm_predict(&model, REAL(x), m, z, cls, unc, &opt));
+  gpuml_r_stop_on_failure(gpuml_gmm_predict(&model, REAL(x), m, z, cls, unc, &opt));
   SEXP rz, rcls, runc;
   outputs(z, cls, unc, m, G, &rz, &rcls, &runc);
   const char *names[] = {"classification", "z", "uncertainty", "backend"};

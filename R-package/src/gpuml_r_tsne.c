@@ -9,7 +9,7 @@
 #include <R.h>
 #include <Rinternals.h>
 #include <R_ext/Utils.h>
-#include "gpuml.h"
+#include "gpuml_r.h"
 
 typedef struct {
   const gpuml_tsne_result *result;
@@ -21,18 +21,6 @@ static double now_seconds(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void check_interrupt(void *unused) {
-  (void)unused;
-  R_CheckUserInterrupt();
-}
-
-/* From the calling thread only; R_ToplevelExec keeps the longjmp of an interrupt away
- * from the core, which then unwinds and frees. */
-static int tsne_interrupted(void *ctx) {
-  (void)ctx;
-  return R_ToplevelExec(check_interrupt, NULL) == FALSE;
 }
 
 static void tsne_report(void *ctx, const char *stage, int64_t done, int64_t total) {
@@ -61,17 +49,11 @@ static int as_int(double v) {
 SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init, SEXP method, SEXP seed, SEXP backend,
                   SEXP verbose, SEXP threads) {
   gpuml_options opt;
-  gpuml_options_init(&opt);
-  if (gpuml_parse_backend(CHAR(STRING_ELT(backend, 0)), &opt.backend) != GPUML_OK)
-    Rf_error("%s", gpuml_last_error());
-  opt.threads = Rf_asInteger(threads);
-  if (opt.threads == NA_INTEGER) opt.threads = 0;
+  gpuml_r_options(&opt, backend, verbose, threads);
   opt.seed = (uint64_t)Rf_asReal(seed);
   gpuml_tsne_result result;
-  tsne_progress progress = {&result, now_seconds(), Rf_asLogical(verbose) == TRUE};
-  opt.verbose = progress.verbose;
-  opt.progress = tsne_report;
-  opt.interrupted = tsne_interrupted;
+  tsne_progress progress = {&result, now_seconds(), opt.verbose};
+  opt.progress = tsne_report;  /* iteration, KL and elapsed time */
   opt.callback_ctx = &progress;
 
   gpuml_tsne_params p;
