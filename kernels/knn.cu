@@ -14,8 +14,8 @@
 //   GPUML_CUDA_TILE=N           tiles of at most N rows, data reloaded per tile
 //   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile rows with the data resident
 //   GPUML_CUDA_KNN_SELECT=general                    the radix selection for every k
-//   GPUML_CUDA_KNN_FUSED=0      the tile-by-tile path where the fused kernels would run
-//   GPUML_CUDA_FUSED_SPLIT=N    fused kernels with the references split every ~N points
+//   GPUML_CUDA_KNN_FUSED=0      the tile-by-tile path where the fused kernel would run
+//   GPUML_CUDA_FUSED_SPLIT=N    the fused kernel with the references split every ~N points
 //   GPUML_CUDA_KNN_SPLIT=0      plain SGEMM instead of the split TF32 GEMM (fp32)
 #include "gpuml_cuda.h"
 #include "knn_fused.cuh"
@@ -42,17 +42,13 @@ struct KnnPlan {
   size_t cub_bytes = 0;
 };
 
-// Queries per block of the fused kernels.
-template <typename T, typename In>
-int64_t fused_block_queries(const KnnPlan<T, In> &) {
-  return (int64_t)kDirectWarps * kDirectQpw;
-}
+constexpr int64_t kFusedBlockQueries = (int64_t)kDirectWarps * kDirectQpw;
 
-// Reference splits of the fused kernels for a query tile of qt: enough blocks for about
+// Reference splits of the fused kernel for a query tile of qt: enough blocks for about
 // four per multiprocessor, each split at least 2048 points. `per` is the split length.
 template <typename T, typename In>
 int64_t fused_splits(const KnnPlan<T, In> &p, int64_t n, int64_t qt, int64_t *per) {
-  const int64_t qblocks = (qt + fused_block_queries(p) - 1) / fused_block_queries(p);
+  const int64_t qblocks = (qt + kFusedBlockQueries - 1) / kFusedBlockQueries;
   const int64_t want = 4 * (int64_t)p.sm_count;
   int64_t s = (want + qblocks - 1) / qblocks;
   if (s > n / 2048) s = n / 2048;
@@ -136,7 +132,7 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
   if (p.fused) {
     // At least four query tiles when m allows, so that progress and Ctrl-C are seen
     // during the search; the reference splits keep the GPU busy with smaller tiles.
-    const int64_t quarter = (m + 3) / 4, least = 8 * fused_block_queries(p);
+    const int64_t quarter = (m + 3) / 4, least = 8 * kFusedBlockQueries;
     qt_pref = min64(m, min64(kFusedQueryTile, quarter > least ? quarter : least));
   }
   if (knob) {
@@ -288,17 +284,13 @@ gpuml_status fused_lists(Context &ctx, const PointSet<In, T> &Qs, int64_t q0,
                          int64_t qn, const PointSet<In, T> &R, int64_t n, int64_t d, int self,
                          int K, int64_t splits, int64_t per, T *Pd, int64_t *Pi, T *Ld,
                          int64_t *Li) {
-  const In *xq = Qs.x_at(q0);
-  {
-    const int64_t per_block = (int64_t)kDirectWarps * kDirectQpw;
-    dim3 grid((unsigned)((qn + per_block - 1) / per_block), (unsigned)splits);
-    const In *xr = R.x_at(0);
-    switch (d) {
-      case 1: GM_TRY((launch_direct_lists<T, In, 1>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
-      case 2: GM_TRY((launch_direct_lists<T, In, 2>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
-      case 3: GM_TRY((launch_direct_lists<T, In, 3>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
-      default: GM_TRY((launch_direct_lists<T, In, 0>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
-    }
+  const In *xq = Qs.x_at(q0), *xr = R.x_at(0);
+  dim3 grid((unsigned)((qn + kFusedBlockQueries - 1) / kFusedBlockQueries), (unsigned)splits);
+  switch (d) {
+    case 1: GM_TRY((launch_direct_lists<T, In, 1>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
+    case 2: GM_TRY((launch_direct_lists<T, In, 2>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
+    case 3: GM_TRY((launch_direct_lists<T, In, 3>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
+    default: GM_TRY((launch_direct_lists<T, In, 0>(ctx, grid, xq, qn, xr, n, d, q0, self, K, per, Pd, Pi))); break;
   }
   if (splits > 1) {
     merge_lists_kernel<T><<<grid_1d(qn * 32, 256), 256, 0, ctx.stream()>>>(
@@ -416,7 +408,7 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
   G = G2[0];
   GM_TRY(ctx.alloc(&Ld, QK, "the candidate lists"));
   GM_TRY(ctx.alloc(&Li, QK, "the candidate lists"));
-  T *Pd = Ld;  // the fused kernels' partial lists (one set per reference split)
+  T *Pd = Ld;  // the fused kernel's partial lists (one set per reference split)
   int64_t *Pi = Li;
   int64_t fused_per = 0;
   const int64_t splits = p.fused ? fused_splits(p, n, qt, &fused_per) : 1;

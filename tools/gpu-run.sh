@@ -77,8 +77,8 @@ if want tests; then
   #   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile sizes with the data resident
   #                              (double-buffered GEMM tiles, query tiles loaded ahead)
   #   GPUML_CUDA_KNN_SELECT=general   the radix selection for every k
-  #   GPUML_CUDA_KNN_FUSED=0     the tile-by-tile path instead of the fused kernels
-  #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernels with the references split (merge path)
+  #   GPUML_CUDA_KNN_FUSED=0     the tile-by-tile path instead of the fused kernel
+  #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernel with the references split (merge path)
   #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
   run_tests test_core double GPUML_TEST_PRECISION=double
   run_tests test_core single GPUML_TEST_PRECISION=single
