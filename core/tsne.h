@@ -26,6 +26,10 @@ extern "C" {
 /* method = auto: exact up to this many points (dims 1-2; dims 3 below). */
 #define GM_TSNE_EXACT_MAX_N 10000
 #define GM_TSNE_EXACT_MAX_N_3D 10000
+/* The CPU's exact repulsion takes each pair once up to this many points; beyond, the
+ * memory for the columns' shares (n^2 / 256 floats per dimension + 1) is too much and
+ * each row runs over all columns. */
+#define GM_TSNE_EXACT_PAIRED_MAX 40000
 
 /* Symmetric sparse P in CSR form: row i holds columns col[row[i] .. row[i+1]-1],
  * ascending, with values val[]. The values sum to 1. */

@@ -1,8 +1,9 @@
 /* The t-SNE optimiser on the CPU: gradient descent with momentum and gains on the
- * sparse P, the repulsion exact (all pairs, row by row) or by FFT-accelerated
- * interpolation (Linderman et al. 2019). Every sum has a fixed order (per row, then
- * rows in index order; FFT lines are independent), so the result does not depend on
- * the number of threads. kernels/tsne.cu does the same steps on the GPU. */
+ * sparse P, the repulsion exact (all pairs, tile by tile, in single precision) or by
+ * FFT-accelerated interpolation (Linderman et al. 2019). Every sum has a fixed order
+ * (per row, then rows in index order; FFT lines are independent), so the result does
+ * not depend on the number of threads. kernels/tsne.cu does the same steps on the GPU
+ * (its exact tiles in double precision). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@ typedef struct {
   int dims, threads;
   gpuml_tsne_method method;
   double *attr, *rep, *zrow; /* n x dims, n x dims, n */
-  double *pairs;             /* exact method: the columns' share of each pair of tiles */
+  float *yf;                 /* exact method: y in single precision, padded, and a mask */
+  float *slots;              /* exact method: the columns' share of each pair of tiles */
   /* FFT method: the grid of the last gm_tsne_grid_boxes() choice */
   int boxes, size;
   gm_fft fft;
@@ -40,7 +42,8 @@ static int64_t ipow(int64_t b, int e) {
 }
 
 static void state_free(cpu_state *s) {
-  free(s->pairs);
+  free(s->yf);
+  free(s->slots);
   free(s->attr);
   free(s->rep);
   free(s->zrow);
@@ -127,166 +130,183 @@ static double spread_of(const double *y, int64_t count) {
 
 /* ---- exact repulsion: zrow[i] = sum_{j != i} w_ij, rep[i] = sum_j w_ij^2 (y_i - y_j) ---- */
 
+/* Each pair's terms are computed in single precision, GM_VF columns per vector (GNU C
+ * vector extensions: one AVX-512 instruction, two AVX2 ones, four SSE ones), for
+ * GM_EXACT_ROWS rows at a time so that each column is loaded once for all of them; the
+ * single-precision division keeps the vector units twice as busy as double would
+ * (the division bounds the double form). Each lane sums at most one tile's columns in
+ * single precision before the sums go on in double, so Z and the forces carry about
+ * 1e-6 of relative error: far below what moves an embedding, and far below the FFT
+ * method's. No FMA contraction (-std=c11), so every instruction set gives the same
+ * bits, and every sum has a fixed order whatever the threads. */
+#define GM_VF 16
+#define GM_EXACT_TILE 256
+#define GM_EXACT_ROWS 4
+typedef float gm_vf __attribute__((vector_size(GM_VF * sizeof(float))));
+typedef float gm_vf_half __attribute__((vector_size(GM_VF / 2 * sizeof(float))));
+typedef double gm_vd_half __attribute__((vector_size(GM_VF / 2 * sizeof(double))));
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define GM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define GM_VECTOR_CLONES
 #endif
 
-/* Sums over j in [j0, j1) kept in 8 lanes (j - j0) % 8, added up in lane order at the
- * end: a fixed order that vectorises, so every machine gives the same bits. */
-#define GM_LANES 8
-GM_VECTOR_CLONES
-static void exact_row(const double *y, int64_t n, int D, int64_t i, int64_t j0, int64_t j1,
-                      double *z, double *r) {
-  double zs[GM_LANES] = {0}, rs[3][GM_LANES] = {{0}};
-  double a[3] = {0, 0, 0};
-  for (int d = 0; d < D; d++) a[d] = y[i + d * n];
-  int64_t j = j0;
-  if (D == 2) {
-    const double *y0 = y, *y1 = y + n;
-    for (; j + GM_LANES <= j1; j += GM_LANES)
-      for (int l = 0; l < GM_LANES; l++) {
-        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l];
-        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;
-        zs[l] += w;
-        rs[0][l] += w2 * d0;
-        rs[1][l] += w2 * d1;
-      }
-  } else if (D == 3) {
-    const double *y0 = y, *y1 = y + n, *y2 = y + 2 * n;
-    for (; j + GM_LANES <= j1; j += GM_LANES)
-      for (int l = 0; l < GM_LANES; l++) {
-        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l], d2 = a[2] - y2[j + l];
-        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1 + d2 * d2), w2 = w * w;
-        zs[l] += w;
-        rs[0][l] += w2 * d0;
-        rs[1][l] += w2 * d1;
-        rs[2][l] += w2 * d2;
-      }
-  } else {
-    for (; j + GM_LANES <= j1; j += GM_LANES)
-      for (int l = 0; l < GM_LANES; l++) {
-        const double d0 = a[0] - y[j + l];
-        const double w = 1.0 / (1.0 + d0 * d0), w2 = w * w;
-        zs[l] += w;
-        rs[0][l] += w2 * d0;
-      }
-  }
-  for (; j < j1; j++) {
-    const int l = (int)((j - j0) % GM_LANES);
-    double diff[3], r2 = 0;
-    for (int d = 0; d < D; d++) {
-      diff[d] = a[d] - y[j + d * n];
-      r2 += diff[d] * diff[d];
+/* Unaligned vector loads and stores; acc[0..1] (GM_VF double lanes) += v. Macros:
+ * functions taking or returning vectors would change the ABI between the clones. */
+#define GM_VF_LOAD(v, p) memcpy(&(v), (p), sizeof(gm_vf))
+#define GM_VF_STORE(p, v) memcpy((p), &(v), sizeof(gm_vf))
+#define GM_VD_ADD(acc, v)                                                    \
+  do {                                                                       \
+    gm_vf_half lo_, hi_;                                                     \
+    memcpy(&lo_, &(v), sizeof lo_);                                          \
+    memcpy(&hi_, (const char *)&(v) + sizeof lo_, sizeof hi_);               \
+    (acc)[0] += __builtin_convertvector(lo_, gm_vd_half);                    \
+    (acc)[1] += __builtin_convertvector(hi_, gm_vd_half);                    \
+  } while (0)
+
+/* Rows i .. i + GM_EXACT_ROWS - 1 (yf: D columns of npad floats, zero beyond n; mask:
+ * 1 for a point, 0 for padding) against the columns of tiles [t0, t1). acc[q][0] gets
+ * row q's sum of w, acc[q][1 + d] its sum of w^2 (y_i - y_j)_d, in GM_VF double lanes.
+ * With `paired`, the columns' share (the same terms, the forces negated) goes to
+ * slots: one slot of (D + 1) x GM_EXACT_TILE floats per tile, z then the D forces. */
+static inline __attribute__((always_inline)) void exact_block(
+    const float *yf, const float *mask, int64_t npad, const int D, const int paired, int64_t i,
+    int64_t t0, int64_t t1, float *slots, gm_vd_half acc[GM_EXACT_ROWS][4][2]) {
+  const int R = GM_EXACT_ROWS;
+  gm_vf a[GM_EXACT_ROWS][3];
+  for (int q = 0; q < R; q++)
+    for (int d = 0; d < D; d++) a[q][d] = (gm_vf){0} + yf[i + q + d * npad];
+  for (int64_t t = t0; t < t1; t++) {
+    gm_vf zs[GM_EXACT_ROWS], rs[GM_EXACT_ROWS][3];
+    for (int q = 0; q < R; q++) {
+      zs[q] = (gm_vf){0};
+      for (int d = 0; d < D; d++) rs[q][d] = (gm_vf){0};
     }
-    const double w = 1.0 / (1.0 + r2), w2 = w * w;
-    zs[l] += w;
-    for (int d = 0; d < D; d++) rs[d][l] += w2 * diff[d];
-  }
-  for (int l = 0; l < GM_LANES; l++) {
-    *z += zs[l];
-    for (int d = 0; d < D; d++) r[d] += rs[d][l];
+    float *slot = paired ? slots + (t - t0) * (D + 1) * GM_EXACT_TILE : NULL;
+    for (int64_t c = 0; c < GM_EXACT_TILE; c += GM_VF) {
+      const int64_t j = t * GM_EXACT_TILE + c;
+      gm_vf m, b[3], cz = {0}, cr[3];
+      GM_VF_LOAD(m, mask + j);
+      for (int d = 0; d < D; d++) {
+        GM_VF_LOAD(b[d], yf + j + d * npad);
+        cr[d] = (gm_vf){0};
+      }
+#pragma GCC unroll 4
+      for (int q = 0; q < R; q++) {
+        gm_vf diff[3], r2 = (gm_vf){0} + 1.0f;
+        for (int d = 0; d < D; d++) {
+          diff[d] = a[q][d] - b[d];
+          r2 += diff[d] * diff[d];
+        }
+        const gm_vf w = m / r2, w2 = w * w;
+        zs[q] += w;
+        if (paired) cz += w;
+        for (int d = 0; d < D; d++) {
+          const gm_vf f = w2 * diff[d];
+          rs[q][d] += f;
+          if (paired) cr[d] += f;
+        }
+      }
+      if (paired) {
+        gm_vf o;
+        GM_VF_LOAD(o, slot + c);
+        o += cz;
+        GM_VF_STORE(slot + c, o);
+        for (int d = 0; d < D; d++) {
+          float *at = slot + (1 + d) * GM_EXACT_TILE + c;
+          GM_VF_LOAD(o, at);
+          o -= cr[d];
+          GM_VF_STORE(at, o);
+        }
+      }
+    }
+    for (int q = 0; q < R; q++) {
+      GM_VD_ADD(acc[q][0], zs[q]);
+      for (int d = 0; d < D; d++) GM_VD_ADD(acc[q][1 + d], rs[q][d]);
+    }
   }
 }
 
-/* Pairs between two different tiles: each pair once, its terms added to row i (in
- * lanes, as exact_row does) and, with the opposite sign, to the column's slot in
- * `other` (z, then D repulsion components, each GM_EXACT_TILE long). */
-#define GM_EXACT_TILE 256
+/* One block of rows: its own tile (each pair of the tile from both ends, itself
+ * included with w = 1 and no force, taken off Z here), then either the tiles after
+ * it with the columns' share into `slots` (paired) or every other tile.
+ * z (GM_EXACT_ROWS) and r (GM_EXACT_ROWS x 3) receive the rows' sums. */
 GM_VECTOR_CLONES
-static void exact_cross(const double *y, int64_t n, int D, int64_t i, int64_t j0, int64_t j1,
-                        double *z, double *r, double *other) {
-  double zs[GM_LANES] = {0}, rs[3][GM_LANES] = {{0}};
-  double a[3] = {0, 0, 0};
-  for (int d = 0; d < D; d++) a[d] = y[i + d * n];
-  const int64_t len = j1 - j0;
-  double *oz = other, *o0 = other + GM_EXACT_TILE, *o1 = o0 + GM_EXACT_TILE,
-         *o2 = o1 + GM_EXACT_TILE;
-  const double *y0 = y + j0, *y1 = y + n + j0, *y2 = y + 2 * n + j0;
-  int64_t j = 0;
-  if (D == 2) {
-    for (; j + GM_LANES <= len; j += GM_LANES)
-#pragma omp simd
-      for (int l = 0; l < GM_LANES; l++) {
-        const double d0 = a[0] - y0[j + l], d1 = a[1] - y1[j + l];
-        const double w = 1.0 / (1.0 + d0 * d0 + d1 * d1), w2 = w * w;
-        zs[l] += w;
-        rs[0][l] += w2 * d0;
-        rs[1][l] += w2 * d1;
-        oz[j + l] += w;
-        o0[j + l] -= w2 * d0;
-        o1[j + l] -= w2 * d1;
-      }
+static void exact_rows(const float *yf, const float *mask, int64_t npad, int D, int paired,
+                       int64_t i, int64_t tile, int64_t tiles, float *slots, double *z,
+                       double *r) {
+  gm_vd_half acc[GM_EXACT_ROWS][4][2];
+  memset(acc, 0, sizeof acc);
+#define GM_EXACT_CASE(DIMS)                                                             \
+  case DIMS:                                                                            \
+    exact_block(yf, mask, npad, DIMS, 0, i, tile, tile + 1, NULL, acc);                 \
+    if (paired)                                                                         \
+      exact_block(yf, mask, npad, DIMS, 1, i, tile + 1, tiles, slots, acc);             \
+    else {                                                                              \
+      exact_block(yf, mask, npad, DIMS, 0, i, 0, tile, NULL, acc);                      \
+      exact_block(yf, mask, npad, DIMS, 0, i, tile + 1, tiles, NULL, acc);              \
+    }                                                                                   \
+    break;
+  switch (D) {
+    GM_EXACT_CASE(1)
+    GM_EXACT_CASE(2)
+    GM_EXACT_CASE(3)
   }
-  for (; j < len; j++) {
-    const int l = (int)(j % GM_LANES);
-    double diff[3], r2 = 0;
-    for (int d = 0; d < D; d++) {
-      diff[d] = a[d] - (d == 0 ? y0 : d == 1 ? y1 : y2)[j];
-      r2 += diff[d] * diff[d];
+#undef GM_EXACT_CASE
+  for (int q = 0; q < GM_EXACT_ROWS; q++)
+    for (int v = 0; v <= D; v++) {
+      double s = 0;
+      for (int h = 0; h < 2; h++)
+        for (int l = 0; l < GM_VF / 2; l++) s += acc[q][v][h][l];
+      if (v == 0) z[q] = s - 1.0;
+      else r[q * 3 + v - 1] = s;
     }
-    const double w = 1.0 / (1.0 + r2), w2 = w * w;
-    zs[l] += w;
-    oz[j] += w;
-    for (int d = 0; d < D; d++) {
-      rs[d][l] += w2 * diff[d];
-      (d == 0 ? o0 : d == 1 ? o1 : o2)[j] -= w2 * diff[d];
-    }
-  }
-  for (int l = 0; l < GM_LANES; l++) {
-    *z += zs[l];
-    for (int d = 0; d < D; d++) r[d] += rs[d][l];
-  }
 }
 
-/* Each pair once: tile I against the tiles J > I, the columns' share kept per (I, J)
- * and added up afterwards in the order of I, so the sums have a fixed order whatever
- * the threads. Beyond GM_EXACT_PAIRED_MAX points the per-pair buffers would be too
- * large, and every row is summed on its own (each pair twice). */
-#define GM_EXACT_PAIRED_MAX 20000
+/* Tile by tile: each pair once, the columns' share kept per pair of tiles (I, J > I)
+ * and added up afterwards in the order of I. Beyond GM_TSNE_EXACT_PAIRED_MAX points
+ * those slots would take too much memory, and each row goes through all columns (each
+ * pair twice). */
 static gpuml_status exact_repulsion(cpu_state *s, const double *y) {
   const int64_t n = s->n;
   const int D = s->dims;
-  const int64_t tiles = (n + GM_EXACT_TILE - 1) / GM_EXACT_TILE;
+  const int64_t tiles = (n + GM_EXACT_TILE - 1) / GM_EXACT_TILE, npad = tiles * GM_EXACT_TILE;
+  const int paired = tiles > 1 && n <= GM_TSNE_EXACT_PAIRED_MAX;
   const size_t slot = (size_t)(D + 1) * GM_EXACT_TILE;
-  if (n > GM_EXACT_PAIRED_MAX || n < 2 * GM_EXACT_TILE) {
-#pragma omp parallel for schedule(static, 64) num_threads(s->threads) if (n >= 512)
-    for (int64_t i = 0; i < n; i++) {
-      double z = 0, r[3] = {0, 0, 0};
-      exact_row(y, n, D, i, 0, i, &z, r);
-      exact_row(y, n, D, i, i + 1, n, &z, r);
-      s->zrow[i] = z;
-      for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
-    }
-    return GPUML_OK;
+  if (!s->yf) {
+    s->yf = gm_alloc((size_t)npad * (D + 1), sizeof *s->yf);
+    if (paired) s->slots = gm_alloc((size_t)(tiles * (tiles - 1) / 2) * slot, sizeof *s->slots);
+    if (!s->yf || (paired && !s->slots))
+      return nomem("the exact repulsion",
+                   ((double)npad * (D + 1) + (paired ? (double)tiles * (tiles - 1) / 2 * slot : 0)) * 4);
+    float *mask = s->yf + (size_t)npad * D;
+    for (int64_t j = 0; j < npad; j++) mask[j] = j < n ? 1.0f : 0.0f;
   }
-  if (!s->pairs) {
-    s->pairs = gm_alloc((size_t)tiles * (size_t)tiles * slot, sizeof *s->pairs);
-    if (!s->pairs) return nomem("the exact repulsion", (double)tiles * tiles * slot * 8);
-  }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads)
+  for (int d = 0; d < D; d++)
+    for (int64_t j = 0; j < npad; j++) s->yf[j + d * npad] = j < n ? (float)y[j + d * n] : 0.0f;
+  const float *mask = s->yf + (size_t)npad * D;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (tiles > 1)
   for (int64_t ti = 0; ti < tiles; ti++) {
-    const int64_t i0 = ti * GM_EXACT_TILE, i1 = i0 + GM_EXACT_TILE < n ? i0 + GM_EXACT_TILE : n;
-    for (int64_t tj = ti + 1; tj < tiles; tj++)
-      memset(s->pairs + ((size_t)ti * tiles + tj) * slot, 0, sizeof *s->pairs * slot);
-    for (int64_t i = i0; i < i1; i++) {
-      double z = 0, r[3] = {0, 0, 0};
-      exact_row(y, n, D, i, i0, i, &z, r);
-      exact_row(y, n, D, i, i + 1, i1, &z, r);
-      for (int64_t tj = ti + 1; tj < tiles; tj++) {
-        const int64_t j0 = tj * GM_EXACT_TILE, j1 = j0 + GM_EXACT_TILE < n ? j0 + GM_EXACT_TILE : n;
-        exact_cross(y, n, D, i, j0, j1, &z, r, s->pairs + ((size_t)ti * tiles + tj) * slot);
+    /* the slots of (ti, ti + 1 .. tiles - 1) are consecutive */
+    float *slots = paired ? s->slots + (size_t)(ti * (2 * tiles - ti - 1) / 2) * slot : NULL;
+    if (paired) memset(slots, 0, sizeof *slots * slot * (size_t)(tiles - 1 - ti));
+    const int64_t i1 = (ti + 1) * GM_EXACT_TILE < n ? (ti + 1) * GM_EXACT_TILE : n;
+    for (int64_t i = ti * GM_EXACT_TILE; i < i1; i += GM_EXACT_ROWS) {
+      double z[GM_EXACT_ROWS], r[GM_EXACT_ROWS * 3];
+      exact_rows(s->yf, mask, npad, D, paired, i, ti, tiles, slots, z, r);
+      for (int q = 0; q < GM_EXACT_ROWS && i + q < n; q++) {
+        s->zrow[i + q] = z[q];
+        for (int d = 0; d < D; d++) s->rep[i + q + d * n] = r[q * 3 + d];
       }
-      s->zrow[i] = z;
-      for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
     }
   }
+  if (!paired) return GPUML_OK;
 #pragma omp parallel for schedule(static) num_threads(s->threads)
   for (int64_t tj = 1; tj < tiles; tj++) {
     const int64_t j0 = tj * GM_EXACT_TILE, j1 = j0 + GM_EXACT_TILE < n ? j0 + GM_EXACT_TILE : n;
     for (int64_t ti = 0; ti < tj; ti++) {
-      const double *o = s->pairs + ((size_t)ti * tiles + tj) * slot;
+      const float *o = s->slots + (size_t)(ti * (2 * tiles - ti - 1) / 2 + tj - ti - 1) * slot;
       for (int64_t j = j0; j < j1; j++) {
         s->zrow[j] += o[j - j0];
         for (int d = 0; d < D; d++) s->rep[j + d * n] += o[(1 + d) * GM_EXACT_TILE + j - j0];
@@ -469,24 +489,71 @@ static gpuml_status normaliser(cpu_state *s, const double *y, double *z) {
   return GPUML_OK;
 }
 
-static void attraction(cpu_state *s, const double *y) {
-  const gm_csr *P = s->P;
-  const int64_t n = s->n;
-  const int D = s->dims;
-#pragma omp parallel for schedule(static, 256) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
-  for (int64_t i = 0; i < n; i++) {
-    double a[3] = {0, 0, 0};
-    for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
-      const int64_t j = P->col[e];
-      double diff[3], r2 = 0;
+/* attr[i] = sum_j p_ij w_ij (y_i - y_j) for rows [i0, i1): each row's entries in
+ * GM_ATTR_LANES lanes (entry e in lane (e - row start) % lanes), added up in lane order,
+ * so that the loop vectorises (gathers) and every instruction set gives the same bits. */
+#define GM_ATTR_LANES 8
+static inline __attribute__((always_inline)) void attraction_block(
+    const gm_csr *P, const double *y, int64_t n, const int D, int64_t i0, int64_t i1,
+    double *attr) {
+  const int L = GM_ATTR_LANES;
+  for (int64_t i = i0; i < i1; i++) {
+    double acc[3][GM_ATTR_LANES], a[3];
+    for (int d = 0; d < D; d++) {
+      a[d] = y[i + d * n];
+      for (int l = 0; l < L; l++) acc[d][l] = 0;
+    }
+    const int64_t *col = P->col;
+    const double *val = P->val;
+    int64_t e = P->row[i];
+    const int64_t end = P->row[i + 1];
+    for (; e + L <= end; e += L)
+#pragma omp simd
+      for (int l = 0; l < L; l++) {
+        const int64_t j = col[e + l];
+        double diff[3], r2 = 1.0;
+        for (int d = 0; d < D; d++) {
+          diff[d] = a[d] - y[j + d * n];
+          r2 += diff[d] * diff[d];
+        }
+        const double pw = val[e + l] / r2;
+        for (int d = 0; d < D; d++) acc[d][l] += pw * diff[d];
+      }
+    for (int l = 0; e < end; e++, l++) {
+      const int64_t j = col[e];
+      double diff[3], r2 = 1.0;
       for (int d = 0; d < D; d++) {
-        diff[d] = y[i + d * n] - y[j + d * n];
+        diff[d] = a[d] - y[j + d * n];
         r2 += diff[d] * diff[d];
       }
-      const double pw = P->val[e] / (1.0 + r2);
-      for (int d = 0; d < D; d++) a[d] += pw * diff[d];
+      const double pw = val[e] / r2;
+      for (int d = 0; d < D; d++) acc[d][l] += pw * diff[d];
     }
-    for (int d = 0; d < D; d++) s->attr[i + d * n] = a[d];
+    for (int d = 0; d < D; d++) {
+      double sum = 0;
+      for (int l = 0; l < L; l++) sum += acc[d][l];
+      attr[i + d * n] = sum;
+    }
+  }
+}
+
+GM_VECTOR_CLONES
+static void attraction_rows(const gm_csr *P, const double *y, int64_t n, int D, int64_t i0,
+                            int64_t i1, double *attr) {
+  switch (D) {
+    case 1: attraction_block(P, y, n, 1, i0, i1, attr); break;
+    case 2: attraction_block(P, y, n, 2, i0, i1, attr); break;
+    default: attraction_block(P, y, n, 3, i0, i1, attr); break;
+  }
+}
+
+#define GM_ATTR_ROWS 256
+static void attraction(cpu_state *s, const double *y) {
+  const int64_t n = s->n, blocks = (n + GM_ATTR_ROWS - 1) / GM_ATTR_ROWS;
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t b = 0; b < blocks; b++) {
+    const int64_t i0 = b * GM_ATTR_ROWS, i1 = i0 + GM_ATTR_ROWS < n ? i0 + GM_ATTR_ROWS : n;
+    attraction_rows(s->P, y, n, s->dims, i0, i1, s->attr);
   }
 }
 
