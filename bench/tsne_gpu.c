@@ -4,9 +4,10 @@
  *
  *   build/bench/tsne_gpu [--data DIR] [--skip-large]
  *       Fashion-MNIST (the four IDX .gz files of DIR, default
- *       /usr/share/datasets/fashion-mnist or ./bench-data): all 70,000 images and the
- *       first 20,000, pixels / 255, PCA to 50, defaults; then n = 1,000,000 synthetic
- *       points (20 Gaussian clusters in 50 dimensions, pca off), unless --skip-large.
+ *       /usr/share/datasets/fashion-mnist or ./bench-data): all 70,000 images with the
+ *       defaults, then the first 20,000 and 10,000 with each method, pixels / 255, PCA
+ *       to 50; then n = 1,000,000 synthetic points (20 Gaussian clusters in 50
+ *       dimensions, pca off), unless --skip-large.
  *   build/bench/tsne_gpu --sanitize
  *       small runs of every GPU path, each compared with the CPU (for compute-sanitizer).
  *
@@ -179,10 +180,12 @@ static void quality(const double *x, int64_t n, int64_t d, const double *y, int 
 /* ---- cases -------------------------------------------------------------------------- */
 
 static int run_case(const char *name, const double *x, int64_t n, int64_t d, const int *label,
-                    int pca, int64_t quality_points, const double *reference, int64_t ref_d) {
+                    int pca, gpuml_tsne_method method, int64_t quality_points,
+                    const double *reference, int64_t ref_d) {
   gpuml_tsne_params p;
   gpuml_tsne_params_init(&p);
   p.pca = pca;
+  p.method = method;
   double *y = must(malloc(sizeof(double) * (size_t)n * 2));
   double costs[32];
   gpuml_tsne_result res;
@@ -292,19 +295,28 @@ int main(int argc, char **argv) {
     printf("Fashion-MNIST not found (pass --data DIR holding the four IDX .gz files)\n");
     failures++;
   } else {
-    failures += !run_case("tsne_fmnist70k", x, 70000, 784, label, 1, 70000, x, 784);
-    /* the first 20,000, for the comparison with scikit-learn at that size */
-    double *x20 = must(malloc(sizeof(double) * 20000 * 784));
-    for (int64_t t = 0; t < 784; t++) memcpy(x20 + t * 20000, x + t * 70000, sizeof(double) * 20000);
-    failures += !run_case("tsne_fmnist20k", x20, 20000, 784, label, 1, 20000, x20, 784);
-    free(x20);
+    failures += !run_case("tsne_fmnist70k", x, 70000, 784, label, 1, GPUML_TSNE_AUTO, 70000, x, 784);
+    /* the first 20,000 and 10,000 (the comparison with scikit-learn at 20,000), each by
+     * both methods: where method = "auto" should switch on the GPU */
+    double *xs = must(malloc(sizeof(double) * 20000 * 784));
+    for (int64_t m = 20000; m >= 10000; m -= 10000) {
+      for (int64_t t = 0; t < 784; t++) memcpy(xs + t * m, x + t * 70000, sizeof(double) * m);
+      char name[64];
+      for (int method = 0; method < 2; method++) {
+        snprintf(name, sizeof name, "tsne_fmnist%lldk_%s", (long long)(m / 1000),
+                 method ? "exact" : "fft");
+        failures += !run_case(name, xs, m, 784, label, 1, method ? GPUML_TSNE_EXACT : GPUML_TSNE_FFT,
+                              m, xs, 784);
+      }
+    }
+    free(xs);
     free(x);
     free(label);
   }
   if (!skip_large) {
     const int64_t n = 1000000;
     double *xs = synthetic(n, 50, 20, &label);
-    failures += !run_case("tsne_synthetic_1m", xs, n, 50, label, 0, 20000, xs, 50);
+    failures += !run_case("tsne_synthetic_1m", xs, n, 50, label, 0, GPUML_TSNE_AUTO, 20000, xs, 50);
     free(xs);
     free(label);
   }

@@ -99,20 +99,16 @@ void gm_csr_free(gm_csr *P) {
 }
 
 int gm_tsne_grid_boxes(double spread, int dims) {
-  const int max_bits = dims == 1 ? 16 : (dims == 2 ? 11 : 7);
+  const int max_size = 1 << (dims == 1 ? 16 : (dims == 2 ? 11 : 7));
   int boxes = 0;
-  for (int bits = 5; bits <= max_bits; bits++) {
-    boxes = (1 << bits) / (2 * GM_TSNE_NODES);
+  for (int size = 32; size <= max_size; size = gm_fft_good_size(size + 1)) {
+    boxes = size / (2 * GM_TSNE_NODES);
     if ((double)boxes >= spread) break;
   }
   return boxes;
 }
 
-int gm_tsne_fft_size(int boxes) {
-  int size = 1;
-  while (size < 2 * boxes * GM_TSNE_NODES) size <<= 1;
-  return size;
-}
+int gm_tsne_fft_size(int boxes) { return gm_fft_good_size(2 * boxes * GM_TSNE_NODES); }
 
 /* ---- affinities ------------------------------------------------------------------ */
 

@@ -44,10 +44,10 @@ void gm_csr_free(gm_csr *P);
 
 /* Boxes per dimension of the FFT grid for an embedding whose coordinates span
  * `spread`: boxes of width at most 1 (the kernel's length scale), from the sizes whose
- * zero-padded grid 2 * boxes * GM_TSNE_NODES fits a power of two; capped per dims
- * (the grid is boxes^dims). */
+ * zero-padded grid 2 * boxes * GM_TSNE_NODES fills an FFT size of gm_fft_good_size();
+ * capped per dims (the grid is boxes^dims). */
 int gm_tsne_grid_boxes(double spread, int dims);
-/* The power-of-two FFT size for `boxes` boxes per dimension. */
+/* The FFT size for `boxes` boxes per dimension (gm_fft_good_size of the padded grid). */
 int gm_tsne_fft_size(int boxes);
 
 /* P from the k nearest neighbours of each point (idx, dist: n x k column-major as
@@ -96,17 +96,20 @@ gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dim
                             gpuml_tsne_method method, int boxes, double *kl,
                             const gpuml_options *opt);
 
-/* ---- the FFT of core/tsne_fft.c: radix-2, complex, single precision, powers of two ---- */
+/* ---- the FFT of core/tsne_fft.c: complex, single precision, sizes 2^a 3^b ---------- */
+#define GM_FFT_MAX_STAGES 40
 typedef struct {
-  int size;
-  float *cos_t, *sin_t; /* size / 2 twiddles */
-  int *reverse;          /* bit reversal of 0 .. size - 1 */
+  int size, stages;
+  int radix[GM_FFT_MAX_STAGES];          /* 4s, then a 2 where needed, then 3s */
+  int64_t twiddle_at[GM_FFT_MAX_STAGES]; /* where each stage's twiddles start */
+  float *cos_t, *sin_t;
 } gm_fft;
 
+/* A plan for transforms of `size` points: size must be 2^a 3^b (GPUML_ERR_ARG else). */
 gpuml_status gm_fft_init(gm_fft *f, int size);
 void gm_fft_free(gm_fft *f);
-/* In place, unnormalised; inverse = conjugate twiddles. */
-void gm_fft_line(const gm_fft *f, float *re, float *im, int inverse);
+/* The smallest size gm_fft_init() takes (2^a, 3 * 2^a or 9 * 2^a) that is at least n. */
+int gm_fft_good_size(int n);
 /* Grids are padded along axis 0 (power-of-two strides would make lines of a grid
  * collide in the caches): the element (g0, g1, g2) is at g0 + row * (g1 + size * g2)
  * with row = gm_fft_row(size), and a plane holds gm_fft_plane(size, dims) floats. */

@@ -132,13 +132,12 @@ static double spread_of(const double *y, int64_t count) {
 
 /* Each pair's terms are computed in single precision, GM_VF columns per vector (GNU C
  * vector extensions: one AVX-512 instruction, two AVX2 ones, four SSE ones), for
- * GM_EXACT_ROWS rows at a time so that each column is loaded once for all of them; the
- * single-precision division keeps the vector units twice as busy as double would
- * (the division bounds the double form). Each lane sums at most one tile's columns in
- * single precision before the sums go on in double, so Z and the forces carry about
- * 1e-6 of relative error: far below what moves an embedding, and far below the FFT
- * method's. No FMA contraction (-std=c11), so every instruction set gives the same
- * bits, and every sum has a fixed order whatever the threads. */
+ * GM_EXACT_ROWS rows at a time so that each column is loaded once for all of them:
+ * twice the pairs per instruction of double, whose division bounds it. Each lane sums
+ * at most one tile's columns in single precision before the sums go on in double, so
+ * Z and the forces carry about 1e-7 of relative error (the tests allow 1e-6): far
+ * below what moves an embedding, and far below the FFT method's. Every sum has a
+ * fixed order whatever the threads. */
 #define GM_VF 16
 #define GM_EXACT_TILE 256
 #define GM_EXACT_ROWS 4
@@ -490,8 +489,8 @@ static gpuml_status normaliser(cpu_state *s, const double *y, double *z) {
 }
 
 /* attr[i] = sum_j p_ij w_ij (y_i - y_j) for rows [i0, i1): each row's entries in
- * GM_ATTR_LANES lanes (entry e in lane (e - row start) % lanes), added up in lane order,
- * so that the loop vectorises (gathers) and every instruction set gives the same bits. */
+ * GM_ATTR_LANES lanes (entry e in lane (e - row start) % lanes), added up in lane order:
+ * a fixed order that vectorises (gathers). */
 #define GM_ATTR_LANES 8
 static inline __attribute__((always_inline)) void attraction_block(
     const gm_csr *P, const double *y, int64_t n, const int D, int64_t i0, int64_t i1,

@@ -1,34 +1,57 @@
-/* A small radix-2 complex FFT for the FFT-accelerated t-SNE repulsion on the CPU, in
- * single precision (the interpolation's error, about 1e-3, dwarfs float rounding, and
- * float doubles the SIMD width and halves the memory traffic). The grid sizes are
- * chosen as powers of two (gm_tsne_fft_size), so nothing more general is needed; lines
- * of a multi-dimensional grid are independent and run in parallel, which keeps the
+/* A small complex FFT for the FFT-accelerated t-SNE repulsion on the CPU, in single
+ * precision (the interpolation's error, about 1e-3, dwarfs float rounding, and float
+ * doubles the SIMD width and halves the memory traffic). Sizes are 2^a 3^b, so that
+ * the grid can follow the embedding's spread closely (a power of two can be nearly
+ * twice too large per dimension). Stockham's self-sorting form (no bit reversal),
+ * radix 4, then 2, then 3; the lines of a multi-dimensional grid are transformed
+ * GM_FFT_BATCH at a time, one per vector lane, and run in parallel, which keeps the
  * result independent of the number of threads. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "tsne.h"
 
+int gm_fft_good_size(int n) {
+  int best = 0;
+  for (int odd = 1; odd <= 9; odd *= 3) {
+    int size = odd;
+    while (size < n) size *= 2;
+    if (!best || size < best) best = size;
+  }
+  return best;
+}
+
 gpuml_status gm_fft_init(gm_fft *f, int size) {
+  memset(f, 0, sizeof *f);
+  int rest = size;
+  while (rest % 4 == 0 && f->stages < GM_FFT_MAX_STAGES) rest /= 4, f->radix[f->stages++] = 4;
+  if (rest % 2 == 0 && f->stages < GM_FFT_MAX_STAGES) rest /= 2, f->radix[f->stages++] = 2;
+  while (rest % 3 == 0 && f->stages < GM_FFT_MAX_STAGES) rest /= 3, f->radix[f->stages++] = 3;
+  if (size < 1 || rest != 1)
+    return gm_fail(GPUML_ERR_ARG, "internal", "internal: FFT size %d is not 2^a 3^b", size);
   f->size = size;
-  f->cos_t = gm_alloc((size_t)size / 2 + 1, sizeof *f->cos_t);
-  f->sin_t = gm_alloc((size_t)size / 2 + 1, sizeof *f->sin_t);
-  f->reverse = gm_alloc((size_t)size, sizeof *f->reverse);
-  if (!f->cos_t || !f->sin_t || !f->reverse) {
+  /* stage st (length n, radix p, m = n / p): w^(j r) = exp(-2 pi i j r / n) for
+   * j < m, 1 <= r < p, at twiddle_at[st] + j (p - 1) + r - 1 */
+  int64_t total = 0;
+  for (int st = 0, n = size; st < f->stages; n /= f->radix[st], st++) {
+    f->twiddle_at[st] = total;
+    total += (int64_t)(n / f->radix[st]) * (f->radix[st] - 1);
+  }
+  f->cos_t = gm_alloc((size_t)total, sizeof *f->cos_t);
+  f->sin_t = gm_alloc((size_t)total, sizeof *f->sin_t);
+  if (!f->cos_t || !f->sin_t) {
     gm_fft_free(f);
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate FFT tables of size %d", size);
   }
   const double two_pi = 6.283185307179586476925286766559;
-  for (int j = 0; j < size / 2; j++) {
-    f->cos_t[j] = (float)cos(two_pi * j / size);
-    f->sin_t[j] = (float)sin(two_pi * j / size);
-  }
-  int bits = 0;
-  while ((1 << bits) < size) bits++;
-  for (int i = 0; i < size; i++) {
-    int r = 0;
-    for (int b = 0; b < bits; b++)
-      if (i & (1 << b)) r |= 1 << (bits - 1 - b);
-    f->reverse[i] = r;
+  for (int st = 0, n = size; st < f->stages; n /= f->radix[st], st++) {
+    const int p = f->radix[st], m = n / p;
+    for (int j = 0; j < m; j++)
+      for (int r = 1; r < p; r++) {
+        const int64_t at = f->twiddle_at[st] + (int64_t)j * (p - 1) + r - 1;
+        f->cos_t[at] = (float)cos(two_pi * (double)j * r / n);
+        f->sin_t[at] = (float)sin(two_pi * (double)j * r / n);
+      }
   }
   return GPUML_OK;
 }
@@ -36,46 +59,8 @@ gpuml_status gm_fft_init(gm_fft *f, int size) {
 void gm_fft_free(gm_fft *f) {
   free(f->cos_t);
   free(f->sin_t);
-  free(f->reverse);
   f->cos_t = f->sin_t = NULL;
-  f->reverse = NULL;
 }
-
-void gm_fft_line(const gm_fft *f, float *re, float *im, int inverse) {
-  const int size = f->size;
-  for (int i = 0; i < size; i++) {
-    const int r = f->reverse[i];
-    if (r > i) {
-      float t = re[i];
-      re[i] = re[r];
-      re[r] = t;
-      t = im[i];
-      im[i] = im[r];
-      im[r] = t;
-    }
-  }
-  const float sign = inverse ? 1.0f : -1.0f;
-  for (int half = 1; half < size; half <<= 1) {
-    const int step = size / (2 * half);
-    for (int j = 0; j < half; j++) {
-      const float wr = f->cos_t[j * step], wi = sign * f->sin_t[j * step];
-      for (int a = j; a < size; a += 2 * half) {
-        const int b = a + half;
-        const float tr = wr * re[b] - wi * im[b];
-        const float ti = wr * im[b] + wi * re[b];
-        re[b] = re[a] - tr;
-        im[b] = im[a] - ti;
-        re[a] += tr;
-        im[a] += ti;
-      }
-    }
-  }
-}
-
-/* Lines are transformed GM_FFT_BATCH at a time, element t of line l at
- * [t * GM_FFT_BATCH + l], so that the butterflies vectorise across lines: each line
- * gets exactly the arithmetic of gm_fft_line(), whatever the vector width. */
-#define GM_FFT_BATCH 16
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define GM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -83,78 +68,105 @@ void gm_fft_line(const gm_fft *f, float *re, float *im, int inverse) {
 #define GM_VECTOR_CLONES
 #endif
 
-GM_VECTOR_CLONES
-static void fft_batch(const gm_fft *f, float *restrict re, float *restrict im, int inverse) {
-  const int size = f->size, B = GM_FFT_BATCH;
-  for (int i = 0; i < size; i++) {
-    const int r = f->reverse[i];
-    if (r > i)
-#pragma omp simd
-      for (int l = 0; l < B; l++) {
-        float t = re[i * B + l];
-        re[i * B + l] = re[r * B + l];
-        re[r * B + l] = t;
-        t = im[i * B + l];
-        im[i * B + l] = im[r * B + l];
-        im[r * B + l] = t;
+/* Lines are transformed GM_FFT_BATCH at a time, element t of line l at
+ * [t * GM_FFT_BATCH + l], so that the butterflies vectorise across lines. */
+#define GM_FFT_BATCH 16
+
+/* The transform of L interleaved lines (element t of line l at [t * L + l]) held in
+ * (xr, xi); (yr, yi) is as large. Each lane gets the same arithmetic, whatever L.
+ * Returns 0 when the result is in x, 1 when in y. Stockham, decimation in frequency:
+ * a stage of radix p over length n (stride s, m = n / p) takes
+ * a_k = x[q + s (j + k m)] and writes y[q + s (p j + r)] = w^(j r) sum_k a_k e^(-2 pi i r k / p). */
+static inline __attribute__((always_inline)) int stockham(const gm_fft *f, float *restrict xr,
+                                                          float *restrict xi, float *restrict yr,
+                                                          float *restrict yi, int inverse,
+                                                          const int L) {
+  const float sg = inverse ? 1.0f : -1.0f;
+  const float half = 0.5f, s3 = 0.866025403784438646763723170753f; /* sin(2 pi / 3) */
+  int64_t n = f->size, s = 1;
+  int in_y = 0;
+  for (int st = 0; st < f->stages; st++) {
+    const int p = f->radix[st];
+    const int64_t m = n / p, step = s * m * L, ostep = s * L;
+    const float *ct = f->cos_t + f->twiddle_at[st], *sn = f->sin_t + f->twiddle_at[st];
+    for (int64_t j = 0; j < m; j++) {
+      float wr[3], wi[3];
+      for (int r = 1; r < p; r++) {
+        wr[r - 1] = ct[j * (p - 1) + r - 1];
+        wi[r - 1] = sg * sn[j * (p - 1) + r - 1];
       }
-  }
-  const float sign = inverse ? 1.0f : -1.0f;
-  int half = 1;
-  int stages = 0;
-  while ((1 << stages) < size) stages++;
-  if (stages % 2) {  /* one plain stage, then the rest two at a time */
-    for (int a = 0; a < size; a += 2) {
-      float *ra = re + a * B, *ia = im + a * B, *rb = ra + B, *ib = ia + B;
+      for (int64_t q = 0; q < s; q++) {
+        const int64_t a = (q + s * j) * L, b = (q + s * p * j) * L;
+        if (p == 4) {
 #pragma omp simd
-      for (int l = 0; l < B; l++) {
-        const float tr = rb[l], ti = ib[l];
-        rb[l] = ra[l] - tr;
-        ib[l] = ia[l] - ti;
-        ra[l] += tr;
-        ia[l] += ti;
-      }
-    }
-    half = 2;
-  }
-  /* Stages `half` and `2 half` in one pass over the data: the same butterflies, in the
-   * same order for each element, as two radix-2 stages. */
-  for (; half < size; half <<= 2) {
-    const int step1 = size / (2 * half), step2 = size / (4 * half);
-    for (int j = 0; j < half; j++) {
-      const float w1r = f->cos_t[j * step1], w1i = sign * f->sin_t[j * step1];
-      const float w2r = f->cos_t[j * step2], w2i = sign * f->sin_t[j * step2];
-      const float w3r = f->cos_t[(j + half) * step2], w3i = sign * f->sin_t[(j + half) * step2];
-      for (int a = j; a < size; a += 4 * half) {
-        float *r0 = re + a * B, *i0 = im + a * B;
-        float *r1 = r0 + half * B, *i1 = i0 + half * B;
-        float *r2 = r1 + half * B, *i2 = i1 + half * B;
-        float *r3 = r2 + half * B, *i3 = i2 + half * B;
+          for (int l = 0; l < L; l++) {
+            const float t0r = xr[a + l] + xr[a + 2 * step + l], t0i = xi[a + l] + xi[a + 2 * step + l];
+            const float t1r = xr[a + l] - xr[a + 2 * step + l], t1i = xi[a + l] - xi[a + 2 * step + l];
+            const float t2r = xr[a + step + l] + xr[a + 3 * step + l];
+            const float t2i = xi[a + step + l] + xi[a + 3 * step + l];
+            const float t3r = xr[a + step + l] - xr[a + 3 * step + l];
+            const float t3i = xi[a + step + l] - xi[a + 3 * step + l];
+            const float b1r = t1r - sg * t3i, b1i = t1i + sg * t3r;
+            const float b2r = t0r - t2r, b2i = t0i - t2i;
+            const float b3r = t1r + sg * t3i, b3i = t1i - sg * t3r;
+            yr[b + l] = t0r + t2r;
+            yi[b + l] = t0i + t2i;
+            yr[b + ostep + l] = b1r * wr[0] - b1i * wi[0];
+            yi[b + ostep + l] = b1r * wi[0] + b1i * wr[0];
+            yr[b + 2 * ostep + l] = b2r * wr[1] - b2i * wi[1];
+            yi[b + 2 * ostep + l] = b2r * wi[1] + b2i * wr[1];
+            yr[b + 3 * ostep + l] = b3r * wr[2] - b3i * wi[2];
+            yi[b + 3 * ostep + l] = b3r * wi[2] + b3i * wr[2];
+          }
+        } else if (p == 2) {
 #pragma omp simd
-        for (int l = 0; l < B; l++) {
-          /* stage half: (0, 1) and (2, 3) with w1 */
-          float tr = w1r * r1[l] - w1i * i1[l], ti = w1r * i1[l] + w1i * r1[l];
-          const float x1r = r0[l] - tr, x1i = i0[l] - ti, x0r = r0[l] + tr, x0i = i0[l] + ti;
-          tr = w1r * r3[l] - w1i * i3[l];
-          ti = w1r * i3[l] + w1i * r3[l];
-          const float x3r = r2[l] - tr, x3i = i2[l] - ti, x2r = r2[l] + tr, x2i = i2[l] + ti;
-          /* stage 2 half: (0, 2) with w2, (1, 3) with w3 */
-          tr = w2r * x2r - w2i * x2i;
-          ti = w2r * x2i + w2i * x2r;
-          r2[l] = x0r - tr;
-          i2[l] = x0i - ti;
-          r0[l] = x0r + tr;
-          i0[l] = x0i + ti;
-          tr = w3r * x3r - w3i * x3i;
-          ti = w3r * x3i + w3i * x3r;
-          r3[l] = x1r - tr;
-          i3[l] = x1i - ti;
-          r1[l] = x1r + tr;
-          i1[l] = x1i + ti;
+          for (int l = 0; l < L; l++) {
+            const float dr = xr[a + l] - xr[a + step + l], di = xi[a + l] - xi[a + step + l];
+            yr[b + l] = xr[a + l] + xr[a + step + l];
+            yi[b + l] = xi[a + l] + xi[a + step + l];
+            yr[b + ostep + l] = dr * wr[0] - di * wi[0];
+            yi[b + ostep + l] = dr * wi[0] + di * wr[0];
+          }
+        } else {
+#pragma omp simd
+          for (int l = 0; l < L; l++) {
+            const float sr = xr[a + step + l] + xr[a + 2 * step + l];
+            const float si = xi[a + step + l] + xi[a + 2 * step + l];
+            const float dr = s3 * (xr[a + step + l] - xr[a + 2 * step + l]);
+            const float di = s3 * (xi[a + step + l] - xi[a + 2 * step + l]);
+            const float cr = xr[a + l] - half * sr, ci = xi[a + l] - half * si;
+            const float b1r = cr - sg * di, b1i = ci + sg * dr;
+            const float b2r = cr + sg * di, b2i = ci - sg * dr;
+            yr[b + l] = xr[a + l] + sr;
+            yi[b + l] = xi[a + l] + si;
+            yr[b + ostep + l] = b1r * wr[0] - b1i * wi[0];
+            yi[b + ostep + l] = b1r * wi[0] + b1i * wr[0];
+            yr[b + 2 * ostep + l] = b2r * wr[1] - b2i * wi[1];
+            yi[b + 2 * ostep + l] = b2r * wi[1] + b2i * wr[1];
+          }
         }
       }
     }
+    float *t = xr;
+    xr = yr;
+    yr = t;
+    t = xi;
+    xi = yi;
+    yi = t;
+    in_y = !in_y;
+    n = m;
+    s *= p;
   }
+  return in_y;
+}
+
+GM_VECTOR_CLONES
+static int fft_batch(const gm_fft *f, float *xr, float *xi, float *yr, float *yi, int inverse) {
+  return stockham(f, xr, xi, yr, yi, inverse, GM_FFT_BATCH);
+}
+
+static int fft_single(const gm_fft *f, float *xr, float *xi, float *yr, float *yi, int inverse) {
+  return stockham(f, xr, xi, yr, yi, inverse, 1);
 }
 
 int64_t gm_fft_row(int size) { return size >= 32 ? size + 16 : size; }
@@ -192,19 +204,21 @@ static void fft_axis(const gm_fft *f, float *grid, int64_t cells, int dims, int 
   float *gre = grid, *gim = grid + cells;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && batches > 1 && lines * size >= 32768)
   for (int64_t bt = 0; bt < batches; bt++) {
-    float *re = scratch + (size_t)gm_thread_id() * 2 * (size_t)size * B, *im = re + size * B;
+    float *re = scratch + (size_t)gm_thread_id() * gm_fft_scratch(f->size), *im = re + size * B;
+    float *re2 = im + size * B, *im2 = re2 + size * B;
     int64_t base[GM_FFT_BATCH];
     const int64_t count = lines - bt * B < B ? lines - bt * B : B;
-    if (count == 1) {  /* one line (1-D grids): no batch */
+    if (count == 1) {  /* one line (1-D grids): no batch, the same arithmetic */
       const int64_t b0 = line_base(bt * B, dims, axis, limit, size);
       for (int64_t t = 0; t < size; t++) {
         re[t] = gre[b0 + t * stride];
         im[t] = gim[b0 + t * stride];
       }
-      gm_fft_line(f, re, im, inverse);
+      const int in_second = fft_single(f, re, im, re2, im2, inverse);
+      const float *rr = in_second ? re2 : re, *ri = in_second ? im2 : im;
       for (int64_t t = 0; t < size; t++) {
-        gre[b0 + t * stride] = re[t];
-        gim[b0 + t * stride] = im[t];
+        gre[b0 + t * stride] = rr[t];
+        gim[b0 + t * stride] = ri[t];
       }
       continue;
     }
@@ -229,7 +243,10 @@ static void fft_axis(const gm_fft *f, float *grid, int64_t cells, int dims, int 
           im[t * B + l] = gim[base[l] + t * stride];
         }
     }
-    fft_batch(f, re, im, inverse);
+    if (fft_batch(f, re, im, re2, im2, inverse)) {
+      re = re2;
+      im = im2;
+    }
     if (adjacent) {
       for (int64_t t = 0; t < size; t++) {
         float *dr = gre + base[0] + t * stride, *di = gim + base[0] + t * stride;
@@ -249,7 +266,7 @@ static void fft_axis(const gm_fft *f, float *grid, int64_t cells, int dims, int 
   }
 }
 
-size_t gm_fft_scratch(int size) { return 2 * (size_t)size * GM_FFT_BATCH; }
+size_t gm_fft_scratch(int size) { return 4 * (size_t)size * GM_FFT_BATCH; }
 
 /* In-place transpose of the two size x size planes, in 32 x 32 blocks. */
 static void transpose_planes(float *grid, int64_t size, int64_t row, int threads) {

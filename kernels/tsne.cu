@@ -39,12 +39,14 @@ struct FftPlans {
   int size[kMaxFftSizes] = {};
   cufftHandle grids[kMaxFftSizes] = {}, kernel[kMaxFftSizes] = {};
   int count = 0;
-  ~FftPlans() {
+  void clear() {
     for (int i = 0; i < count; i++) {
       cufftDestroy(grids[i]);
       cufftDestroy(kernel[i]);
     }
+    count = 0;
   }
+  ~FftPlans() { clear(); }
 };
 
 gpuml_status check_fft(Context &ctx, cufftResult r, const char *what) {
@@ -666,7 +668,12 @@ struct TsneGpu {
         plan_kernel = plans.kernel[p];
         return GPUML_OK;
       }
-    if (plans.count == kMaxFftSizes) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: too many FFT plans");
+    if (plans.count == kMaxFftSizes) {
+      // A run passes through up to about 20 sizes (2^a 3^b), mostly growing: once the
+      // cache is full, the plans made so far are retired (after their work is done).
+      GM_TRY(ctx.sync("retiring FFT plans"));
+      plans.clear();
+    }
     int dims[3] = {size, size, size};
     cufftHandle pg = 0, pk = 0;
     GM_TRY(check_fft(ctx, cufftPlanMany(&pg, D, dims, nullptr, 1, (int)cells, nullptr, 1, (int)cells,

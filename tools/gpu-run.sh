@@ -11,6 +11,8 @@
 # Environment:
 #   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
 #   GPU_RUN_STEPS="build tests sanitize algos bench variants"   only these steps
+#   GPU_RUN_ALGOS="dpc gmm tsne"   the other algorithms' programs (tests, sanitizer,
+#                          benchmarks and scikit-learn peers) to run
 # When the machine has no BLAS, source tools/gpu-r-env.sh first: its portable R brings
 # Debian's BLAS/LAPACK and puts them on the linker's path.
 # Logs go to $OUT (when set) or build/gpu-run. The last line says whether all passed.
@@ -18,6 +20,7 @@ set -u
 LOG=${OUT:-build/gpu-run}
 mkdir -p "$LOG"
 STEPS=${GPU_RUN_STEPS:-build tests sanitize algos bench variants}
+ALGOS=${GPU_RUN_ALGOS:-dpc gmm tsne}
 T0=$(date +%s)
 failures=0
 step() { echo; echo "== $* [$(($(date +%s) - T0)) s]"; }
@@ -102,6 +105,7 @@ if want tests; then
   for t in build/tests/test_*; do
     prog=$(basename "$t")
     [ "$prog" = test_core ] && continue
+    case " $ALGOS rng " in *" ${prog#test_} "*) ;; *) continue ;; esac
     run_tests "$prog" double GPUML_TEST_PRECISION=double
     run_tests "$prog" single GPUML_TEST_PRECISION=single
     run_tests "$prog" double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
@@ -150,7 +154,8 @@ fi
 
 if want sanitize; then
   step "compute-sanitizer on the other algorithms' small runs (each checked against the CPU)"
-  for prog in dpc_gpu tsne_gpu gmm_gpu; do
+  for algo in $ALGOS; do
+    prog=${algo}_gpu
     [ -x "build/bench/$prog" ] && [ -n "$CS" ] || continue
     for tool in memcheck racecheck; do
       f="$LOG/sanitize-$prog-$tool.log"
@@ -165,23 +170,25 @@ fi
 
 if want algos; then
   step "density peaks, t-SNE, Gaussian mixtures: benchmarks through the C API"
-  for prog in dpc_gpu tsne_gpu gmm_gpu; do
+  for algo in $ALGOS; do
+    prog=${algo}_gpu
     [ -x "build/bench/$prog" ] || continue
     echo "-- $prog"
     args=""
     # t-SNE reads Fashion-MNIST from bench-data/ (copies of the Debian data set's .gz files)
     [ "$prog" = tsne_gpu ] && [ -d bench-data ] && args="--data bench-data"
     "./build/bench/$prog" $args > "$LOG/bench-$prog.log" 2>&1 || fail "bench $prog"
-    grep -E '^RESULT|differ|agree|repeatable|FAIL|ceiling' "$LOG/bench-$prog.log" | head -n 40
+    grep -E '^RESULT|^tsne_|differ|agree|repeatable|FAIL|ceiling' "$LOG/bench-$prog.log" | head -n 40
   done
   step "scikit-learn on this machine's cores"
-  for py in bench/tsne_sklearn.py bench/gmm_sklearn.py; do
+  for algo in $ALGOS; do
+    py=bench/${algo}_sklearn.py
     [ -f "$py" ] || continue
     echo "-- $py"
     args=""
     [ "$py" = bench/tsne_sklearn.py ] && [ -d bench-data ] && args="--data bench-data"
     PYTHONUNBUFFERED=1 timeout "${SKLEARN_TIMEOUT:-240}" python3 "$py" $args > "$LOG/$(basename "$py" .py).log" 2>&1
-    grep -E '^RESULT|rror' "$LOG/$(basename "$py" .py).log" | head -n 20
+    grep -E '^RESULT|^sklearn_|rror' "$LOG/$(basename "$py" .py).log" | head -n 20
   done
 fi
 
