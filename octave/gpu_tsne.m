@@ -7,9 +7,9 @@
 ##
 ## The affinities come from each point's exact 3 * perplexity nearest neighbours
 ## (a Gaussian bisected to the perplexity, symmetrised, kept sparse).  The
-## repulsion is exact (all pairs) for small data and computed by FFT-accelerated
-## interpolation (Linderman et al., 2019), linear in the number of points, for
-## large data.  The optimisation is the reference one: early exaggeration,
+## repulsion is exact (all pairs; on the CPU each pair in single precision, summed
+## in double) for small data and computed by FFT-accelerated interpolation
+## (Linderman et al., 2019), linear in the number of points, for large data.  The optimisation is the reference one: early exaggeration,
 ## momentum, gains, step-length limit.  The same data, options, seed and backend
 ## give exactly the same @var{Y}.
 ##
