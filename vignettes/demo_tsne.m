@@ -11,7 +11,7 @@
 ## Environment variables:
 ##   GPUML_FASHION_MNIST  directory of the .gz files (default /usr/share/datasets/fashion-mnist)
 ##   GPUML_DEMO_BACKEND   "auto" (default), "cpu" or "cuda"
-##   GPUML_DEMO_TSNE_N    images (default: 70,000 with a GPU, 2,500 on the CPU)
+##   GPUML_DEMO_TSNE_N    images (default: 70,000 with a GPU, 10,000 on the CPU)
 ##   GPUML_DEMO_OUT       output stem (default build/tsne_fashion_mnist_octave)
 
 1;  # a script file
@@ -52,7 +52,7 @@ gpu = ! strcmp (backend, "cpu") && info.device_count > 0;
 if (gpu)
   default_n = "70000";
 else
-  default_n = "2500";
+  default_n = "10000";
 endif
 n = str2double (env_or ("GPUML_DEMO_TSNE_N", default_n));
 stem = env_or ("GPUML_DEMO_OUT", fullfile (root, "build", "tsne_fashion_mnist_octave"));
