@@ -48,6 +48,14 @@ int gm_threads(const gpuml_options *opt);
 int gm_thread_id(void);
 int gm_is_calling_thread(void);
 
+/* Compiles a vectorised function for AVX-512, AVX2 and plain x86-64, chosen at load
+ * time for the machine it runs on (GCC on x86-64; elsewhere one version). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define GM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GM_VECTOR_CLONES
+#endif
+
 /* Resolves opt->backend for a problem of `work` pair-dimension operations. `cuda_ready`
  * says whether the CUDA side implements this algorithm. Sets opt->backend_used. */
 gpuml_status gm_choose_backend(gpuml_options *opt, double work, int cuda_ready,

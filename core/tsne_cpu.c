@@ -145,12 +145,6 @@ typedef float gm_vf __attribute__((vector_size(GM_VF * sizeof(float))));
 typedef float gm_vf_half __attribute__((vector_size(GM_VF / 2 * sizeof(float))));
 typedef double gm_vd_half __attribute__((vector_size(GM_VF / 2 * sizeof(double))));
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define GM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GM_VECTOR_CLONES
-#endif
-
 /* Unaligned vector loads and stores; acc[0..1] (GM_VF double lanes) += v. Macros:
  * functions taking or returning vectors would change the ABI between the clones. */
 #define GM_VF_LOAD(v, p) memcpy(&(v), (p), sizeof(gm_vf))
@@ -492,6 +486,19 @@ static gpuml_status normaliser(cpu_state *s, const double *y, double *z) {
  * GM_ATTR_LANES lanes (entry e in lane (e - row start) % lanes), added up in lane order:
  * a fixed order that vectorises (gathers). */
 #define GM_ATTR_LANES 8
+/* acc[d][lane] += p_ij w_ij (a - y_j)_d for the entry (j, pij). */
+static inline __attribute__((always_inline)) void attraction_term(
+    const double *y, int64_t n, const int D, const double *a, int64_t j, double pij, int lane,
+    double acc[3][GM_ATTR_LANES]) {
+  double diff[3], r2 = 1.0;
+  for (int d = 0; d < D; d++) {
+    diff[d] = a[d] - y[j + d * n];
+    r2 += diff[d] * diff[d];
+  }
+  const double pw = pij / r2;
+  for (int d = 0; d < D; d++) acc[d][lane] += pw * diff[d];
+}
+
 static inline __attribute__((always_inline)) void attraction_block(
     const gm_csr *P, const double *y, int64_t n, const int D, int64_t i0, int64_t i1,
     double *attr) {
@@ -502,32 +509,12 @@ static inline __attribute__((always_inline)) void attraction_block(
       a[d] = y[i + d * n];
       for (int l = 0; l < L; l++) acc[d][l] = 0;
     }
-    const int64_t *col = P->col;
-    const double *val = P->val;
     int64_t e = P->row[i];
     const int64_t end = P->row[i + 1];
     for (; e + L <= end; e += L)
 #pragma omp simd
-      for (int l = 0; l < L; l++) {
-        const int64_t j = col[e + l];
-        double diff[3], r2 = 1.0;
-        for (int d = 0; d < D; d++) {
-          diff[d] = a[d] - y[j + d * n];
-          r2 += diff[d] * diff[d];
-        }
-        const double pw = val[e + l] / r2;
-        for (int d = 0; d < D; d++) acc[d][l] += pw * diff[d];
-      }
-    for (int l = 0; e < end; e++, l++) {
-      const int64_t j = col[e];
-      double diff[3], r2 = 1.0;
-      for (int d = 0; d < D; d++) {
-        diff[d] = a[d] - y[j + d * n];
-        r2 += diff[d] * diff[d];
-      }
-      const double pw = val[e] / r2;
-      for (int d = 0; d < D; d++) acc[d][l] += pw * diff[d];
-    }
+      for (int l = 0; l < L; l++) attraction_term(y, n, D, a, P->col[e + l], P->val[e + l], l, acc);
+    for (int l = 0; e < end; e++, l++) attraction_term(y, n, D, a, P->col[e], P->val[e], l, acc);
     for (int d = 0; d < D; d++) {
       double sum = 0;
       for (int l = 0; l < L; l++) sum += acc[d][l];

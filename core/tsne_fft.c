@@ -62,102 +62,96 @@ void gm_fft_free(gm_fft *f) {
   f->cos_t = f->sin_t = NULL;
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define GM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GM_VECTOR_CLONES
-#endif
-
 /* Lines are transformed GM_FFT_BATCH at a time, element t of line l at
  * [t * GM_FFT_BATCH + l], so that the butterflies vectorise across lines. */
 #define GM_FFT_BATCH 16
 
-/* The transform of L interleaved lines (element t of line l at [t * L + l]) held in
- * (xr, xi); (yr, yi) is as large. Each lane gets the same arithmetic, whatever L.
- * Returns 0 when the result is in x, 1 when in y. Stockham, decimation in frequency:
- * a stage of radix p over length n (stride s, m = n / p) takes
- * a_k = x[q + s (j + k m)] and writes y[q + s (p j + r)] = w^(j r) sum_k a_k e^(-2 pi i r k / p). */
-static inline __attribute__((always_inline)) int stockham(const gm_fft *f, float *restrict xr,
-                                                          float *restrict xi, float *restrict yr,
-                                                          float *restrict yi, int inverse,
-                                                          const int L) {
-  const float sg = inverse ? 1.0f : -1.0f;
+/* One Stockham stage (decimation in frequency) on L interleaved lines: radix p over
+ * length n with stride s (m = n / p) takes a_k = x[q + s (j + k m)] and writes
+ * y[q + s (p j + r)] = w^(j r) sum_k a_k e^(-2 pi i r k / p). Each lane gets the same
+ * arithmetic, whatever L. */
+static inline __attribute__((always_inline)) void stockham_stage(
+    const gm_fft *f, int st, int64_t n, int64_t s, const float *restrict xr,
+    const float *restrict xi, float *restrict yr, float *restrict yi, float sg, const int L) {
   const float half = 0.5f, s3 = 0.866025403784438646763723170753f; /* sin(2 pi / 3) */
-  int64_t n = f->size, s = 1;
-  int in_y = 0;
-  for (int st = 0; st < f->stages; st++) {
-    const int p = f->radix[st];
-    const int64_t m = n / p, step = s * m * L, ostep = s * L;
-    const float *ct = f->cos_t + f->twiddle_at[st], *sn = f->sin_t + f->twiddle_at[st];
-    for (int64_t j = 0; j < m; j++) {
-      float wr[3], wi[3];
-      for (int r = 1; r < p; r++) {
-        wr[r - 1] = ct[j * (p - 1) + r - 1];
-        wi[r - 1] = sg * sn[j * (p - 1) + r - 1];
-      }
-      for (int64_t q = 0; q < s; q++) {
-        const int64_t a = (q + s * j) * L, b = (q + s * p * j) * L;
-        if (p == 4) {
+  const int p = f->radix[st];
+  const int64_t m = n / p, step = s * m * L, ostep = s * L;
+  const float *ct = f->cos_t + f->twiddle_at[st], *sn = f->sin_t + f->twiddle_at[st];
+  for (int64_t j = 0; j < m; j++) {
+    float wr[3], wi[3];
+    for (int r = 1; r < p; r++) {
+      wr[r - 1] = ct[j * (p - 1) + r - 1];
+      wi[r - 1] = sg * sn[j * (p - 1) + r - 1];
+    }
+    for (int64_t q = 0; q < s; q++) {
+      const int64_t a = (q + s * j) * L, b = (q + s * p * j) * L;
+      if (p == 4) {
 #pragma omp simd
-          for (int l = 0; l < L; l++) {
-            const float t0r = xr[a + l] + xr[a + 2 * step + l], t0i = xi[a + l] + xi[a + 2 * step + l];
-            const float t1r = xr[a + l] - xr[a + 2 * step + l], t1i = xi[a + l] - xi[a + 2 * step + l];
-            const float t2r = xr[a + step + l] + xr[a + 3 * step + l];
-            const float t2i = xi[a + step + l] + xi[a + 3 * step + l];
-            const float t3r = xr[a + step + l] - xr[a + 3 * step + l];
-            const float t3i = xi[a + step + l] - xi[a + 3 * step + l];
-            const float b1r = t1r - sg * t3i, b1i = t1i + sg * t3r;
-            const float b2r = t0r - t2r, b2i = t0i - t2i;
-            const float b3r = t1r + sg * t3i, b3i = t1i - sg * t3r;
-            yr[b + l] = t0r + t2r;
-            yi[b + l] = t0i + t2i;
-            yr[b + ostep + l] = b1r * wr[0] - b1i * wi[0];
-            yi[b + ostep + l] = b1r * wi[0] + b1i * wr[0];
-            yr[b + 2 * ostep + l] = b2r * wr[1] - b2i * wi[1];
-            yi[b + 2 * ostep + l] = b2r * wi[1] + b2i * wr[1];
-            yr[b + 3 * ostep + l] = b3r * wr[2] - b3i * wi[2];
-            yi[b + 3 * ostep + l] = b3r * wi[2] + b3i * wr[2];
-          }
-        } else if (p == 2) {
+        for (int l = 0; l < L; l++) {
+          const float t0r = xr[a + l] + xr[a + 2 * step + l], t0i = xi[a + l] + xi[a + 2 * step + l];
+          const float t1r = xr[a + l] - xr[a + 2 * step + l], t1i = xi[a + l] - xi[a + 2 * step + l];
+          const float t2r = xr[a + step + l] + xr[a + 3 * step + l];
+          const float t2i = xi[a + step + l] + xi[a + 3 * step + l];
+          const float t3r = xr[a + step + l] - xr[a + 3 * step + l];
+          const float t3i = xi[a + step + l] - xi[a + 3 * step + l];
+          const float b1r = t1r - sg * t3i, b1i = t1i + sg * t3r;
+          const float b2r = t0r - t2r, b2i = t0i - t2i;
+          const float b3r = t1r + sg * t3i, b3i = t1i - sg * t3r;
+          yr[b + l] = t0r + t2r;
+          yi[b + l] = t0i + t2i;
+          yr[b + ostep + l] = b1r * wr[0] - b1i * wi[0];
+          yi[b + ostep + l] = b1r * wi[0] + b1i * wr[0];
+          yr[b + 2 * ostep + l] = b2r * wr[1] - b2i * wi[1];
+          yi[b + 2 * ostep + l] = b2r * wi[1] + b2i * wr[1];
+          yr[b + 3 * ostep + l] = b3r * wr[2] - b3i * wi[2];
+          yi[b + 3 * ostep + l] = b3r * wi[2] + b3i * wr[2];
+        }
+      } else if (p == 2) {
 #pragma omp simd
-          for (int l = 0; l < L; l++) {
-            const float dr = xr[a + l] - xr[a + step + l], di = xi[a + l] - xi[a + step + l];
-            yr[b + l] = xr[a + l] + xr[a + step + l];
-            yi[b + l] = xi[a + l] + xi[a + step + l];
-            yr[b + ostep + l] = dr * wr[0] - di * wi[0];
-            yi[b + ostep + l] = dr * wi[0] + di * wr[0];
-          }
-        } else {
+        for (int l = 0; l < L; l++) {
+          const float dr = xr[a + l] - xr[a + step + l], di = xi[a + l] - xi[a + step + l];
+          yr[b + l] = xr[a + l] + xr[a + step + l];
+          yi[b + l] = xi[a + l] + xi[a + step + l];
+          yr[b + ostep + l] = dr * wr[0] - di * wi[0];
+          yi[b + ostep + l] = dr * wi[0] + di * wr[0];
+        }
+      } else {
 #pragma omp simd
-          for (int l = 0; l < L; l++) {
-            const float sr = xr[a + step + l] + xr[a + 2 * step + l];
-            const float si = xi[a + step + l] + xi[a + 2 * step + l];
-            const float dr = s3 * (xr[a + step + l] - xr[a + 2 * step + l]);
-            const float di = s3 * (xi[a + step + l] - xi[a + 2 * step + l]);
-            const float cr = xr[a + l] - half * sr, ci = xi[a + l] - half * si;
-            const float b1r = cr - sg * di, b1i = ci + sg * dr;
-            const float b2r = cr + sg * di, b2i = ci - sg * dr;
-            yr[b + l] = xr[a + l] + sr;
-            yi[b + l] = xi[a + l] + si;
-            yr[b + ostep + l] = b1r * wr[0] - b1i * wi[0];
-            yi[b + ostep + l] = b1r * wi[0] + b1i * wr[0];
-            yr[b + 2 * ostep + l] = b2r * wr[1] - b2i * wi[1];
-            yi[b + 2 * ostep + l] = b2r * wi[1] + b2i * wr[1];
-          }
+        for (int l = 0; l < L; l++) {
+          const float sr = xr[a + step + l] + xr[a + 2 * step + l];
+          const float si = xi[a + step + l] + xi[a + 2 * step + l];
+          const float dr = s3 * (xr[a + step + l] - xr[a + 2 * step + l]);
+          const float di = s3 * (xi[a + step + l] - xi[a + 2 * step + l]);
+          const float cr = xr[a + l] - half * sr, ci = xi[a + l] - half * si;
+          const float b1r = cr - sg * di, b1i = ci + sg * dr;
+          const float b2r = cr + sg * di, b2i = ci - sg * dr;
+          yr[b + l] = xr[a + l] + sr;
+          yi[b + l] = xi[a + l] + si;
+          yr[b + ostep + l] = b1r * wr[0] - b1i * wi[0];
+          yi[b + ostep + l] = b1r * wi[0] + b1i * wr[0];
+          yr[b + 2 * ostep + l] = b2r * wr[1] - b2i * wi[1];
+          yi[b + 2 * ostep + l] = b2r * wi[1] + b2i * wr[1];
         }
       }
     }
-    float *t = xr;
-    xr = yr;
-    yr = t;
-    t = xi;
-    xi = yi;
-    yi = t;
-    in_y = !in_y;
-    n = m;
-    s *= p;
   }
-  return in_y;
+}
+
+/* The transform of L interleaved lines (element t of line l at [t * L + l]) held in
+ * (xr, xi); (yr, yi) is as large and the stages go back and forth between the two.
+ * Returns 0 when the result is in x, 1 when in y. */
+static inline __attribute__((always_inline)) int stockham(const gm_fft *f, float *xr, float *xi,
+                                                          float *yr, float *yi, int inverse,
+                                                          const int L) {
+  const float sg = inverse ? 1.0f : -1.0f;
+  int64_t n = f->size, s = 1;
+  for (int st = 0; st < f->stages; st++) {
+    if (st % 2 == 0) stockham_stage(f, st, n, s, xr, xi, yr, yi, sg, L);
+    else stockham_stage(f, st, n, s, yr, yi, xr, xi, sg, L);
+    n /= f->radix[st];
+    s *= f->radix[st];
+  }
+  return f->stages % 2;
 }
 
 GM_VECTOR_CLONES
