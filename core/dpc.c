@@ -6,15 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend.h"
 #include "distance_tiles.h"
-#include "dpc.h"
 #include "rng.h"
-#ifdef GPUML_HAVE_CUDA
-#include "gpuml_cuda.h"
-#define GM_DPC_CUDA_READY 1
-#else
-#define GM_DPC_CUDA_READY 0
-#endif
 
 void gpuml_dpc_params_init(gpuml_dpc_params *p) {
   if (!p) return;
@@ -206,8 +200,9 @@ gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *
   if ((st = params->estimate_dc ? check_rate(params->neighbor_rate) : check_dc(params->dc)))
     return st;
   if ((st = gm_check_options(opt))) return st;
-  if ((st = gm_choose_backend(opt, 2.0 * (double)n * (double)n * (double)d, GM_DPC_CUDA_READY,
-                              "dpc")))
+  const gm_backend *b;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_DPC, 2.0 * (double)n * (double)n * (double)d, "dpc",
+                               &b)))
     return st;
 
   double dc = params->dc;
@@ -223,29 +218,14 @@ gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *
   memset(&delta_grid, 0, sizeof delta_grid);
   if (rho_grid_wanted) st = gm_dpc_grid_build(x, n, d, dc, &rho_grid);
   if (!st && use_grid) st = gm_dpc_grid_build(x, n, d, 0, &delta_grid);
-  int64_t top = -1;
-  if (!st) {
-#ifdef GPUML_HAVE_CUDA
-    if (opt->backend_used == GPUML_BACKEND_CUDA) {
-      st = gpuml_cuda_dpc(x, n, d, rho_grid_wanted ? &rho_grid : NULL,
-                          use_grid ? &delta_grid : NULL, gaussian, dc, cut, rho, delta, nearest,
-                          opt);
-      if (!st) top = gm_dpc_top(rho, n);
-    } else
-#endif
-    {
-      if (rho_grid_wanted) st = gm_dpc_grid_rho(&rho_grid, cut, rho, opt);
-      else st = gm_dpc_tiles_rho(x, n, d, gaussian, dc, cut, rho, opt);
-      if (!st) {
-        top = gm_dpc_top(rho, n);
-        if (use_grid) st = gm_dpc_grid_delta(&delta_grid, rho, top, delta, nearest, opt);
-        else st = gm_dpc_tiles_delta(x, n, d, rho, top, delta, nearest, opt);
-      }
-    }
-  }
+  if (!st)
+    st = b->dpc->density(x, n, d, rho_grid_wanted ? &rho_grid : NULL,
+                         use_grid ? &delta_grid : NULL, gaussian, dc, cut, rho, delta, nearest,
+                         opt);
   gm_dpc_grid_free(&rho_grid);
   gm_dpc_grid_free(&delta_grid);
   if (st) return st;
+  const int64_t top = gm_dpc_top(rho, n);
   delta[top] = farthest_sq(x, n, d, top);
   nearest[top] = -1;
   for (int64_t i = 0; i < n; i++) {
@@ -423,7 +403,8 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
                      (long long)(i + 1), rho[i]);
   }
   if ((st = gm_check_options(opt))) return st;
-  if ((st = gm_choose_backend(opt, (double)n * (double)n * (double)d, GM_DPC_CUDA_READY, "dpc")))
+  const gm_backend *b;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_DPC, (double)n * (double)n * (double)d, "dpc", &b)))
     return st;
 
   const double cut = gm_dpc_sq_threshold(dc, 0);
@@ -439,15 +420,7 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
   const int use_grid = gm_dpc_grid_usable(d);
   if (use_grid) st = gm_dpc_grid_build(x, n, d, dc, &grid);
   if (!st) {
-#ifdef GPUML_HAVE_CUDA
-    if (opt->backend_used == GPUML_BACKEND_CUDA)
-      st = gpuml_cuda_dpc_border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, opt);
-    else
-#endif
-    if (use_grid)
-      st = gm_dpc_grid_border(&grid, cut, rho, cluster, border, opt);
-    else
-      st = gm_dpc_tiles_border(x, n, d, cut, rho, cluster, border, opt);
+    st = b->dpc->border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, opt);
     if (use_grid) gm_dpc_grid_free(&grid);
   }
   if (!st) {

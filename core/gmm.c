@@ -8,12 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include "gmm.h"
-#ifdef GPUML_HAVE_CUDA
-#include "gpuml_cuda.h"
-#define GM_GMM_CUDA_READY 1
-#else
-#define GM_GMM_CUDA_READY 0
-#endif
+#include "backend.h"
 
 /* With n <= d rows a full sample covariance is singular; the fit is then allowed only
  * when reg is at least this fraction of the average column variance. */
@@ -81,23 +76,11 @@ typedef struct {
   void *e;
 } gm_engine;
 
-#ifdef GPUML_HAVE_CUDA
-static const gm_gmm_ops cuda_ops = {
-    gpuml_cuda_gmm_set_params, gpuml_cuda_gmm_set_component, gpuml_cuda_gmm_factor,
-    gpuml_cuda_gmm_estep,      gpuml_cuda_gmm_log_density,   gpuml_cuda_gmm_mstep,
-    gpuml_cuda_gmm_get_params, gpuml_cuda_gmm_get_z,         gpuml_cuda_gmm_close};
-#endif
-
 static gpuml_status open_engine(const gm_gmm_data *data, gm_engine *eng) {
+  const gm_gmm_backend *g = gm_backend_used(data->opt)->gmm;
   eng->e = NULL;
-#ifdef GPUML_HAVE_CUDA
-  if (data->opt->backend_used == GPUML_BACKEND_CUDA) {
-    eng->ops = &cuda_ops;
-    return gpuml_cuda_gmm_open(data, &eng->e);
-  }
-#endif
-  eng->ops = &gm_gmm_cpu_ops;
-  return gm_gmm_cpu_open(data, &eng->e);
+  eng->ops = g->ops;
+  return g->open(data, &eng->e);
 }
 
 static void close_engine(gm_engine *eng) {
@@ -387,7 +370,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   }
   const double work = (double)n * (double)d * (double)gmax *
                       (cov_type == GPUML_GMM_FULL ? (double)d : 1.0) * 10;
-  if ((st = gm_choose_backend(opt, work, GM_GMM_CUDA_READY, "gmm"))) {
+  if ((st = gm_backend_resolve(opt, GM_ALGO_GMM, work, "gmm", NULL))) {
     free(centre);
     return st;
   }
@@ -523,7 +506,7 @@ gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, in
                    (long long)m);
   const double work = (double)m * (double)d * (double)G *
                       (model->covariance == GPUML_GMM_FULL ? (double)d : 1.0);
-  if ((st = gm_choose_backend(opt, work, GM_GMM_CUDA_READY, "gmm"))) return st;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_GMM, work, "gmm", NULL))) return st;
   double *centre = gm_alloc((size_t)d, sizeof(double)), *zbuf = NULL;
   int *info = gm_alloc((size_t)G, sizeof(int));
   gm_engine eng = {NULL, NULL};

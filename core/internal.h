@@ -56,11 +56,6 @@ int gm_is_calling_thread(void);
 #define GM_VECTOR_CLONES
 #endif
 
-/* Resolves opt->backend for a problem of `work` pair-dimension operations. `cuda_ready`
- * says whether the CUDA side implements this algorithm. Sets opt->backend_used. */
-gpuml_status gm_choose_backend(gpuml_options *opt, double work, int cuda_ready,
-                               const char *id);
-
 /* Device memory budget in bytes: opt->gpu_memory_limit, else GPUML_GPU_MEMORY_LIMIT,
  * else 0 (meaning: the free memory). Sets an error for a malformed variable. */
 gpuml_status gm_gpu_memory_limit(const gpuml_options *opt, size_t *bytes);

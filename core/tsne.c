@@ -8,15 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "blas.h"
+#include "backend.h"
 #include "rng.h"
-#include "tsne.h"
-#ifdef GPUML_HAVE_CUDA
-#include "gpuml_cuda.h"
-#define GM_TSNE_CUDA_READY 1
-#else
-#define GM_TSNE_CUDA_READY 0
-#endif
 
 /* Standard deviation of the PCA or random initial embedding (first component). */
 #define GM_TSNE_INIT_SD 1e-4
@@ -205,44 +198,25 @@ gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t 
                                 const gpuml_options *opt) {
   memset(P, 0, sizeof *P);
   const int threads = gm_threads(opt);
-  const double log_perp = log(perplexity);
   const size_t nk = (size_t)n * (size_t)k;
   gm_entry *rows = gm_alloc(nk, sizeof *rows);
   int64_t *c = gm_alloc(nk, sizeof *c);
   double *p = gm_alloc(nk, sizeof *p);
-  double *pcol = NULL;
-  double *d2 = gm_alloc((size_t)threads * (size_t)k, sizeof *d2);
+  double *pcol = gm_alloc(nk, sizeof *pcol);
   gpuml_status st = GPUML_OK;
-  if (!rows || !c || !p || !d2) {
+  if (!rows || !c || !p || !pcol) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the affinities",
-                 (double)nk * 32 / 1e6);
+                 (double)nk * 40 / 1e6);
     goto done;
   }
-#ifdef GPUML_HAVE_CUDA
-  if (opt->backend_used == GPUML_BACKEND_CUDA) {
-    pcol = gm_alloc(nk, sizeof *pcol);
-    if (!pcol) {
-      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the affinities",
-                   (double)nk * 8 / 1e6);
-      goto done;
-    }
-    if ((st = gpuml_cuda_tsne_conditional(dist, n, k, perplexity, pcol, entropy, opt))) goto done;
-  }
-#endif
+  if ((st = gm_backend_used(opt)->tsne->conditional(dist, n, k, perplexity, pcol, entropy, opt)))
+    goto done;
   for (int64_t r0 = 0; r0 < n; r0 += GM_TSNE_ROW_BLOCK) {
     const int64_t r1 = r0 + GM_TSNE_ROW_BLOCK < n ? r0 + GM_TSNE_ROW_BLOCK : n;
 #pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
     for (int64_t i = r0; i < r1; i++) {
       gm_entry *row = rows + (size_t)i * (size_t)k;
-      if (pcol) {
-        for (int64_t t = 0; t < k; t++) row[t].val = pcol[i + t * n];
-      } else {
-        double *sq = d2 + (size_t)gm_thread_id() * (size_t)k, *w = p + (size_t)i * (size_t)k;
-        for (int64_t t = 0; t < k; t++) sq[t] = dist[i + t * n] * dist[i + t * n];
-        const double h = gm_tsne_bisect_point(sq, 1, k, log_perp, w);
-        if (entropy) entropy[i] = h;
-        for (int64_t t = 0; t < k; t++) row[t].val = w[t];
-      }
+      for (int64_t t = 0; t < k; t++) row[t].val = pcol[i + t * n];
       for (int64_t t = 0; t < k; t++) row[t].col = idx[i + t * n];
       qsort(row, (size_t)k, sizeof *row, by_column);
       for (int64_t t = 0; t < k; t++) {
@@ -264,7 +238,6 @@ done:
   free(c);
   free(p);
   free(pcol);
-  free(d2);
   return st;
 }
 
@@ -280,99 +253,9 @@ void gm_tsne_sign_fix(double *scores, int64_t n, int64_t ncomp) {
   }
 }
 
-gpuml_status gm_tsne_pca_cpu(const double *x, int64_t n, int64_t d, int64_t ncomp,
-                             double *scores, const gpuml_options *opt) {
-  const int64_t m = n < d ? n : d;
-  if (n > INT_MAX || d > INT_MAX || n * d > (int64_t)INT_MAX * 64)
-    return gm_fail(GPUML_ERR_ARG, "tsne:tooLarge",
-                   "PCA of a %lld x %lld matrix is beyond the BLAS of the CPU backend; use pca = FALSE",
-                   (long long)n, (long long)d);
-  gm_progress(opt, "pca", 0, 1);
-  double *xc = gm_alloc((size_t)n * (size_t)d, sizeof *xc);
-  double *a = gm_alloc((size_t)m * (size_t)m, sizeof *a);
-  double *w = gm_alloc((size_t)m, sizeof *w);
-  double *z = gm_alloc((size_t)m * (size_t)ncomp, sizeof *z);
-  int *isuppz = gm_alloc(2 * (size_t)ncomp, sizeof *isuppz);
-  double *work = NULL, *v = NULL;
-  int *iwork = NULL;
-  gpuml_status st = GPUML_OK;
-  if (!xc || !a || !w || !z || !isuppz) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the PCA",
-                 ((double)n * d + (double)m * m) * 8 / 1e6);
-    goto done;
-  }
-  const int threads = gm_threads(opt);
-#pragma omp parallel for schedule(static) num_threads(threads) if (n * d >= 65536)
-  for (int64_t t = 0; t < d; t++) {
-    const double *col = x + t * n;
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += col[i];
-    const double mean = s / (double)n;
-    for (int64_t i = 0; i < n; i++) xc[i + t * n] = col[i] - mean;
-  }
-  const int N = (int)n, D = (int)d, M = (int)m, K = (int)ncomp;
-  const double one = 1, zero = 0;
-  if (d <= n) dsyrk_("U", "T", &D, &N, &one, xc, &N, &zero, a, &D, 1, 1);
-  else dsyrk_("U", "N", &N, &D, &one, xc, &N, &zero, a, &N, 1, 1);
-  if (gm_interrupted(opt)) {
-    st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted");
-    goto done;
-  }
-  int il = M - K + 1, iu = M, found = 0, info = 0, lwork = -1, liwork = -1, iwork_size = 0;
-  double vl = 0, vu = 0, abstol = 0, work_size = 0;
-  dsyevr_("V", "I", "U", &M, a, &M, &vl, &vu, &il, &iu, &abstol, &found, w, z, &M, isuppz,
-          &work_size, &lwork, &iwork_size, &liwork, &info, 1, 1, 1);
-  lwork = (int)work_size;
-  liwork = iwork_size;
-  work = gm_alloc((size_t)lwork, sizeof *work);
-  iwork = gm_alloc((size_t)liwork, sizeof *iwork);
-  if (!work || !iwork) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the eigensolver's work space");
-    goto done;
-  }
-  dsyevr_("V", "I", "U", &M, a, &M, &vl, &vu, &il, &iu, &abstol, &found, w, z, &M, isuppz,
-          work, &lwork, iwork, &liwork, &info, 1, 1, 1);
-  if (info != 0 || found != K) {
-    st = gm_fail(GPUML_ERR_NUMERIC, "tsne:pca",
-                 "the PCA eigensolver failed (LAPACK dsyevr info %d); try pca = FALSE", info);
-    goto done;
-  }
-  /* Eigenvalues come ascending: component c is column K - 1 - c. */
-  if (d <= n) {
-    v = gm_alloc((size_t)d * (size_t)K, sizeof *v);
-    if (!v) {
-      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the PCA rotation");
-      goto done;
-    }
-    for (int c = 0; c < K; c++) memcpy(v + (size_t)c * d, z + (size_t)(K - 1 - c) * d, sizeof *v * (size_t)d);
-    dgemm_("N", "N", &N, &K, &D, &one, xc, &N, v, &D, &zero, scores, &N, 1, 1);
-  } else {
-    for (int c = 0; c < K; c++) {
-      const double root = sqrt(w[K - 1 - c] > 0 ? w[K - 1 - c] : 0);
-      for (int64_t i = 0; i < n; i++) scores[i + c * n] = z[i + (size_t)(K - 1 - c) * n] * root;
-    }
-  }
-  gm_tsne_sign_fix(scores, n, ncomp);
-  gm_progress(opt, "pca", 1, 1);
-done:
-  free(xc);
-  free(a);
-  free(w);
-  free(z);
-  free(isuppz);
-  free(work);
-  free(iwork);
-  free(v);
-  return st;
-}
-
 static gpuml_status pca(const double *x, int64_t n, int64_t d, int64_t ncomp, double *scores,
                         const gpuml_options *opt) {
-#ifdef GPUML_HAVE_CUDA
-  if (opt->backend_used == GPUML_BACKEND_CUDA)
-    return gpuml_cuda_tsne_pca(x, n, d, ncomp, scores, opt);
-#endif
-  return gm_tsne_pca_cpu(x, n, d, ncomp, scores, opt);
+  return gm_backend_used(opt)->tsne->pca(x, n, d, ncomp, scores, opt);
 }
 
 /* ---- checks and the entry point ---------------------------------------------------- */
@@ -484,7 +367,8 @@ gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_
   if (k < 1) k = 1;
   if (k > n - 1) k = n - 1;
   const double work = (double)n * (double)n * ((double)d_used + params->max_iter);
-  if ((st = gm_choose_backend(opt, work, GM_TSNE_CUDA_READY, "tsne"))) return st;
+  const gm_backend *b;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", &b))) return st;
 
   gm_tsne_run run;
   run.n = n;
@@ -570,12 +454,7 @@ gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_
   reduced = init_pcs = NULL;
   const double t_opt = seconds_now();
   result->seconds_affinities = t_opt - t_start;
-#ifdef GPUML_HAVE_CUDA
-  if (opt->backend_used == GPUML_BACKEND_CUDA)
-    st = gpuml_cuda_tsne_optimize(P.row, P.col, P.val, P.nnz, &run, y0, itercosts, result, opt);
-  else
-#endif
-    st = gm_tsne_optimize_cpu(&P, &run, y0, itercosts, result, opt);
+  st = b->tsne->optimize(&P, &run, y0, itercosts, result, opt);
   result->seconds_optimisation = seconds_now() - t_opt;
   if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
 done:

@@ -4,7 +4,7 @@
 #include <string.h>
 #include "gpuml_cuda.h"
 
-extern "C" int gpuml_cuda_query(gpuml_info *info) {
+extern "C" int gm_cuda_probe(gpuml_info *info) {
   info->cuda_compiled = 1;
   cudaRuntimeGetVersion(&info->cuda_runtime_version);
   if (cudaDriverGetVersion(&info->cuda_driver_version) != cudaSuccess)

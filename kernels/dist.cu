@@ -1,4 +1,4 @@
-// gpuml_cuda_dist(): Euclidean distance matrices on the GPU, one square tile at a time.
+// gm_cuda_dist(): Euclidean distance matrices on the GPU, one square tile at a time.
 // Each tile is computed on the device (cuBLAS GEMM of the centred points plus norms, with
 // the cancellation guard, for d >= 16; the direct form below), turned into the output
 // type (and sqrt) there, and copied into the caller's n x m array. For x against itself
@@ -174,10 +174,11 @@ gpuml_status dist_run(const In *x, int64_t n, int64_t d, const In *y, int64_t m,
 }  // namespace
 }  // namespace gm
 
-extern "C" gpuml_status gpuml_cuda_dist(const void *x, int64_t n, int64_t d, const void *y,
-                                        int64_t m, int squared, int is_float, void *out,
-                                        const gpuml_options *opt) {
-  if (is_float)
+extern "C" gpuml_status gm_cuda_dist(const gm_matrix *xm, const gm_matrix *ym, int squared,
+                                     void *out, const gpuml_options *opt) {
+  const void *x = xm->values, *y = ym ? ym->values : nullptr;
+  const int64_t n = xm->rows, d = xm->cols, m = ym ? ym->rows : 0;
+  if (xm->dtype == GM_F32)
     return gm::dist_run<float, float>((const float *)x, n, d, (const float *)y, m, squared,
                                       (float *)out, opt);
   if (opt->precision == GPUML_PRECISION_SINGLE)

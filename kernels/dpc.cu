@@ -1,4 +1,4 @@
-// gpuml_cuda_dpc() and gpuml_cuda_dpc_border(): the passes of density peaks over pairs
+// gm_cuda_dpc_density() and gm_cuda_dpc_border(): the passes of density peaks over pairs
 // on the GPU, with the same exact decisions as the CPU (core/dpc_grid.c,
 // core/dpc_tiles.c), so that both backends give the same answers:
 //  - d <= 3: the grids built by core/ (points sorted by cell) are uploaded. With cells
@@ -795,7 +795,7 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
 }  // namespace
 }  // namespace gm
 
-extern "C" gpuml_status gpuml_cuda_dpc(const double *x, int64_t n, int64_t d,
+extern "C" gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t d,
                                        const struct gm_dpc_grid *rho_grid,
                                        const struct gm_dpc_grid *delta_grid, int gaussian,
                                        double dc, double cut, double *rho, double *delta_sq,
@@ -804,7 +804,7 @@ extern "C" gpuml_status gpuml_cuda_dpc(const double *x, int64_t n, int64_t d,
                      opt);
 }
 
-extern "C" gpuml_status gpuml_cuda_dpc_border(const double *x, int64_t n, int64_t d,
+extern "C" gpuml_status gm_cuda_dpc_border(const double *x, int64_t n, int64_t d,
                                               const struct gm_dpc_grid *grid, double cut,
                                               const double *rho, const int64_t *cluster,
                                               double *border, const gpuml_options *opt) {

@@ -674,7 +674,7 @@ struct Gmm {
 
 using gm::Gmm;
 
-extern "C" gpuml_status gpuml_cuda_gmm_open(const struct gm_gmm_data *data, void **engine) {
+static gpuml_status cuda_gmm_open(const struct gm_gmm_data *data, void **engine) {
   *engine = nullptr;
   Gmm *g = new (std::nothrow) Gmm(data);
   if (!g) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture state");
@@ -687,43 +687,50 @@ extern "C" gpuml_status gpuml_cuda_gmm_open(const struct gm_gmm_data *data, void
   return GPUML_OK;
 }
 
-extern "C" gpuml_status gpuml_cuda_gmm_set_params(void *e, int64_t K, const double *weights,
+static gpuml_status cuda_gmm_set_params(void *e, int64_t K, const double *weights,
                                                   const double *means,
                                                   const double *covariances) {
   return static_cast<Gmm *>(e)->set_params(K, weights, means, covariances);
 }
 
-extern "C" gpuml_status gpuml_cuda_gmm_set_component(void *e, int64_t K, const double *weights,
+static gpuml_status cuda_gmm_set_component(void *e, int64_t K, const double *weights,
                                                      int64_t k, const double *mean,
                                                      const double *covariance) {
   return static_cast<Gmm *>(e)->set_component(K, weights, k, mean, covariance);
 }
 
-extern "C" gpuml_status gpuml_cuda_gmm_factor(void *e, int64_t K, int *info) {
+static gpuml_status cuda_gmm_factor(void *e, int64_t K, int *info) {
   return static_cast<Gmm *>(e)->factor(K, info);
 }
 
-extern "C" gpuml_status gpuml_cuda_gmm_estep(void *e, int64_t K, double *loglik) {
+static gpuml_status cuda_gmm_estep(void *e, int64_t K, double *loglik) {
   return static_cast<Gmm *>(e)->estep(K, loglik);
 }
 
-extern "C" gpuml_status gpuml_cuda_gmm_log_density(void *e, double *out) {
+static gpuml_status cuda_gmm_log_density(void *e, double *out) {
   Gmm *g = static_cast<Gmm *>(e);
   return g->download(out, g->logdens, (size_t)g->n * 8, "copying the log-densities");
 }
 
-extern "C" gpuml_status gpuml_cuda_gmm_mstep(void *e, int64_t K, double *nk) {
+static gpuml_status cuda_gmm_mstep(void *e, int64_t K, double *nk) {
   return static_cast<Gmm *>(e)->mstep(K, nk);
 }
 
-extern "C" gpuml_status gpuml_cuda_gmm_get_params(void *e, int64_t K, double *weights,
+static gpuml_status cuda_gmm_get_params(void *e, int64_t K, double *weights,
                                                   double *means, double *covariances) {
   return static_cast<Gmm *>(e)->get_params(K, weights, means, covariances);
 }
 
-extern "C" gpuml_status gpuml_cuda_gmm_get_z(void *e, int64_t K, double *z) {
+static gpuml_status cuda_gmm_get_z(void *e, int64_t K, double *z) {
   Gmm *g = static_cast<Gmm *>(e);
   return g->download(z, g->z, (size_t)g->n * (size_t)K * 8, "copying the responsibilities");
 }
 
-extern "C" void gpuml_cuda_gmm_close(void *e) { delete static_cast<Gmm *>(e); }
+static void cuda_gmm_close(void *e) { delete static_cast<Gmm *>(e); }
+
+static const gm_gmm_ops cuda_gmm_ops = {
+    cuda_gmm_set_params, cuda_gmm_set_component, cuda_gmm_factor,     cuda_gmm_estep,
+    cuda_gmm_log_density, cuda_gmm_mstep,        cuda_gmm_get_params, cuda_gmm_get_z,
+    cuda_gmm_close};
+
+extern "C" const gm_gmm_backend gm_cuda_gmm = {cuda_gmm_open, &cuda_gmm_ops};

@@ -1,4 +1,4 @@
-// gpuml_cuda_knn(): exact k nearest neighbours on the GPU. For d < 16, K <= 32 and the
+// gm_cuda_knn(): exact k nearest neighbours on the GPU. For d < 16, K <= 32 and the
 // data resident on the device, one fused kernel per query tile computes the distances
 // and keeps each query's K best (knn_fused.cuh). Otherwise queries are taken in tiles;
 // for each query tile the reference points are visited in tiles, each giving a distance
@@ -585,10 +585,11 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
 }  // namespace
 }  // namespace gm
 
-extern "C" gpuml_status gpuml_cuda_knn(const void *data, int64_t n, int64_t d, const void *query,
-                                       int64_t m, int64_t k, int is_float, int64_t *index,
-                                       void *dist, const gpuml_options *opt) {
-  if (is_float)
+extern "C" gpuml_status gm_cuda_knn(const gm_matrix *dm, const gm_matrix *qm, int64_t k,
+                                    int64_t *index, void *dist, const gpuml_options *opt) {
+  const void *data = dm->values, *query = qm ? qm->values : nullptr;
+  const int64_t n = dm->rows, d = dm->cols, m = qm ? qm->rows : 0;
+  if (dm->dtype == GM_F32)
     return gm::knn_run<float, float>((const float *)data, n, d, (const float *)query, m, k,
                                      index, (float *)dist, opt);
   if (opt->precision == GPUML_PRECISION_SINGLE)

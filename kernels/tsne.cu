@@ -857,7 +857,7 @@ gpuml_status one_gradient(TsneGpu &t, double exaggeration, double *grad) {
 
 using namespace gm;
 
-extern "C" gpuml_status gpuml_cuda_tsne_conditional(const double *dist, int64_t n, int64_t k,
+extern "C" gpuml_status gm_cuda_tsne_conditional(const double *dist, int64_t n, int64_t k,
                                                     double perplexity, double *p, double *entropy,
                                                     const gpuml_options *opt) {
   Context ctx("tsne:cuda");
@@ -892,7 +892,7 @@ extern "C" gpuml_status gpuml_cuda_tsne_conditional(const double *dist, int64_t 
   return GPUML_OK;
 }
 
-extern "C" gpuml_status gpuml_cuda_tsne_pca(const double *x, int64_t n, int64_t d, int64_t ncomp,
+extern "C" gpuml_status gm_cuda_tsne_pca(const double *x, int64_t n, int64_t d, int64_t ncomp,
                                             double *scores, const gpuml_options *opt) {
   const int64_t m = n < d ? n : d;
   if (n > INT32_MAX || d > INT32_MAX || (d > n && n > 46000))
@@ -1002,13 +1002,12 @@ extern "C" gpuml_status gpuml_cuda_tsne_pca(const double *x, int64_t n, int64_t 
   return GPUML_OK;
 }
 
-extern "C" gpuml_status gpuml_cuda_tsne_optimize(const int64_t *row, const int64_t *col,
-                                                 const double *val, int64_t nnz, const void *run_,
-                                                 double *y, double *itercosts,
-                                                 gpuml_tsne_result *result,
-                                                 const gpuml_options *opt) {
-  const gm_tsne_run *run = (const gm_tsne_run *)run_;
-  (void)nnz;
+extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run *run,
+                                              double *y, double *itercosts,
+                                              gpuml_tsne_result *result,
+                                              const gpuml_options *opt) {
+  const int64_t *row = P->row, *col = P->col;
+  const double *val = P->val;
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
@@ -1031,15 +1030,17 @@ extern "C" gpuml_status gpuml_cuda_tsne_optimize(const int64_t *row, const int64
   return ctx.sync("copying the embedding");
 }
 
-extern "C" gpuml_status gpuml_cuda_tsne_gradient(const int64_t *row, const int64_t *col,
-                                                 const double *val, int64_t n, int dims, int method,
-                                                 int boxes, double exaggeration, const double *y,
-                                                 double *grad, double *z, const gpuml_options *opt) {
+extern "C" gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, int64_t n,
+                                              int dims, gpuml_tsne_method method, int boxes,
+                                              double exaggeration, double *grad, double *z,
+                                              const gpuml_options *opt) {
+  const int64_t *row = P->row, *col = P->col;
+  const double *val = P->val;
   if (dims < 1 || dims > 3) return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %d must be 1, 2 or 3", dims);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, n, dims, (gpuml_tsne_method)method));
+  GM_TRY(t.init(row, col, val, n, dims, method));
   const size_t nd = (size_t)n * dims;
   double *g = nullptr;
   GM_TRY(ctx.alloc(&g, nd, "the gradient"));

@@ -7,11 +7,8 @@
 #include <string.h>
 #include "check.h"
 #include "gpuml.h"
+#include "backend.h"
 #include "rng.h"
-#include "tsne.h"
-#ifdef GPUML_HAVE_CUDA
-#include "gpuml_cuda.h"
-#endif
 
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
 static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
@@ -144,7 +141,6 @@ static void test_affinities(void) {
     CHECK(P.nnz >= n * 75 && P.nnz <= 2 * n * 75, "nnz %lld", (long long)P.nnz);
   }
   gm_csr_free(&P);
-#ifdef GPUML_HAVE_CUDA
   if (test_backend == GPUML_BACKEND_CUDA) {
     gm_csr Pc = {0}, Pg = {0};
     double *eg = malloc(sizeof(double) * n);
@@ -172,7 +168,6 @@ static void test_affinities(void) {
     gm_csr_free(&Pg);
     free(eg);
   }
-#endif
   free(x);
   free(entropy);
 }
@@ -267,11 +262,10 @@ static void check_pca(int64_t n, int64_t d) {
       if (fabs(s[i]) > fabs(best)) best = s[i];
     CHECK(best > 0, "pca: sign fixed (largest |score| positive)");
   }
-#ifdef GPUML_HAVE_CUDA
   if (test_backend == GPUML_BACKEND_CUDA) {
     double *g = malloc(sizeof(double) * n * 3);
     gpuml_options go = options(GPUML_BACKEND_CUDA);
-    gpuml_status sg = gpuml_cuda_tsne_pca(x, n, d, 3, g, &go);
+    gpuml_status sg = gm_backend_get(GPUML_BACKEND_CUDA)->tsne->pca(x, n, d, 3, g, &go);
     CHECK(sg == GPUML_OK, "GPU pca: %s", gpuml_last_error());
     double worst = 0, scale = 0;
     for (int64_t e = 0; !sg && e < n * 2; e++) scale = fmax(scale, fabs(s[e]));
@@ -279,7 +273,6 @@ static void check_pca(int64_t n, int64_t d) {
     CHECK(!sg && worst < 1e-8 * scale, "GPU and CPU PCA scores agree (%g of %g)", worst, scale);
     free(g);
   }
-#endif
   free(u);
   free(v);
   free(a);
@@ -509,7 +502,6 @@ static void test_fft_accuracy(void) {
     CHECK(st == GPUML_OK && fabs(zf - ze) < 2e-3 * ze && rel < 2e-2,
           "dims %d: FFT vs exact: Z %.6g vs %.6g, gradient relative error %.2g (%s)", dims, zf,
           ze, rel, gpuml_last_error());
-#ifdef GPUML_HAVE_CUDA
     if (test_backend == GPUML_BACKEND_CUDA) {
       static const gpuml_tsne_method methods[] = {GPUML_TSNE_EXACT, GPUML_TSNE_FFT};
       for (int m = 0; m < 2; m++) {
@@ -518,8 +510,9 @@ static void test_fft_accuracy(void) {
         const int boxes = gm_tsne_grid_boxes(2 * spread, dims);
         gpuml_options co = options(GPUML_BACKEND_CPU), go = options(GPUML_BACKEND_CUDA);
         gpuml_status a = gm_tsne_gradient_cpu(&P, y, n, dims, methods[m], boxes, 12.0, gc, &zc, &co);
-        gpuml_status b = gpuml_cuda_tsne_gradient(P.row, P.col, P.val, n, dims, (int)methods[m],
-                                                  boxes, 12.0, y, gg, &zg, &go);
+        gpuml_status b = gm_backend_get(GPUML_BACKEND_CUDA)
+                             ->tsne->gradient(&P, y, n, dims, methods[m], boxes, 12.0, gg, &zg,
+                                              &go);
         double worst = 0, scale = 0;
         for (int64_t e = 0; !a && !b && e < n * dims; e++) {
           worst = fmax(worst, fabs(gc[e] - gg[e]));
@@ -542,7 +535,6 @@ static void test_fft_accuracy(void) {
         free(gg);
       }
     }
-#endif
     gm_csr_free(&P);
     free(x);
     free(y);
@@ -663,7 +655,6 @@ static void test_fft_matches_exact(void) {
         "final KL: FFT %g vs exact %g (%s)", cf[5], ce[5], gpuml_last_error());
   CHECK(ok && fabs(kl_exact - cf[5]) < 0.01 * kl_exact,
         "the FFT method's KL %g is the exact KL %g of its embedding", cf[5], kl_exact);
-#ifdef GPUML_HAVE_CUDA
   if (test_backend == GPUML_BACKEND_CUDA) {
     /* the same run on the CPU: the two backends reach the same quality */
     gpuml_options co = options(GPUML_BACKEND_CPU);
@@ -677,7 +668,6 @@ static void test_fft_matches_exact(void) {
             gpu[5], cc[0], gpu[0]);
     }
   }
-#endif
   free(y);
   free(x);
 }

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "tsne.h"
+#include "cpu_backend.h"
 
 typedef struct {
   const gm_csr *P;
@@ -694,4 +694,33 @@ gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dim
   if (!st) st = kl_divergence(&s, y, plogp, psum, kl);
   state_free(&s);
   return st;
+}
+
+/* Conditional affinities on the CPU: each point's bisection on its own, in blocks of
+ * rows between interrupt checks. */
+#define GM_TSNE_CONDITIONAL_BLOCK 8192
+gpuml_status gm_cpu_tsne_conditional(const double *dist, int64_t n, int64_t k,
+                                     double perplexity, double *p, double *entropy,
+                                     const gpuml_options *opt) {
+  const int threads = gm_threads(opt);
+  const double log_perp = log(perplexity);
+  double *d2 = gm_alloc(2 * (size_t)threads * (size_t)k, sizeof *d2);
+  if (!d2) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the bisection space");
+  for (int64_t r0 = 0; r0 < n; r0 += GM_TSNE_CONDITIONAL_BLOCK) {
+    const int64_t r1 = r0 + GM_TSNE_CONDITIONAL_BLOCK < n ? r0 + GM_TSNE_CONDITIONAL_BLOCK : n;
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
+    for (int64_t i = r0; i < r1; i++) {
+      double *sq = d2 + 2 * (size_t)gm_thread_id() * (size_t)k, *w = sq + k;
+      for (int64_t t = 0; t < k; t++) sq[t] = dist[i + t * n] * dist[i + t * n];
+      const double h = gm_tsne_bisect_point(sq, 1, k, log_perp, w);
+      if (entropy) entropy[i] = h;
+      for (int64_t t = 0; t < k; t++) p[i + t * n] = w[t];
+    }
+    if (gm_interrupted(opt)) {
+      free(d2);
+      return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted");
+    }
+  }
+  free(d2);
+  return GPUML_OK;
 }

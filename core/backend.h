@@ -1,0 +1,131 @@
+/* The one interface between the algorithm drivers of core/ and the backends: the CPU
+ * (core/cpu/) and CUDA (kernels/). A backend is a table of operations, one group per
+ * algorithm; a driver resolves the backend once per call (gm_backend_resolve) and then
+ * calls only through the table, so no driver knows which backends were compiled in.
+ * core/backend.c registers the tables: the only place that asks whether CUDA was built.
+ *
+ * Every operation takes arguments already checked by the driver (finite data, sizes,
+ * k in range), reports failures through gm_fail() and frees what it allocated on every
+ * path. A NULL group means the backend has no implementation of that algorithm. */
+#ifndef GPUML_BACKEND_H
+#define GPUML_BACKEND_H
+
+#include <stdint.h>
+#include "internal.h"
+#include "dpc.h"
+#include "gmm.h"
+#include "tsne.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { GM_F64 = 0, GM_F32 = 1 } gm_dtype;
+
+/* A caller's column-major matrix: rows points by cols variables, double or float. */
+typedef struct {
+  const void *values;
+  int64_t rows, cols;
+  gm_dtype dtype;
+} gm_matrix;
+
+/* Distances and kNN. Outputs are in the dtype of the input. */
+typedef struct gm_neighbour_ops {
+  /* out (rows(x) x rows(y), or rows(x) x rows(x) when y is NULL: x against itself,
+   * exactly symmetric with a zero diagonal), as gpuml_dist() defines it. */
+  gpuml_status (*dist)(const gm_matrix *x, const gm_matrix *y, int squared, void *out,
+                       const gpuml_options *opt);
+  /* index and dist (rows(query) x k; query NULL: the data against itself, self
+   * excluded by index), as gpuml_knn() defines them. */
+  gpuml_status (*knn)(const gm_matrix *data, const gm_matrix *query, int64_t k,
+                      int64_t *index, void *dist, const gpuml_options *opt);
+} gm_neighbour_ops;
+
+/* Density peaks: the passes over pairs. rho_grid (cells of side >= dc; NULL for the
+ * Gaussian kernel or d > 3) and delta_grid (finer cells; NULL when d > 3) hold the
+ * points bucketed by cells; without them all pairs are visited. */
+typedef struct gm_dpc_ops {
+  /* rho, and for every point but the top of the density order (gm_dpc_top) the
+   * squared distance to its nearest denser point and that point's index. */
+  gpuml_status (*density)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
+                          const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
+                          double *rho, double *delta_sq, int64_t *nearest,
+                          const gpuml_options *opt);
+  /* border[i] = the largest (rho_i + rho_j) / 2 over the j of other clusters with
+   * s_ij < cut, 0 when there is none (grid: cells of side >= dc, or NULL). */
+  gpuml_status (*border)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
+                         double cut, const double *rho, const int64_t *cluster,
+                         double *border, const gpuml_options *opt);
+} gm_dpc_ops;
+
+/* t-SNE. */
+typedef struct gm_tsne_ops {
+  /* Conditional affinities: dist (n x k, column-major) are the distances to each
+   * point's k nearest neighbours; p (n x k, column-major) receives p_{j|i}
+   * (gm_tsne_bisect_point), entropy (n, may be NULL) the entropies. */
+  gpuml_status (*conditional)(const double *dist, int64_t n, int64_t k, double perplexity,
+                              double *p, double *entropy, const gpuml_options *opt);
+  /* The first ncomp principal component scores (n x ncomp) of x, before
+   * gm_tsne_sign_fix(). */
+  gpuml_status (*pca)(const double *x, int64_t n, int64_t d, int64_t ncomp, double *scores,
+                      const gpuml_options *opt);
+  /* The optimiser: y (n x dims) holds the initial embedding and receives the result. */
+  gpuml_status (*optimize)(const gm_csr *P, const gm_tsne_run *run, double *y,
+                           double *itercosts, gpuml_tsne_result *result,
+                           const gpuml_options *opt);
+  /* One gradient evaluation as the optimiser does it (see gm_tsne_gradient_cpu()). */
+  gpuml_status (*gradient)(const gm_csr *P, const double *y, int64_t n, int dims,
+                           gpuml_tsne_method method, int boxes, double exaggeration,
+                           double *grad, double *z, const gpuml_options *opt);
+} gm_tsne_ops;
+
+/* Gaussian mixtures: an engine (core/gmm.h) opened on the data. */
+typedef struct gm_gmm_backend {
+  gpuml_status (*open)(const gm_gmm_data *data, void **engine);
+  const gm_gmm_ops *ops;
+} gm_gmm_backend;
+
+typedef struct gm_backend {
+  gpuml_backend id;
+  const char *name;
+  /* Fills this backend's fields of *info; returns the number of usable devices (the
+   * CPU: 1), 0 with info->cuda_message saying why. */
+  int (*probe)(gpuml_info *info);
+  /* Releases what the backend keeps across calls (device contexts); may be NULL. */
+  void (*shutdown)(void);
+  const gm_neighbour_ops *neighbours;
+  const gm_dpc_ops *dpc;
+  const gm_tsne_ops *tsne;
+  const gm_gmm_backend *gmm;
+} gm_backend;
+
+/* The tables (core/cpu/backend_cpu.c, kernels/backend_cuda.cu). */
+extern const gm_backend gm_cpu_backend;
+extern const gm_backend gm_cuda_backend;
+
+/* The registered table of a backend (CPU or CUDA); NULL when it was not built. */
+const gm_backend *gm_backend_get(gpuml_backend id);
+
+/* Which algorithm a call runs, to find its group in a table. */
+typedef enum {
+  GM_ALGO_NEIGHBOURS = 0,
+  GM_ALGO_DPC = 1,
+  GM_ALGO_TSNE = 2,
+  GM_ALGO_GMM = 3
+} gm_algo;
+
+/* Resolves opt->backend for a call of `algo` doing about `work` pair-dimension
+ * operations: auto takes CUDA when it was built, a device is present, it implements
+ * the algorithm and the work is large enough to gain. Errors carry "<id>:noCuda".
+ * Sets opt->backend_used and returns the table in *backend (which may be NULL). */
+gpuml_status gm_backend_resolve(gpuml_options *opt, gm_algo algo, double work, const char *id,
+                                const gm_backend **backend);
+
+/* The table of the backend that opt->backend_used names (after gm_backend_resolve). */
+const gm_backend *gm_backend_used(const gpuml_options *opt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

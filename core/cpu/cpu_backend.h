@@ -1,0 +1,32 @@
+/* The operations of the CPU backend that core/cpu/backend_cpu.c puts in its table and
+ * that are not declared with their algorithm's internals (tsne.h, gmm.h, dpc.h); their
+ * contracts are those of core/backend.h. */
+#ifndef GPUML_CPU_BACKEND_H
+#define GPUML_CPU_BACKEND_H
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+gpuml_status gm_cpu_dist(const gm_matrix *x, const gm_matrix *y, int squared, void *out,
+                         const gpuml_options *opt);
+gpuml_status gm_cpu_knn(const gm_matrix *data, const gm_matrix *query, int64_t k,
+                        int64_t *index, void *dist, const gpuml_options *opt);
+gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,
+                                const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
+                                int gaussian, double dc, double cut, double *rho,
+                                double *delta_sq, int64_t *nearest, const gpuml_options *opt);
+gpuml_status gm_cpu_dpc_border(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
+                               double cut, const double *rho, const int64_t *cluster,
+                               double *border, const gpuml_options *opt);
+gpuml_status gm_cpu_tsne_conditional(const double *dist, int64_t n, int64_t k,
+                                     double perplexity, double *p, double *entropy,
+                                     const gpuml_options *opt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

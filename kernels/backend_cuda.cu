@@ -1,0 +1,12 @@
+// The CUDA backend's table (core/backend.h); core/backend.c registers it when configure
+// found CUDA.
+#include "gpuml_cuda.h"
+
+static const gm_neighbour_ops cuda_neighbours = {gm_cuda_dist, gm_cuda_knn};
+static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density, gm_cuda_dpc_border};
+static const gm_tsne_ops cuda_tsne = {gm_cuda_tsne_conditional, gm_cuda_tsne_pca,
+                                      gm_cuda_tsne_optimize, gm_cuda_tsne_gradient};
+
+extern "C" const gm_backend gm_cuda_backend = {GPUML_BACKEND_CUDA, "cuda", gm_cuda_probe, nullptr,
+                                               &cuda_neighbours, &cuda_dpc, &cuda_tsne,
+                                               &gm_cuda_gmm};
