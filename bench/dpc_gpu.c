@@ -1,4 +1,4 @@
-/* GPU benchmark of gpuml_dpc() (backend cuda, host arrays in and out, so transfers, the
+/* GPU benchmark of gpuml_dpc_density() (backend cuda, host arrays in and out, so transfers, the
  * NaN scan, the dc estimate and the grid build on the host are all included), each case
  * checked against the CPU backend: the cutoff rho and the nearest denser points must be
  * identical, delta equal; with the Gaussian kernel rho within 1e-10 (relative).
@@ -75,10 +75,11 @@ static int run(const double *x, int64_t n, int64_t d, int gaussian, double dc,
   gpuml_options_init(&o);
   o.backend = backend;
   double t0 = now_ms();
-  gpuml_status st = gpuml_dpc(x, n, d, &p, r->rho, r->delta, r->nearest, NULL, &o);
+  gpuml_dpc_result res;
+  gpuml_status st = gpuml_dpc_density(x, n, d, &p, r->rho, r->delta, r->nearest, NULL, &o, &res);
   *ms = now_ms() - t0;
-  r->dc = p.dc;
-  if (st) fprintf(stderr, "gpuml_dpc (%s): %s\n", gpuml_backend_name(backend), gpuml_last_error());
+  r->dc = st ? NAN : res.dc;
+  if (st) fprintf(stderr, "gpuml_dpc_density (%s): %s\n", gpuml_backend_name(backend), gpuml_last_error());
   return st == GPUML_OK;
 }
 
@@ -122,15 +123,15 @@ static int halo_check(const double *x, int64_t n, int64_t d, const result *g) {
   sel.k = 8;
   int64_t *centres = malloc(sizeof(int64_t) * n), *cluster = malloc(sizeof(int64_t) * n), nc = 0;
   int *h1 = malloc(sizeof(int) * n), *h2 = malloc(sizeof(int) * n);
-  int ok = gpuml_dpc_clusters(g->rho, g->delta, g->nearest, n, &sel, centres, &nc, cluster) == 0;
+  int ok = gpuml_dpc_cut(g->rho, g->delta, g->nearest, n, &sel, centres, &nc, cluster) == 0;
   gpuml_options o;
   gpuml_options_init(&o);
   o.backend = GPUML_BACKEND_CUDA;
   double t0 = now_ms();
-  ok = ok && gpuml_dpc_halo(x, n, d, g->dc, g->rho, cluster, nc, h1, &o) == 0;
+  ok = ok && gpuml_dpc_halo(x, n, d, g->dc, g->rho, cluster, nc, h1, &o, NULL) == 0;
   double ms = now_ms() - t0;
   o.backend = GPUML_BACKEND_CPU;
-  ok = ok && gpuml_dpc_halo(x, n, d, g->dc, g->rho, cluster, nc, h2, &o) == 0;
+  ok = ok && gpuml_dpc_halo(x, n, d, g->dc, g->rho, cluster, nc, h2, &o, NULL) == 0;
   int64_t bad = 0, halo = 0;
   for (int64_t i = 0; ok && i < n; i++) {
     bad += h1[i] != h2[i];

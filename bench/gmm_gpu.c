@@ -83,7 +83,7 @@ static run_t fit(const double *x, int64_t n, int64_t d, int64_t G, gpuml_gmm_cov
   o.backend = backend;
   o.seed = 7;
   const double t0 = now_ms();
-  r.status = gpuml_gmm_fit(x, n, d, &p, &r.model, NULL, r.cls, NULL, NULL, &o);
+  r.status = gpuml_gmm_fit(x, n, d, &p, &r.model, NULL, r.cls, NULL, NULL, &o, NULL);
   r.ms = now_ms() - t0;
   if (r.status) fprintf(stderr, "fit failed: %s\n", gpuml_last_error());
   return r;

@@ -1,4 +1,4 @@
-/* GPU benchmark of gpuml_knn_f() (backend cuda, precision single, host arrays in and
+/* GPU benchmark of gpuml_knn_search_f() (backend cuda, precision single, host arrays in and
  * out, so transfers are included), with a GPU-vs-CPU agreement check on a subset of
  * queries and the SGEMM ceiling of the device (cublasSgemm, fp32, no TF32).
  *
@@ -107,7 +107,7 @@ static void agreement(const float *data, int64_t n, int64_t d, const float *quer
   for (int64_t t = 0; t < d; t++)
     for (int64_t i = 0; i < check; i++) sub[i + t * check] = query[i + t * m];
   gpuml_options o = opts(GPUML_BACKEND_CPU, GPUML_PRECISION_DOUBLE);
-  gpuml_status st = gpuml_knn_f(data, n, d, sub, check, k, cidx, cdist, &o);
+  gpuml_status st = gpuml_knn_search_f(data, n, d, sub, check, k, cidx, cdist, &o, NULL);
   if (st) {
     printf("  agreement: CPU failed: %s\n", gpuml_last_error());
   } else {
@@ -142,7 +142,7 @@ static int run_case(const char *name, int64_t n, int64_t m, int64_t d, int64_t k
   for (int r = 0; r < reps; r++) {
     gpuml_options o = opts(GPUML_BACKEND_CUDA, GPUML_PRECISION_SINGLE);
     double t0 = now_ms();
-    gpuml_status st = gpuml_knn_f(data, n, d, query, m, k, idx, dist, &o);
+    gpuml_status st = gpuml_knn_search_f(data, n, d, query, m, k, idx, dist, &o, NULL);
     double t = now_ms() - t0;
     if (st) {
       printf("%s: FAILED: %s\n", name, gpuml_last_error());
@@ -187,8 +187,8 @@ static int sanitize_runs(int quick) {
       gpuml_options g = opts(GPUML_BACKEND_CUDA, prec ? GPUML_PRECISION_SINGLE : GPUML_PRECISION_DOUBLE);
       gpuml_options cpu = opts(GPUML_BACKEND_CPU, GPUML_PRECISION_DOUBLE);
       const double *q = cases[c].self ? NULL : query;
-      gpuml_status s1 = gpuml_knn(data, n, d, q, m, k, i1, d1, &g);
-      gpuml_status s2 = gpuml_knn(data, n, d, q, m, k, i2, d2, &cpu);
+      gpuml_status s1 = gpuml_knn_search(data, n, d, q, m, k, i1, d1, &g, NULL);
+      gpuml_status s2 = gpuml_knn_search(data, n, d, q, m, k, i2, d2, &cpu, NULL);
       int64_t diff = 0;
       for (int64_t i = 0; s1 == 0 && s2 == 0 && i < m * k; i++)
         if (i1[i] != i2[i]) diff++;
@@ -199,7 +199,7 @@ static int sanitize_runs(int quick) {
       /* distances too */
       int64_t dm = cases[c].self ? n : m;
       double *o1 = malloc(sizeof(double) * n * dm);
-      s1 = gpuml_dist(data, n, d, cases[c].self ? NULL : query, m, 0, o1, &g);
+      s1 = gpuml_dist_compute(data, n, d, cases[c].self ? NULL : query, m, 0, o1, &g, NULL);
       printf("sanitize dist n=%lld m=%lld d=%lld %s: %s\n", (long long)n, (long long)dm,
              (long long)d, prec ? "single" : "double", s1 ? gpuml_last_error() : "ok");
       if (s1) bad++;
@@ -215,8 +215,8 @@ static int sanitize_runs(int quick) {
     float *d1 = malloc(sizeof(float) * n * k), *d2 = malloc(sizeof(float) * n * k);
     gpuml_options g = opts(GPUML_BACKEND_CUDA, GPUML_PRECISION_SINGLE);
     gpuml_options cpu = opts(GPUML_BACKEND_CPU, GPUML_PRECISION_DOUBLE);
-    gpuml_status s1 = gpuml_knn_f(x, n, d, NULL, 0, k, i1, d1, &g);
-    gpuml_status s2 = gpuml_knn_f(x, n, d, NULL, 0, k, i2, d2, &cpu);
+    gpuml_status s1 = gpuml_knn_search_f(x, n, d, NULL, 0, k, i1, d1, &g, NULL);
+    gpuml_status s2 = gpuml_knn_search_f(x, n, d, NULL, 0, k, i2, d2, &cpu, NULL);
     int64_t diff = 0;
     for (int64_t i = 0; s1 == 0 && s2 == 0 && i < n * k; i++)
       if (i1[i] != i2[i] || d1[i] != d2[i]) diff++;
@@ -224,7 +224,7 @@ static int sanitize_runs(int quick) {
            (long long)d, (long long)k, s1 ? gpuml_last_error() : "ok", (long long)diff);
     if (s1 || s2 || diff) bad++;
     float *o = malloc(sizeof(float) * n * n);
-    s1 = gpuml_dist_f(x, n, d, NULL, 0, 1, o, &g);
+    s1 = gpuml_dist_compute_f(x, n, d, NULL, 0, 1, o, &g, NULL);
     printf("sanitize dist_f: %s\n", s1 ? gpuml_last_error() : "ok");
     if (s1) bad++;
     free(o); free(x); free(i1); free(i2); free(d1); free(d2);

@@ -1,4 +1,4 @@
-/* GPU benchmark of gpuml_tsne() through the public C API (backend cuda, host arrays in
+/* GPU benchmark of gpuml_tsne_fit() through the public C API (backend cuda, host arrays in
  * and out: PCA, kNN, P and the 1000 iterations all included), with quality next to
  * time, and a CPU-vs-GPU agreement check.
  *
@@ -142,8 +142,8 @@ static void quality(const double *x, int64_t n, int64_t d, const double *y, int 
   double *tmpd = must(malloc(sizeof(double) * (size_t)m * (k + 1)));
   for (int pass = 0; pass < (x ? 2 : 1); pass++) {
     int64_t *out = pass ? ix : iy;
-    gpuml_status st = pass ? gpuml_knn(x, n, d, qx, m, k + 1, tmp, tmpd, &o)
-                           : gpuml_knn(y, n, dims, qy, m, k + 1, tmp, tmpd, &o);
+    gpuml_status st = pass ? gpuml_knn_search(x, n, d, qx, m, k + 1, tmp, tmpd, &o, NULL)
+                           : gpuml_knn_search(y, n, dims, qy, m, k + 1, tmp, tmpd, &o, NULL);
     if (st) {
       fprintf(stderr, "quality kNN: %s\n", gpuml_last_error());
       exit(1);
@@ -191,7 +191,7 @@ static int run_case(const char *name, const double *x, int64_t n, int64_t d, con
   gpuml_tsne_result res;
   gpuml_options o = options(GPUML_BACKEND_CUDA);
   const double t0 = now_s();
-  gpuml_status st = gpuml_tsne(x, n, d, &p, y, costs, &res, &o);
+  gpuml_status st = gpuml_tsne_fit(x, n, d, &p, y, costs, &o, &res);
   const double seconds = now_s() - t0;
   if (st) {
     printf("%s: FAILED: %s\n", name, gpuml_last_error());
@@ -225,9 +225,9 @@ static int agreement(int64_t n, gpuml_tsne_method method, int dims, int max_iter
   double *yg2 = must(malloc(sizeof(double) * (size_t)n * dims));
   double cc[64], cg[64];
   gpuml_options oc = options(GPUML_BACKEND_CPU), og = options(GPUML_BACKEND_CUDA);
-  int ok = gpuml_tsne(x, n, 30, &p, yc, cc, NULL, &oc) == GPUML_OK;
-  ok = ok && gpuml_tsne(x, n, 30, &p, yg, cg, NULL, &og) == GPUML_OK;
-  ok = ok && gpuml_tsne(x, n, 30, &p, yg2, NULL, NULL, &og) == GPUML_OK;
+  int ok = gpuml_tsne_fit(x, n, 30, &p, yc, cc, &oc, NULL) == GPUML_OK;
+  ok = ok && gpuml_tsne_fit(x, n, 30, &p, yg, cg, &og, NULL) == GPUML_OK;
+  ok = ok && gpuml_tsne_fit(x, n, 30, &p, yg2, NULL, &og, NULL) == GPUML_OK;
   const int last = gpuml_tsne_cost_count(max_iter) - 1;
   const int same = ok && memcmp(yg, yg2, sizeof(double) * (size_t)n * dims) == 0;
   const double rel = ok ? fabs(cc[last] - cg[last]) / cc[last] : INFINITY;

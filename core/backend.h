@@ -20,23 +20,14 @@
 extern "C" {
 #endif
 
-typedef enum { GM_F64 = 0, GM_F32 = 1 } gm_dtype;
-
-/* A caller's column-major matrix: rows points by cols variables, double or float. */
-typedef struct {
-  const void *values;
-  int64_t rows, cols;
-  gm_dtype dtype;
-} gm_matrix;
-
 /* Distances and kNN. Outputs are in the dtype of the input. */
 typedef struct gm_neighbour_ops {
   /* out (rows(x) x rows(y), or rows(x) x rows(x) when y is NULL: x against itself,
-   * exactly symmetric with a zero diagonal), as gpuml_dist() defines it. */
+   * exactly symmetric with a zero diagonal), as gpuml_dist_compute() defines it. */
   gpuml_status (*dist)(const gm_matrix *x, const gm_matrix *y, int squared, void *out,
                        const gpuml_options *opt);
   /* index and dist (rows(query) x k; query NULL: the data against itself, self
-   * excluded by index), as gpuml_knn() defines them. */
+   * excluded by index), as gpuml_knn_search() defines them. */
   gpuml_status (*knn)(const gm_matrix *data, const gm_matrix *query, int64_t k,
                       int64_t *index, void *dist, const gpuml_options *opt);
 } gm_neighbour_ops;
@@ -91,8 +82,9 @@ typedef struct gm_backend {
   /* Fills this backend's fields of *info; returns the number of usable devices (the
    * CPU: 1), 0 with info->cuda_message saying why. */
   int (*probe)(gpuml_info *info);
-  /* Releases what the backend keeps across calls (device contexts); may be NULL. */
-  void (*shutdown)(void);
+  /* Releases what the backend keeps across calls for one device (device >= 0) or all
+   * (device < 0); may be NULL. */
+  void (*release)(int device);
   const gm_neighbour_ops *neighbours;
   const gm_dpc_ops *dpc;
   const gm_tsne_ops *tsne;
@@ -117,12 +109,19 @@ typedef enum {
 /* Resolves opt->backend for a call of `algo` doing about `work` pair-dimension
  * operations: auto takes CUDA when it was built, a device is present, it implements
  * the algorithm and the work is large enough to gain. Errors carry "<id>:noCuda".
- * Sets opt->backend_used and returns the table in *backend (which may be NULL). */
-gpuml_status gm_backend_resolve(gpuml_options *opt, gm_algo algo, double work, const char *id,
+ * *used receives a copy of *opt whose backend is the one that runs (CPU or CUDA,
+ * never auto): the call passes it on to everything it runs. *backend (may be NULL)
+ * receives that backend's table. */
+gpuml_status gm_backend_resolve(const gpuml_options *opt, gm_algo algo, double work,
+                                const char *id, gpuml_options *used,
                                 const gm_backend **backend);
 
-/* The table of the backend that opt->backend_used names (after gm_backend_resolve). */
-const gm_backend *gm_backend_used(const gpuml_options *opt);
+/* The table of the backend that resolved options name (used->backend CPU or CUDA). */
+const gm_backend *gm_backend_used(const gpuml_options *used);
+
+/* Fills a result's run information after a call that started at t0 (gm_seconds()) with
+ * the resolved options `used` on data of the given type. */
+void gm_run_info_fill(gpuml_run_info *run, const gpuml_options *used, gm_dtype dtype, double t0);
 
 #ifdef __cplusplus
 }

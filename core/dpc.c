@@ -163,7 +163,7 @@ static gpuml_status check_dc(double dc) {
 }
 
 gpuml_status gpuml_dpc_estimate_dc(const double *x, int64_t n, int64_t d, double neighbor_rate,
-                                   double *dc, gpuml_options *opt) {
+                                   double *dc, const gpuml_options *opt) {
   gm_clear_error();
   gpuml_status st = check_data(x, n, d);
   if (!st) st = check_rate(neighbor_rate);
@@ -185,9 +185,10 @@ static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top) {
   return best;
 }
 
-gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *params,
-                       double *rho, double *delta, int64_t *nearest, double *gamma,
-                       gpuml_options *opt) {
+gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
+                               const gpuml_dpc_params *params, double *rho, double *delta,
+                               int64_t *nearest, double *gamma, const gpuml_options *opt,
+                               gpuml_dpc_result *result) {
   gm_clear_error();
   gpuml_status st = check_data(x, n, d);
   if (st) return st;
@@ -200,13 +201,15 @@ gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *
   if ((st = params->estimate_dc ? check_rate(params->neighbor_rate) : check_dc(params->dc)))
     return st;
   if ((st = gm_check_options(opt))) return st;
+  const double t0 = gm_seconds();
+  gpuml_options used;
   const gm_backend *b;
   if ((st = gm_backend_resolve(opt, GM_ALGO_DPC, 2.0 * (double)n * (double)n * (double)d, "dpc",
-                               &b)))
+                               &used, &b)))
     return st;
 
   double dc = params->dc;
-  if (params->estimate_dc && (st = estimate_dc(x, n, d, params->neighbor_rate, &dc, opt)))
+  if (params->estimate_dc && (st = estimate_dc(x, n, d, params->neighbor_rate, &dc, &used)))
     return st;
   const int gaussian = params->kernel == GPUML_DPC_GAUSSIAN;
   const double cut = gm_dpc_sq_threshold(dc, 1);
@@ -221,7 +224,7 @@ gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *
   if (!st)
     st = b->dpc->density(x, n, d, rho_grid_wanted ? &rho_grid : NULL,
                          use_grid ? &delta_grid : NULL, gaussian, dc, cut, rho, delta, nearest,
-                         opt);
+                         &used);
   gm_dpc_grid_free(&rho_grid);
   gm_dpc_grid_free(&delta_grid);
   if (st) return st;
@@ -232,7 +235,10 @@ gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *
     delta[i] = sqrt(delta[i]);
     if (gamma) gamma[i] = rho[i] * delta[i];
   }
-  params->dc = dc;
+  if (result) {
+    gm_run_info_fill(&result->run, &used, GM_F64, t0);
+    result->dc = dc;
+  }
   return GPUML_OK;
 }
 
@@ -312,7 +318,7 @@ gpuml_status gpuml_dpc_check_selection(const gpuml_dpc_selection *sel, int64_t n
   return check_selection(sel, n);
 }
 
-gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const int64_t *nearest,
+gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t *nearest,
                                 int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
                                 int64_t *ncentres, int64_t *cluster) {
   gm_clear_error();
@@ -383,7 +389,7 @@ gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const in
 
 gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
                             const int64_t *cluster, int64_t ncentres, int *halo,
-                            gpuml_options *opt) {
+                            const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
   gpuml_status st = check_data(x, n, d);
   if (!st) st = check_dc(dc);
@@ -403,8 +409,11 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
                      (long long)(i + 1), rho[i]);
   }
   if ((st = gm_check_options(opt))) return st;
+  const double t0 = gm_seconds();
+  gpuml_options used;
   const gm_backend *b;
-  if ((st = gm_backend_resolve(opt, GM_ALGO_DPC, (double)n * (double)n * (double)d, "dpc", &b)))
+  if ((st = gm_backend_resolve(opt, GM_ALGO_DPC, (double)n * (double)n * (double)d, "dpc", &used,
+                               &b)))
     return st;
 
   const double cut = gm_dpc_sq_threshold(dc, 0);
@@ -420,7 +429,7 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
   const int use_grid = gm_dpc_grid_usable(d);
   if (use_grid) st = gm_dpc_grid_build(x, n, d, dc, &grid);
   if (!st) {
-    st = b->dpc->border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, opt);
+    st = b->dpc->border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, &used);
     if (use_grid) gm_dpc_grid_free(&grid);
   }
   if (!st) {
@@ -428,6 +437,10 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
     for (int64_t i = 0; i < n; i++)
       if (border[i] > cluster_border[cluster[i]]) cluster_border[cluster[i]] = border[i];
     for (int64_t i = 0; i < n; i++) halo[i] = rho[i] < cluster_border[cluster[i]];
+    if (result) {
+      gm_run_info_fill(&result->run, &used, GM_F64, t0);
+      result->dc = dc;
+    }
   }
   free(border);
   free(cluster_border);

@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "internal.h"
+#include "params.h"
 
 static _Thread_local char last_message[1024];
 static _Thread_local char last_id[64];
@@ -38,12 +38,6 @@ const char *gpuml_status_string(gpuml_status status) {
   return "unknown status";
 }
 
-static int same_word(const char *a, const char *b) {
-  for (; *a && *b; a++, b++)
-    if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
-  return *a == *b;
-}
-
 const char *gpuml_backend_name(gpuml_backend backend) {
   switch (backend) {
     case GPUML_BACKEND_AUTO: return "auto";
@@ -56,7 +50,7 @@ const char *gpuml_backend_name(gpuml_backend backend) {
 gpuml_status gpuml_parse_backend(const char *name, gpuml_backend *out) {
   static const gpuml_backend all[] = {GPUML_BACKEND_AUTO, GPUML_BACKEND_CPU, GPUML_BACKEND_CUDA};
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
-    if (same_word(name, gpuml_backend_name(all[i]))) {
+    if (gm_same_name(name, gpuml_backend_name(all[i]))) {
       *out = all[i];
       return GPUML_OK;
     }
@@ -66,8 +60,8 @@ gpuml_status gpuml_parse_backend(const char *name, gpuml_backend *out) {
 }
 
 gpuml_status gpuml_parse_precision(const char *name, gpuml_precision *out) {
-  if (name && same_word(name, "double")) *out = GPUML_PRECISION_DOUBLE;
-  else if (name && same_word(name, "single")) *out = GPUML_PRECISION_SINGLE;
+  if (name && gm_same_name(name, "double")) *out = GPUML_PRECISION_DOUBLE;
+  else if (name && gm_same_name(name, "single")) *out = GPUML_PRECISION_SINGLE;
   else
     return gm_fail(GPUML_ERR_ARG, "badPrecision",
                    "unknown precision \"%s\": use \"double\" or \"single\"",

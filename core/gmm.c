@@ -9,6 +9,7 @@
 #include <time.h>
 #include "gmm.h"
 #include "backend.h"
+#include "params.h"
 
 /* With n <= d rows a full sample covariance is singular; the fit is then allowed only
  * when reg is at least this fraction of the average column variance. */
@@ -34,16 +35,10 @@ const char *gpuml_gmm_model_name(gpuml_gmm_covariance covariance) {
   return "";
 }
 
-static int same_name(const char *a, const char *b) {
-  for (; *a && *b; a++, b++)
-    if ((*a | 0x20) != (*b | 0x20)) return 0;
-  return *a == *b;
-}
-
-gpuml_status gpuml_parse_gmm_covariance(const char *name, gpuml_gmm_covariance *out) {
+gpuml_status gpuml_gmm_parse_covariance(const char *name, gpuml_gmm_covariance *out) {
   static const gpuml_gmm_covariance all[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
-    if (same_name(name, gpuml_gmm_covariance_name(all[i]))) {
+    if (gm_same_name(name, gpuml_gmm_covariance_name(all[i]))) {
       *out = all[i];
       return GPUML_OK;
     }
@@ -273,7 +268,7 @@ static int valid_covariance(gpuml_gmm_covariance c) {
 }
 
 static gpuml_status check_fit_args(int64_t n, int64_t d, const gpuml_gmm_params *P,
-                                   const gpuml_gmm_model *model, gpuml_options *opt,
+                                   const gpuml_gmm_model *model, const gpuml_options *opt,
                                    int64_t *gmax) {
   gpuml_status st = gm_check_options(opt);
   if (st) return st;
@@ -348,7 +343,7 @@ static uint64_t fit_seed(uint64_t seed, int64_t G, int64_t start) {
 gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
                            const gpuml_gmm_params *params, gpuml_gmm_model *model,
                            double *z, int64_t *classification, double *uncertainty,
-                           double *bic, gpuml_options *opt) {
+                           double *bic, const gpuml_options *opt, gpuml_gmm_result *result) {
   gm_clear_error();
   int64_t gmax = 0;
   gpuml_status st = gm_check_matrix(x, n, d, "data", "gmm");
@@ -370,7 +365,9 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   }
   const double work = (double)n * (double)d * (double)gmax *
                       (cov_type == GPUML_GMM_FULL ? (double)d : 1.0) * 10;
-  if ((st = gm_backend_resolve(opt, GM_ALGO_GMM, work, "gmm", NULL))) {
+  const double t0 = gm_seconds();
+  gpuml_options used;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_GMM, work, "gmm", &used, NULL))) {
     free(centre);
     return st;
   }
@@ -383,7 +380,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture parameters");
     goto done;
   }
-  const gm_gmm_data data = {x, n, d, gmax, cov_type, params->reg, centre, opt};
+  const gm_gmm_data data = {x, n, d, gmax, cov_type, params->reg, centre, &used};
   if ((st = open_engine(&data, &eng))) goto done;
 
   const int64_t total_fits = params->nG * params->n_init;
@@ -396,7 +393,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     int64_t best_fit_run = -1;
     for (int64_t r = 0; r < params->n_init; r++, run++) {
       gm_fit_result fit = {0, 0, 0};
-      st = em_fit(&eng, &data, G, params, fit_seed(opt->seed, G, r), &s, &fit);
+      st = em_fit(&eng, &data, G, params, fit_seed(used.seed, G, r), &s, &fit);
       last_run = run;
       if (st == GPUML_ERR_NUMERIC ||
           (st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "gmm:badG") == 0)) {
@@ -409,7 +406,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
         best_fit_run = run;
         if ((st = eng.ops->get_params(eng.e, G, best_g.w, best_g.mu, best_g.cov))) goto done;
       }
-      gm_progress(opt, "gmm", ++fits_done, total_fits);
+      gm_progress(&used, "gmm", ++fits_done, total_fits);
     }
     if (best_fit_run < 0) {
       if (bic) bic[gi] = NAN;
@@ -455,6 +452,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     classify(zz, n, G, classification, uncertainty);
   }
   gm_clear_error();
+  if (result) gm_run_info_fill(&result->run, &used, GM_F64, t0);
 done:
   close_engine(&eng);
   free_space(&s);
@@ -494,7 +492,7 @@ static gpuml_status check_model(const gpuml_gmm_model *model) {
 
 gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, int64_t m,
                                double *z, int64_t *classification, double *uncertainty,
-                               gpuml_options *opt) {
+                               const gpuml_options *opt, gpuml_gmm_result *result) {
   gm_clear_error();
   gpuml_status st = gm_check_options(opt);
   if (!st) st = check_model(model);
@@ -506,7 +504,9 @@ gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, in
                    (long long)m);
   const double work = (double)m * (double)d * (double)G *
                       (model->covariance == GPUML_GMM_FULL ? (double)d : 1.0);
-  if ((st = gm_backend_resolve(opt, GM_ALGO_GMM, work, "gmm", NULL))) return st;
+  const double t0 = gm_seconds();
+  gpuml_options used;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_GMM, work, "gmm", &used, NULL))) return st;
   double *centre = gm_alloc((size_t)d, sizeof(double)), *zbuf = NULL;
   int *info = gm_alloc((size_t)G, sizeof(int));
   gm_engine eng = {NULL, NULL};
@@ -515,8 +515,8 @@ gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, in
     goto done;
   }
   double avg_var;
-  column_stats(x, m, d, gm_threads(opt), centre, &avg_var);
-  const gm_gmm_data data = {x, m, d, G, model->covariance, 0, centre, opt};
+  column_stats(x, m, d, gm_threads(&used), centre, &avg_var);
+  const gm_gmm_data data = {x, m, d, G, model->covariance, 0, centre, &used};
   if ((st = open_engine(&data, &eng))) goto done;
   if ((st = eng.ops->set_params(eng.e, G, model->weights, model->means, model->covariances)) ||
       (st = eng.ops->factor(eng.e, G, info)))
@@ -536,6 +536,7 @@ gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, in
   }
   if ((st = eng.ops->get_z(eng.e, G, zz))) goto done;
   classify(zz, m, G, classification, uncertainty);
+  if (result) gm_run_info_fill(&result->run, &used, GM_F64, t0);
 done:
   close_engine(&eng);
   free(centre);

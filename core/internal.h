@@ -17,6 +17,15 @@
 extern "C" {
 #endif
 
+typedef enum { GM_F64 = 0, GM_F32 = 1 } gm_dtype;
+
+/* A caller's column-major matrix: rows points by cols variables, double or float. */
+typedef struct {
+  const void *values;
+  int64_t rows, cols;
+  gm_dtype dtype;
+} gm_matrix;
+
 /* Records the message and identifier for gpuml_last_error() and returns `status`,
  * so that error paths read `return gm_fail(GPUML_ERR_ARG, "knn:badK", "...", ...)`. */
 gpuml_status gm_fail(gpuml_status status, const char *id, const char *fmt, ...) GM_PRINTF(3, 4);
@@ -25,10 +34,9 @@ void gm_clear_error(void);
 /* Checks a caller's n x d matrix: non-NULL, n >= 1, d >= 1, n * d addressable, every
  * value finite. `what` names it in messages ("data", "query"), `id` prefixes the
  * identifier ("knn" gives "knn:badData"...). */
+gpuml_status gm_check_values(const gm_matrix *x, const char *what, const char *id);
 gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *what,
                              const char *id);
-gpuml_status gm_check_matrix_f(const float *x, int64_t n, int64_t d, const char *what,
-                               const char *id);
 gpuml_status gm_check_options(const gpuml_options *opt);
 
 /* malloc of count * size bytes, NULL on overflow or failure (the caller reports it). */
@@ -40,6 +48,9 @@ gpuml_status gm_widen(const float *x, int64_t count, double **out);
 /* Callbacks: both are no-ops when the glue gave none. */
 void gm_progress(const gpuml_options *opt, const char *stage, int64_t done, int64_t total);
 int gm_interrupted(const gpuml_options *opt);
+
+/* A monotonic clock in seconds, for the times that results report. */
+double gm_seconds(void);
 
 /* OpenMP threads to use for this call. */
 int gm_threads(const gpuml_options *opt);
@@ -55,6 +66,9 @@ int gm_is_calling_thread(void);
 #else
 #define GM_VECTOR_CLONES
 #endif
+
+/* Parses a size: "1073741824", "512M", "2G", "64k" (powers of 1024); 0 when malformed. */
+int gm_parse_bytes(const char *s, size_t *out);
 
 /* Device memory budget in bytes: opt->gpu_memory_limit, else GPUML_GPU_MEMORY_LIMIT,
  * else 0 (meaning: the free memory). Sets an error for a malformed variable. */

@@ -1,8 +1,10 @@
 /* Options, argument checks, memory and callbacks shared by every entry point. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "internal.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -14,7 +16,16 @@ void gpuml_options_init(gpuml_options *opt) {
   opt->backend = GPUML_BACKEND_AUTO;
   opt->precision = GPUML_PRECISION_DOUBLE;
   opt->seed = 42;
-  opt->backend_used = GPUML_BACKEND_CPU;
+}
+
+gpuml_status gpuml_options_set_seed(gpuml_options *opt, double seed) {
+  gm_clear_error();
+  if (!opt) return gm_fail(GPUML_ERR_ARG, "badOptions", "options must not be NULL");
+  if (!(seed >= 0) || seed >= 9007199254740992.0 || seed != floor(seed))
+    return gm_fail(GPUML_ERR_ARG, "badSeed", "seed = %g must be a whole number in [0, 2^53)",
+                   seed);
+  opt->seed = (uint64_t)seed;
+  return GPUML_OK;
 }
 
 gpuml_status gm_check_options(const gpuml_options *opt) {
@@ -71,28 +82,31 @@ gpuml_status gpuml_check_columns(const char *stage, const char *second, int64_t 
                  second, (long long)d_second, d_second == 1 ? "" : "s", first, (long long)d_first);
 }
 
-gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *what,
-                             const char *id) {
-  gpuml_status st = check_shape(x, n, d, what, id);
-  if (st) return st;
-  const int64_t count = n * d;
+/* The index of the first non-finite value of x (count values), or count. */
+static int64_t first_non_finite(const gm_matrix *x, int64_t count) {
   int64_t first = count;
+  const double *xd = x->dtype == GM_F64 ? x->values : NULL;
+  const float *xf = x->dtype == GM_F32 ? x->values : NULL;
 #pragma omp parallel for reduction(min : first) schedule(static) if (count > GM_PARALLEL_SCAN)
   for (int64_t i = 0; i < count; i++)
-    if (!isfinite(x[i]) && i < first) first = i;
-  return first < count ? non_finite(what, id, first, n, x[first]) : GPUML_OK;
+    if (!isfinite(xd ? xd[i] : (double)xf[i]) && i < first) first = i;
+  return first;
 }
 
-gpuml_status gm_check_matrix_f(const float *x, int64_t n, int64_t d, const char *what,
-                               const char *id) {
-  gpuml_status st = check_shape(x, n, d, what, id);
+gpuml_status gm_check_values(const gm_matrix *x, const char *what, const char *id) {
+  gpuml_status st = check_shape(x->values, x->rows, x->cols, what, id);
   if (st) return st;
-  const int64_t count = n * d;
-  int64_t first = count;
-#pragma omp parallel for reduction(min : first) schedule(static) if (count > GM_PARALLEL_SCAN)
-  for (int64_t i = 0; i < count; i++)
-    if (!isfinite(x[i]) && i < first) first = i;
-  return first < count ? non_finite(what, id, first, n, x[first]) : GPUML_OK;
+  const int64_t count = x->rows * x->cols, first = first_non_finite(x, count);
+  if (first == count) return GPUML_OK;
+  const double v = x->dtype == GM_F32 ? ((const float *)x->values)[first]
+                                      : ((const double *)x->values)[first];
+  return non_finite(what, id, first, x->rows, v);
+}
+
+gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *what,
+                             const char *id) {
+  const gm_matrix m = {x, n, d, GM_F64};
+  return gm_check_values(&m, what, id);
 }
 
 void *gm_alloc(size_t count, size_t size) {
@@ -128,6 +142,12 @@ int gm_threads(const gpuml_options *opt) {
   (void)opt;
   return 1;
 #endif
+}
+
+double gm_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 int gm_thread_id(void) {

@@ -1,4 +1,4 @@
-/* gpuml_tsne(): argument checks, then PCA, kNN, the affinities P and the initial
+/* gpuml_tsne_fit(): argument checks, then PCA, kNN, the affinities P and the initial
  * embedding (shared by both backends), then the optimiser of the chosen backend
  * (core/tsne_cpu.c or kernels/tsne.cu). */
 #define _POSIX_C_SOURCE 200809L
@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "backend.h"
+#include "params.h"
 #include "rng.h"
 
 /* Standard deviation of the PCA or random initial embedding (first component). */
@@ -16,11 +17,6 @@
 /* Rows of P computed between interrupt checks. */
 #define GM_TSNE_ROW_BLOCK 8192
 
-static double seconds_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 void gpuml_tsne_params_init(gpuml_tsne_params *p) {
   if (!p) return;
@@ -41,12 +37,6 @@ void gpuml_tsne_params_init(gpuml_tsne_params *p) {
   p->method = GPUML_TSNE_AUTO;
 }
 
-static int same_name(const char *a, const char *b) {
-  for (; *a && *b; a++, b++)
-    if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
-  return *a == *b;
-}
-
 const char *gpuml_tsne_method_name(gpuml_tsne_method method) {
   switch (method) {
     case GPUML_TSNE_AUTO: return "auto";
@@ -60,7 +50,7 @@ gpuml_status gpuml_tsne_parse_method(const char *name, gpuml_tsne_method *out) {
   gm_clear_error();
   static const gpuml_tsne_method all[] = {GPUML_TSNE_AUTO, GPUML_TSNE_EXACT, GPUML_TSNE_FFT};
   for (int i = 0; name && i < 3; i++)
-    if (same_name(name, gpuml_tsne_method_name(all[i]))) {
+    if (gm_same_name(name, gpuml_tsne_method_name(all[i]))) {
       *out = all[i];
       return GPUML_OK;
     }
@@ -70,8 +60,8 @@ gpuml_status gpuml_tsne_parse_method(const char *name, gpuml_tsne_method *out) {
 
 gpuml_status gpuml_tsne_parse_init(const char *name, gpuml_tsne_init *out) {
   gm_clear_error();
-  if (name && same_name(name, "pca")) *out = GPUML_TSNE_INIT_PCA;
-  else if (name && same_name(name, "random")) *out = GPUML_TSNE_INIT_RANDOM;
+  if (name && gm_same_name(name, "pca")) *out = GPUML_TSNE_INIT_PCA;
+  else if (name && gm_same_name(name, "random")) *out = GPUML_TSNE_INIT_RANDOM;
   else
     return gm_fail(GPUML_ERR_ARG, "tsne:badInit",
                    "init \"%s\" is not one of \"pca\", \"random\" (or an n x dims matrix)",
@@ -344,9 +334,9 @@ static void initial_embedding(const gpuml_tsne_params *p, int64_t n, const doubl
   for (int64_t e = n * from_pca; e < n * dims; e++) y[e] = GM_TSNE_INIT_SD * gm_rng_normal(&rng);
 }
 
-gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_params *params,
-                        double *y, double *itercosts, gpuml_tsne_result *result,
-                        gpuml_options *opt) {
+gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
+                           const gpuml_tsne_params *params, double *y, double *itercosts,
+                           const gpuml_options *opt, gpuml_tsne_result *result) {
   gm_clear_error();
   gpuml_status st = gm_check_matrix(x, n, d, "data", "tsne");
   if (st) return st;
@@ -360,15 +350,16 @@ gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_
     return gm_fail(GPUML_ERR_ARG, "tsne:tooLarge", "%lld points is more than supported",
                    (long long)n);
 
-  const double t_start = seconds_now();
+  const double t_start = gm_seconds();
   const int64_t reduce_to = params->pca && d > params->initial_dims ? params->initial_dims : 0;
   const int64_t d_used = reduce_to ? reduce_to : d;
   int64_t k = (int64_t)floor(3 * params->perplexity);
   if (k < 1) k = 1;
   if (k > n - 1) k = n - 1;
   const double work = (double)n * (double)n * ((double)d_used + params->max_iter);
+  gpuml_options used;
   const gm_backend *b;
-  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", &b))) return st;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", &used, &b))) return st;
 
   gm_tsne_run run;
   run.n = n;
@@ -410,7 +401,7 @@ gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_
     }
     const int64_t ncomp = reduce_to < n ? reduce_to : n;
     if (ncomp < reduce_to) memset(reduced, 0, sizeof *reduced * (size_t)n * (size_t)reduce_to);
-    if ((st = pca(x, n, d, ncomp, reduced, opt))) goto done;
+    if ((st = pca(x, n, d, ncomp, reduced, &used))) goto done;
     data = reduced;
     init_have = ncomp < params->dims ? ncomp : params->dims;
   } else if (want_pca_init) {
@@ -422,7 +413,7 @@ gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_
       st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the initial embedding");
       goto done;
     }
-    if ((st = pca(x, n, d, ncomp, init_pcs, opt))) goto done;
+    if ((st = pca(x, n, d, ncomp, init_pcs, &used))) goto done;
     init_have = ncomp;
   }
 
@@ -433,10 +424,8 @@ gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_
                  (double)n * k * 16 / 1e6);
     goto done;
   }
-  gpuml_options knn_opt = *opt;
-  knn_opt.backend = opt->backend_used;
-  if ((st = gpuml_knn(data, n, d_used, NULL, 0, k, idx, dist, &knn_opt))) goto done;
-  if ((st = gm_tsne_affinities(idx, dist, n, k, params->perplexity, &P, NULL, opt))) goto done;
+  if ((st = gpuml_knn_search(data, n, d_used, NULL, 0, k, idx, dist, &used, NULL))) goto done;
+  if ((st = gm_tsne_affinities(idx, dist, n, k, params->perplexity, &P, NULL, &used))) goto done;
   free(idx);
   free(dist);
   idx = NULL;
@@ -448,14 +437,15 @@ gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
     goto done;
   }
-  initial_embedding(params, n, reduce_to ? reduced : init_pcs, init_have, y0, opt->seed);
+  initial_embedding(params, n, reduce_to ? reduced : init_pcs, init_have, y0, used.seed);
   free(reduced);
   free(init_pcs);
   reduced = init_pcs = NULL;
-  const double t_opt = seconds_now();
+  const double t_opt = gm_seconds();
   result->seconds_affinities = t_opt - t_start;
-  st = b->tsne->optimize(&P, &run, y0, itercosts, result, opt);
-  result->seconds_optimisation = seconds_now() - t_opt;
+  st = b->tsne->optimize(&P, &run, y0, itercosts, result, &used);
+  result->seconds_optimisation = gm_seconds() - t_opt;
+  gm_run_info_fill(&result->run, &used, GM_F64, t_start);
   if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
 done:
   free(reduced);

@@ -51,10 +51,10 @@ int gm_tsne_grid_boxes(double spread, int dims);
 int gm_tsne_fft_size(int boxes);
 
 /* P from the k nearest neighbours of each point (idx, dist: n x k column-major as
- * gpuml_knn() gives them): per-point bisection to the perplexity, then
+ * gpuml_knn_search() gives them): per-point bisection to the perplexity, then
  * P = (P_cond + P_cond^T) / (2n). `entropy` (n values, may be NULL) receives each
- * point's entropy in nats. With opt->backend_used == CUDA the bisection runs on the
- * GPU. Deterministic. */
+ * point's entropy in nats. The bisection runs on the backend that opt->backend names
+ * (resolved options). Deterministic. */
 gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
                                 double perplexity, gm_csr *P, double *entropy,
                                 const gpuml_options *opt);

@@ -7,6 +7,6 @@ static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density, gm_cuda_dpc_border};
 static const gm_tsne_ops cuda_tsne = {gm_cuda_tsne_conditional, gm_cuda_tsne_pca,
                                       gm_cuda_tsne_optimize, gm_cuda_tsne_gradient};
 
-extern "C" const gm_backend gm_cuda_backend = {GPUML_BACKEND_CUDA, "cuda", gm_cuda_probe, nullptr,
+extern "C" const gm_backend gm_cuda_backend = {GPUML_BACKEND_CUDA, "cuda", gm_cuda_probe, gm_cuda_release,
                                                &cuda_neighbours, &cuda_dpc, &cuda_tsne,
                                                &gm_cuda_gmm};

@@ -1,8 +1,6 @@
-// Host-side plumbing shared by the CUDA drivers (dist.cu, knn.cu): one context per call
-// that owns the stream, the cuBLAS handle and every device allocation, frees them all in
-// its destructor (the single cleanup path, also on errors and interrupts) and turns CUDA
-// and cuBLAS failures into gm_fail() messages. Plus the device helpers that the distance
-// and selection kernels share.
+// Host-side plumbing shared by the CUDA drivers: a call's Context on its device's
+// persistent resources (context.cuh), and the device helpers that the distance and
+// selection kernels share.
 #ifndef GPUML_CUDA_COMMON_CUH
 #define GPUML_CUDA_COMMON_CUH
 
@@ -12,7 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "context.cuh"
+#include "gpuml_cuda.h"
 
 namespace gm {
 
@@ -92,6 +91,10 @@ static inline int64_t env_int(const char *name) {
     if (gm_s_) return gm_s_;       \
   } while (0)
 
+// One call's share of its device's context (context.cuh): it holds the context for the
+// call's duration, runs on its stream and handles, takes device memory from its pool and
+// gives everything back in the destructor: the single cleanup path, also on errors and
+// interrupts. It turns CUDA and library failures into gm_fail() messages.
 class Context {
  public:
   explicit Context(const char *id) : id_(id) {}
@@ -99,15 +102,18 @@ class Context {
   Context &operator=(const Context &) = delete;
 
   ~Context() {
-    if (stream_) cudaStreamSynchronize(stream_);
-    for (int i = 0; i < nextra_; i++) cudaStreamSynchronize(extra_[i]);
-    for (int i = 0; i < ndev_; i++) cudaFree(dev_[i]);
-    for (int i = 0; i < nhost_; i++) cudaFreeHost(host_[i]);
-    for (int i = 0; i < nevent_; i++) cudaEventDestroy(event_[i]);
-    if (blas_) cublasDestroy(blas_);
-    for (int i = 0; i < nextra_; i++) cudaStreamDestroy(extra_[i]);
-    if (stream_) cudaStreamDestroy(stream_);
-    cudaGetLastError();
+    if (dc_) {
+      if (stream_) cudaStreamSynchronize(stream_);
+      for (int i = 0; i < nextra_; i++) {
+        cudaStreamSynchronize(extra_[i]);
+        dc_->give_stream(extra_[i]);
+      }
+      for (int i = 0; i < nevent_; i++) cudaEventDestroy(event_[i]);
+      for (int i = 0; i < ndev_; i++) dc_->free(dev_[i], dev_bytes_[i]);
+      dc_->trim(dc_->cache_limit());
+      cudaGetLastError();
+      if (locked_) dc_->lock().unlock();
+    }
     if (prev_device_ >= 0) cudaSetDevice(prev_device_);
   }
 
@@ -115,6 +121,13 @@ class Context {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
   size_t budget() const { return budget_; }
+  // The device's context: its properties, its pinned staging ring, its solver handle.
+  DeviceContext &device() const { return *dc_; }
+  const cudaDeviceProp &props() const { return dc_->props(); }
+  gpuml_status solver(cusolverDnHandle_t *out) { return dc_->solver(id_, out); }
+  gpuml_status pinned(int slot, size_t bytes, void **out) {
+    return dc_->pinned(id_, slot, bytes, out);
+  }
 
   gpuml_status fail(cudaError_t e, const char *what) {
     cudaGetLastError();  // clear a non-sticky error so that cleanup calls work
@@ -142,29 +155,25 @@ class Context {
   // Waits for the stream: reports errors of the kernels queued before.
   gpuml_status sync(const char *what) { return check(cudaStreamSynchronize(stream_), what); }
 
-  // Selects the device, creates the stream (and the cuBLAS handle) and works out the
-  // memory budget: the caller's limit, else 80% of the free memory.
+  // Takes the device's context (created on the first call of the process, with its
+  // stream; the cuBLAS handle on the first call that needs one) and works out the
+  // memory budget: the caller's limit, else 80% of the memory free to this call (the
+  // device's free memory and the context's cached blocks).
   gpuml_status init(const gpuml_options *opt, int need_blas) {
     int prev = 0;
     gpuml_status st = check(cudaGetDevice(&prev), "cudaGetDevice");
     if (st) return st;
     prev_device_ = prev;
     if ((st = check(cudaSetDevice(opt->device), "cudaSetDevice"))) return st;
-    if ((st = check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                    "cudaStreamCreate")))
-      return st;
-    if (need_blas) {
-      if ((st = check_blas(cublasCreate(&blas_), "cublasCreate"))) return st;
-      if ((st = check_blas(cublasSetStream(blas_, stream_), "cublasSetStream"))) return st;
-      // Default math: no TF32 for S/DGEMM (TF32 is only used when asked for).
-      if ((st = check_blas(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")))
-        return st;
-      if ((st = check_blas(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST),
-                           "cublasSetPointerMode")))
-        return st;
-    }
+    if ((st = device_context(opt->device, id_, &dc_))) return st;
+    dc_->lock().lock();
+    locked_ = true;
+    if ((st = dc_->open(id_))) return st;
+    stream_ = dc_->stream();
+    if (need_blas && (st = dc_->blas(id_, &blas_))) return st;
     size_t free_b = 0, total_b = 0;
     if ((st = check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"))) return st;
+    free_b += dc_->cached();
     size_t limit = 0;
     if ((st = gm_gpu_memory_limit(opt, &limit))) return st;
     size_t usable = (size_t)((double)free_b * 0.8);
@@ -174,11 +183,11 @@ class Context {
   }
 
   // A further stream (work that overlaps the main one) and events to order them; both
-  // are released by the destructor.
+  // are given back by the destructor.
   gpuml_status new_stream(cudaStream_t *s) {
     *s = nullptr;
     if (nextra_ == kMaxStreams) return gm_fail(GPUML_ERR_CUDA, id_, "internal: too many streams");
-    GM_CHECK_RETURN(check(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    GM_CHECK_RETURN(dc_->take_stream(id_, s));
     extra_[nextra_++] = *s;
     return GPUML_OK;
   }
@@ -207,17 +216,9 @@ class Context {
     if (count > SIZE_MAX / sizeof(P))
       return gm_fail(GPUML_ERR_NOMEM, id_, "%s is too large for the GPU", what);
     void *q = NULL;
-    cudaError_t e = cudaMalloc(&q, count * sizeof(P));
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      if (e == cudaErrorMemoryAllocation)
-        return gm_fail(GPUML_ERR_NOMEM, id_,
-                       "cannot allocate %.1f MB of GPU memory for %s (%s): free GPU memory "
-                       "or set a smaller gpu_memory_limit",
-                       (double)(count * sizeof(P)) / 1e6, what, cudaGetErrorString(e));
-      return fail(e, what);
-    }
-    dev_[ndev_++] = q;
+    GM_CHECK_RETURN(dc_->alloc(id_, what, count * sizeof(P), &q));
+    dev_[ndev_] = q;
+    dev_bytes_[ndev_++] = count * sizeof(P);
     *p = (P *)q;
     return GPUML_OK;
   }
@@ -231,13 +232,14 @@ class Context {
   int nevent_ = 0;
   const char *id_;
   int prev_device_ = -1;
+  DeviceContext *dc_ = nullptr;
+  bool locked_ = false;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   size_t budget_ = 0;
   void *dev_[kMax] = {};
+  size_t dev_bytes_[kMax] = {};
   int ndev_ = 0;
-  void *host_[kMax] = {};
-  int nhost_ = 0;
 };
 
 static inline unsigned grid_1d(int64_t count, int block) {

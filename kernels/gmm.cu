@@ -343,12 +343,6 @@ struct Gmm {
   int *info = nullptr;
 
   explicit Gmm(const gm_gmm_data *dt) : data(*dt) {}
-  ~Gmm() {
-    if (solver) {
-      cudaStreamSynchronize(ctx.stream());
-      cusolverDnDestroy(solver);
-    }
-  }
 
   gpuml_status check_solver(cusolverStatus_t s, const char *what) {
     if (s == CUSOLVER_STATUS_SUCCESS) return GPUML_OK;
@@ -415,8 +409,7 @@ struct Gmm {
       return gm_fail(GPUML_ERR_ARG, "gmm:tooLarge", "d x G = %lld is too large for the GPU",
                      (long long)(d * kmax));
     GM_TRY(ctx.init(data.opt, 1));
-    GM_TRY(check_solver(cusolverDnCreate(&solver), "cusolverDnCreate"));
-    GM_TRY(check_solver(cusolverDnSetStream(solver, ctx.stream()), "cusolverDnSetStream"));
+    GM_TRY(ctx.solver(&solver));
     const size_t dd = (size_t)d * (size_t)d, K = (size_t)kmax;
     if (full) {
       GM_TRY(ctx.alloc(&chol, dd * K, "the Cholesky factors"));

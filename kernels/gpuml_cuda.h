@@ -14,6 +14,11 @@ extern "C" {
  * info->cuda_message saying why when there are none. (kernels/device.cu) */
 int gm_cuda_probe(gpuml_info *info);
 
+/* Releases the persistent context of one device (device >= 0) or of all devices
+ * (device < 0): streams, handles, the memory pool, page-locked buffers.
+ * (kernels/context.cu) */
+void gm_cuda_release(int device);
+
 /* kernels/dist.cu, kernels/knn.cu: opt->precision picks fp32 or fp64 accumulation for
  * double input. */
 gpuml_status gm_cuda_dist(const gm_matrix *x, const gm_matrix *y, int squared, void *out,

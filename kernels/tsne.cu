@@ -28,13 +28,6 @@ constexpr int kMaxFftSizes = 12;
 // ---------------------------------------------------------------------------------------
 // Library handles owned next to the Context (declared after it, so destroyed before it).
 
-struct Solver {
-  cusolverDnHandle_t h = nullptr;
-  ~Solver() {
-    if (h) cusolverDnDestroy(h);
-  }
-};
-
 struct FftPlans {
   int size[kMaxFftSizes] = {};
   cufftHandle grids[kMaxFftSizes] = {}, kernel[kMaxFftSizes] = {};
@@ -899,9 +892,8 @@ extern "C" gpuml_status gm_cuda_tsne_pca(const double *x, int64_t n, int64_t d, 
     return gm_tsne_pca_cpu(x, n, d, ncomp, scores, opt);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 1));
-  Solver solver;
-  GM_TRY(check_solver(ctx, cusolverDnCreate(&solver.h), "cusolverDnCreate"));
-  GM_TRY(check_solver(ctx, cusolverDnSetStream(solver.h, ctx.stream()), "cusolverDnSetStream"));
+  cusolverDnHandle_t solver = nullptr;
+  GM_TRY(ctx.solver(&solver));
   gm_progress(opt, "pca", 0, 1);
   // Rows in blocks (all at once when they fit); the Gram form (d > n) needs all rows.
   // covariance, eigenvalues, sums, rotation and syevd's work space (1 + 6m + 2m^2)
@@ -953,12 +945,12 @@ extern "C" gpuml_status gm_cuda_tsne_pca(const double *x, int64_t n, int64_t d, 
                                         &one, xb, (int)n, &zero, a, M), "cublasDsyrk"));
   }
   int lwork = 0;
-  GM_TRY(check_solver(ctx, cusolverDnDsyevd_bufferSize(solver.h, CUSOLVER_EIG_MODE_VECTOR,
+  GM_TRY(check_solver(ctx, cusolverDnDsyevd_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR,
                                                        CUBLAS_FILL_MODE_LOWER, M, a, M, w, &lwork),
                       "sizing the eigensolver"));
   double *work = nullptr;
   GM_TRY(ctx.alloc(&work, (size_t)lwork, "the eigensolver's work space"));
-  GM_TRY(check_solver(ctx, cusolverDnDsyevd(solver.h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
+  GM_TRY(check_solver(ctx, cusolverDnDsyevd(solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
                                             M, a, M, w, work, lwork, info), "the eigensolver"));
   int h_info = 0;
   GM_TRY(ctx.check(cudaMemcpyAsync(&h_info, info, sizeof h_info, cudaMemcpyDeviceToHost, ctx.stream()),

@@ -1,10 +1,11 @@
-/* A small assertion counter for the C tests: each CHECK counts as one test. The
- * program ends with "C: N passed, N failed" and exits non-zero on any failure. */
+/* A small assertion counter for the C tests: each CHECK counts as one test, each SKIP as
+ * one skipped test. The program ends with "C: N passed, N failed" (", N skipped" when
+ * anything was skipped) and exits non-zero on any failure. */
 #ifndef GPUML_CHECK_H
 #define GPUML_CHECK_H
 #include <stdio.h>
 
-static int check_passed, check_failed;
+static int check_passed, check_failed, check_skipped;
 
 #define CHECK(cond, ...)                                               \
   do {                                                                 \
@@ -18,8 +19,21 @@ static int check_passed, check_failed;
     }                                                                  \
   } while (0)
 
+/* A test that could not run here (say, no GPU): counted and reported, never silent. */
+#define SKIP(...)                                                      \
+  do {                                                                 \
+    check_skipped++;                                                   \
+    fprintf(stderr, "SKIP %s:%d: ", __FILE__, __LINE__);               \
+    fprintf(stderr, __VA_ARGS__);                                      \
+    fprintf(stderr, "\n");                                             \
+  } while (0)
+
 static int check_summary(const char *suite) {
-  printf("%s: %d passed, %d failed\n", suite, check_passed, check_failed);
+  if (check_skipped)
+    printf("%s: %d passed, %d failed, %d skipped\n", suite, check_passed, check_failed,
+           check_skipped);
+  else
+    printf("%s: %d passed, %d failed\n", suite, check_passed, check_failed);
   return check_failed ? 1 : 0;
 }
 

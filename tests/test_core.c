@@ -1,13 +1,12 @@
-/* C tests of the core through gpuml.h. The backend comes from GPUML_TEST_BACKEND
- * ("cpu" by default; "cuda" on a GPU machine, where every result is also compared
- * with the CPU backend). */
+/* C tests of distances and kNN through gpuml.h: every case runs on each backend of the
+ * parity harness (tests/harness.h) and is compared with brute force. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "check.h"
-#include "gpuml.h"
+#include "harness.h"
 
+/* The backend and precision of the cases being run (main() loops over the backends). */
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
 static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
 
@@ -86,7 +85,8 @@ static void check_knn_case(const char *name, const double *data, int64_t n, int6
   int64_t *idx = malloc(sizeof(int64_t) * rows * k), *ridx = malloc(sizeof(int64_t) * rows * k);
   double *dist = malloc(sizeof(double) * rows * k), *rdist = malloc(sizeof(double) * rows * k);
   gpuml_options opt = options();
-  gpuml_status st = gpuml_knn(data, n, d, query, m, k, idx, dist, &opt);
+  gpuml_knn_result res;
+  gpuml_status st = gpuml_knn_search(data, n, d, query, m, k, idx, dist, &opt, &res);
   CHECK(st == GPUML_OK, "%s: status %d (%s)", name, st, gpuml_last_error());
   if (st == GPUML_OK) {
     ref_knn(data, n, d, query, m, k, ridx, rdist);
@@ -104,9 +104,9 @@ static void check_knn_case(const char *name, const double *data, int64_t n, int6
           (long long)bad_index, (long long)(rows * k));
     CHECK(bad_dist == 0, "%s: %lld distances differ from brute force", name, (long long)bad_dist);
     CHECK(unsorted == 0, "%s: %lld neighbours out of order", name, (long long)unsorted);
-    CHECK(opt.backend_used == (test_backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA
-                                                                   : GPUML_BACKEND_CPU),
-          "%s: ran on %s", name, gpuml_backend_name(opt.backend_used));
+    CHECK(res.run.backend == (test_backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA
+                                                                  : GPUML_BACKEND_CPU),
+          "%s: ran on %s", name, gpuml_backend_name(res.run.backend));
   }
   free(idx);
   free(ridx);
@@ -177,7 +177,7 @@ static void test_knn_ties(void) {
     int64_t *idx = malloc(sizeof(int64_t) * n);
     double *dist = malloc(sizeof(double) * n);
     gpuml_options opt = options();
-    gpuml_status st = gpuml_knn(x, n, d, NULL, 0, 1, idx, dist, &opt);
+    gpuml_status st = gpuml_knn_search(x, n, d, NULL, 0, 1, idx, dist, &opt, NULL);
     int64_t wrong = 0;
     for (int64_t i = 0; st == GPUML_OK && i < n; i++) {
       int64_t twin = i < n / 2 ? i + n / 2 : i - n / 2;
@@ -205,8 +205,8 @@ static void test_knn_deterministic(void) {
   gpuml_options a = options(), b = options();
   a.threads = 1;
   b.threads = 2;
-  gpuml_status s1 = gpuml_knn(data, n, d, NULL, 0, k, i1, d1, &a);
-  gpuml_status s2 = gpuml_knn(data, n, d, NULL, 0, k, i2, d2, &b);
+  gpuml_status s1 = gpuml_knn_search(data, n, d, NULL, 0, k, i1, d1, &a, NULL);
+  gpuml_status s2 = gpuml_knn_search(data, n, d, NULL, 0, k, i2, d2, &b, NULL);
   CHECK(s1 == GPUML_OK && s2 == GPUML_OK && !memcmp(i1, i2, sizeof(int64_t) * n * k) &&
             !memcmp(d1, d2, sizeof(double) * n * k),
         "knn differs between 1 and 2 threads");
@@ -227,7 +227,7 @@ static void test_knn_float(void) {
   float *dist = malloc(sizeof(float) * m * k);
   double *rdist = malloc(sizeof(double) * m * k);
   gpuml_options opt = options();
-  gpuml_status st = gpuml_knn_f(fdata, n, d, fquery, m, k, idx, dist, &opt);
+  gpuml_status st = gpuml_knn_search_f(fdata, n, d, fquery, m, k, idx, dist, &opt, NULL);
   CHECK(st == GPUML_OK, "knn_f: %s", gpuml_last_error());
   ref_knn(data, n, d, query, m, k, ridx, rdist);
   int64_t bad = 0;
@@ -243,7 +243,7 @@ static void check_dist_case(const char *name, const double *x, int64_t n, const 
   int64_t cols = self ? n : m;
   double *out = malloc(sizeof(double) * n * cols);
   gpuml_options opt = options();
-  gpuml_status st = gpuml_dist(x, n, d, y, m, squared, out, &opt);
+  gpuml_status st = gpuml_dist_compute(x, n, d, y, m, squared, out, &opt, NULL);
   CHECK(st == GPUML_OK, "%s: %s", name, gpuml_last_error());
   if (st == GPUML_OK) {
     int64_t bad = 0, asym = 0, negative = 0;
@@ -286,7 +286,7 @@ static void test_dist(void) {
   for (int64_t t = 0; t < 40; t++) far[5 + t * 300] = far[9 + t * 300];
   double *out = malloc(sizeof(double) * 300 * 300);
   gpuml_options opt = options();
-  CHECK(gpuml_dist(far, 300, 40, NULL, 0, 0, out, &opt) == GPUML_OK &&
+  CHECK(gpuml_dist_compute(far, 300, 40, NULL, 0, 0, out, &opt, NULL) == GPUML_OK &&
             out[5 + 9 * 300] == 0 && out[9 + 5 * 300] == 0 && out[7 + 7 * 300] == 0,
         "dist: duplicates and the diagonal must be exactly 0");
   free(out);
@@ -299,7 +299,7 @@ static void test_dist_float(void) {
   float *xf = malloc(sizeof(float) * n * d), *out = malloc(sizeof(float) * n * n);
   for (int64_t i = 0; i < n * d; i++) x[i] = xf[i] = (float)x[i];
   gpuml_options opt = options();
-  gpuml_status st = gpuml_dist_f(xf, n, d, NULL, 0, 0, out, &opt);
+  gpuml_status st = gpuml_dist_compute_f(xf, n, d, NULL, 0, 0, out, &opt, NULL);
   int64_t bad = 0;
   for (int64_t j = 0; st == GPUML_OK && j < n; j++)
     for (int64_t i = 0; i < n; i++) {
@@ -335,19 +335,19 @@ static void test_callbacks(void) {
   gpuml_options opt = options();
   opt.verbose = 1;
   opt.progress = record_progress;
-  gpuml_status st = gpuml_knn(data, n, d, NULL, 0, k, idx, dist, &opt);
+  gpuml_status st = gpuml_knn_search(data, n, d, NULL, 0, k, idx, dist, &opt, NULL);
   CHECK(st == GPUML_OK && progress_calls > 1 && last_done == n && last_total == n,
         "progress: status %d, %lld calls, last %lld/%lld", st, (long long)progress_calls,
         (long long)last_done, (long long)last_total);
   opt = options();
   opt.interrupted = stop_after;
   calls_before_stop = 1;
-  st = gpuml_knn(data, n, d, NULL, 0, k, idx, dist, &opt);
+  st = gpuml_knn_search(data, n, d, NULL, 0, k, idx, dist, &opt, NULL);
   CHECK(st == GPUML_ERR_INTERRUPTED && strcmp(gpuml_last_error_id(), "interrupted") == 0,
         "interrupted knn: status %d", st);
   double *out = malloc(sizeof(double) * n * n);
   calls_before_stop = 0;
-  st = gpuml_dist(data, n, d, NULL, 0, 0, out, &opt);
+  st = gpuml_dist_compute(data, n, d, NULL, 0, 0, out, &opt, NULL);
   CHECK(st == GPUML_ERR_INTERRUPTED, "interrupted dist: status %d", st);
   free(out);
   free(data);
@@ -365,27 +365,27 @@ static void test_bad_input(void) {
   int64_t idx[16];
   double dist[16];
   gpuml_options opt = options();
-  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 4, idx, dist, &opt), GPUML_ERR_ARG, "knn:badK",
+  CHECK(error_is(gpuml_knn_search(data, 4, 3, NULL, 0, 4, idx, dist, &opt, NULL), GPUML_ERR_ARG, "knn:badK",
                  "k = 4 exceeds the 3 other points"),
         "k = n in self-search: %s", gpuml_last_error());
-  CHECK(error_is(gpuml_knn(data, 4, 3, data, 2, 5, idx, dist, &opt), GPUML_ERR_ARG, "knn:badK",
+  CHECK(error_is(gpuml_knn_search(data, 4, 3, data, 2, 5, idx, dist, &opt, NULL), GPUML_ERR_ARG, "knn:badK",
                  "k = 5 exceeds the 4 data points"),
         "k > n with a query: %s", gpuml_last_error());
-  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 0, idx, dist, &opt), GPUML_ERR_ARG, "knn:badK",
+  CHECK(error_is(gpuml_knn_search(data, 4, 3, NULL, 0, 0, idx, dist, &opt, NULL), GPUML_ERR_ARG, "knn:badK",
                  "at least 1"),
         "k = 0: %s", gpuml_last_error());
-  CHECK(error_is(gpuml_knn(data, 0, 3, NULL, 0, 1, idx, dist, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_knn_search(data, 0, 3, NULL, 0, 1, idx, dist, &opt, NULL), GPUML_ERR_ARG,
                  "knn:badData", "no rows"),
         "empty data: %s", gpuml_last_error());
-  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 1, NULL, dist, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_knn_search(data, 4, 3, NULL, 0, 1, NULL, dist, &opt, NULL), GPUML_ERR_ARG,
                  "knn:badOutput", "NULL"),
         "NULL output: %s", gpuml_last_error());
   data[6] = NAN;
-  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 1, idx, dist, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_knn_search(data, 4, 3, NULL, 0, 1, idx, dist, &opt, NULL), GPUML_ERR_ARG,
                  "knn:nonFinite", "data contains NA/NaN at row 3, column 2"),
         "NaN: %s", gpuml_last_error());
   data[6] = INFINITY;
-  CHECK(error_is(gpuml_dist(data, 4, 3, NULL, 0, 0, dist, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dist_compute(data, 4, 3, NULL, 0, 0, dist, &opt, NULL), GPUML_ERR_ARG,
                  "dist:nonFinite", "Inf at row 3, column 2"),
         "Inf: %s", gpuml_last_error());
   data[6] = 7;
@@ -402,7 +402,7 @@ static void test_bad_input(void) {
   gpuml_precision p;
   CHECK(gpuml_parse_precision("half", &p) == GPUML_ERR_ARG, "unknown precision accepted");
   opt.threads = -1;
-  CHECK(error_is(gpuml_knn(data, 4, 3, NULL, 0, 1, idx, dist, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_knn_search(data, 4, 3, NULL, 0, 1, idx, dist, &opt, NULL), GPUML_ERR_ARG,
                  "badThreads", "threads"),
         "negative threads: %s", gpuml_last_error());
 }
@@ -420,37 +420,35 @@ static void test_backend_info(void) {
     gpuml_options opt;
     gpuml_options_init(&opt);
     opt.backend = GPUML_BACKEND_CUDA;
-    gpuml_status st = gpuml_knn(data, 3, 2, NULL, 0, 1, idx, dist, &opt);
+    gpuml_status st = gpuml_knn_search(data, 3, 2, NULL, 0, 1, idx, dist, &opt, NULL);
     CHECK(st == GPUML_ERR_NO_CUDA && strstr(gpuml_last_error(), "cuda") != NULL,
           "cuda without a device: status %d (%s)", st, gpuml_last_error());
     opt.backend = GPUML_BACKEND_AUTO;
-    st = gpuml_knn(data, 3, 2, NULL, 0, 1, idx, dist, &opt);
-    CHECK(st == GPUML_OK && opt.backend_used == GPUML_BACKEND_CPU, "auto without a device");
+    gpuml_knn_result res;
+    st = gpuml_knn_search(data, 3, 2, NULL, 0, 1, idx, dist, &opt, &res);
+    CHECK(st == GPUML_OK && res.run.backend == GPUML_BACKEND_CPU && res.run.device == -1,
+          "auto without a device");
   }
 }
 
 int main(void) {
-  const char *backend = getenv("GPUML_TEST_BACKEND");
-  if (backend && gpuml_parse_backend(backend, &test_backend) != GPUML_OK) {
-    fprintf(stderr, "GPUML_TEST_BACKEND: %s\n", gpuml_last_error());
-    return 2;
-  }
-  const char *precision = getenv("GPUML_TEST_PRECISION");
-  if (precision && gpuml_parse_precision(precision, &test_precision) != GPUML_OK) {
-    fprintf(stderr, "GPUML_TEST_PRECISION: %s\n", gpuml_last_error());
-    return 2;
-  }
+  harness_init();
+  test_precision = harness_precision;
   test_backend_info();
-  test_bad_input();
-  test_dist();
-  test_dist_float();
-  test_knn_random();
-  test_knn_k_range();
-  test_knn_wide_and_large_k();
-  test_knn_ties();
-  test_knn_far_from_origin();
-  test_knn_deterministic();
-  test_knn_float();
-  test_callbacks();
+  HARNESS_FOR_EACH_BACKEND(b) {
+    if (!harness_runs(b, "distances and kNN")) continue;
+    test_backend = b->id;
+    test_bad_input();
+    test_dist();
+    test_dist_float();
+    test_knn_random();
+    test_knn_k_range();
+    test_knn_wide_and_large_k();
+    test_knn_ties();
+    test_knn_far_from_origin();
+    test_knn_deterministic();
+    test_knn_float();
+    test_callbacks();
+  }
   return check_summary("C");
 }

@@ -118,8 +118,9 @@ static gpuml_status run_dpc(const double *x, int64_t n, int64_t d, double dc, in
   p.dc = dc;
   p.kernel = gaussian ? GPUML_DPC_GAUSSIAN : GPUML_DPC_CUTOFF;
   gpuml_options opt = options_for(backend);
-  gpuml_status st = gpuml_dpc(x, n, d, &p, f->rho, f->delta, f->nearest, f->gamma, &opt);
-  if (dc_used) *dc_used = p.dc;
+  gpuml_dpc_result res;
+  gpuml_status st = gpuml_dpc_density(x, n, d, &p, f->rho, f->delta, f->nearest, f->gamma, &opt, &res);
+  if (dc_used) *dc_used = st ? NAN : res.dc;
   return st;
 }
 
@@ -368,7 +369,7 @@ static void test_clusters(void) {
     gpuml_dpc_selection_init(&sel);
     sel.has_k = 1;
     sel.k = k;
-    gpuml_status st = gpuml_dpc_clusters(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
+    gpuml_status st = gpuml_dpc_cut(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
     CHECK(st == GPUML_OK && nc == k, "clusters by k: %s", gpuml_last_error());
     CHECK(agreement(cluster, label, n, k) == n, "d = %lld: the %d blobs are recovered exactly",
           (long long)d, k);
@@ -391,7 +392,7 @@ static void test_clusters(void) {
     thr.delta_min = dmin * 0.999;
     int64_t *centres2 = malloc(sizeof(int64_t) * n), *cluster2 = malloc(sizeof(int64_t) * n);
     int64_t nc2 = 0;
-    st = gpuml_dpc_clusters(f.rho, f.delta, f.nearest, n, &thr, centres2, &nc2, cluster2);
+    st = gpuml_dpc_cut(f.rho, f.delta, f.nearest, n, &thr, centres2, &nc2, cluster2);
     int same = st == GPUML_OK && nc2 == nc;
     for (int64_t i = 0; same && i < n; i++) same = cluster[i] == cluster2[i];
     CHECK(same, "thresholds select the same %d clusters (%lld; %s)", k, (long long)nc2,
@@ -402,7 +403,7 @@ static void test_clusters(void) {
     gpuml_options opt = options();
     gpuml_dpc_estimate_dc(x, n, d, 0.02, &dc, &opt);
     opt = options();
-    st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt);
+    st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
     double border[16] = {0};
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < n; j++)
@@ -439,10 +440,10 @@ static void test_clusters(void) {
     gpuml_dpc_selection_init(&sel);
     sel.has_k = 1;
     sel.k = 3;
-    gpuml_dpc_clusters(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
+    gpuml_dpc_cut(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
     int halo[900];
     gpuml_options opt = options();
-    gpuml_status st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt);
+    gpuml_status st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
     double border[3] = {0};
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < n; j++)
@@ -461,7 +462,7 @@ static void test_clusters(void) {
     if (test_backend == GPUML_BACKEND_CUDA) {
       int cpu_halo[900];
       gpuml_options cpu = options_for(GPUML_BACKEND_CPU);
-      int same = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, cpu_halo, &cpu) == GPUML_OK;
+      int same = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, cpu_halo, &cpu, NULL) == GPUML_OK;
       for (int64_t i = 0; same && i < n; i++) same = cpu_halo[i] == halo[i];
       CHECK(same, "halo: GPU vs CPU");
     }
@@ -484,50 +485,50 @@ static void test_bad_input(void) {
   gpuml_dpc_params_init(&p);
   p.estimate_dc = 0;
   p.dc = 0;
-  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badDc", "dc = 0 must be a positive"),
         "dc = 0: %s", gpuml_last_error());
   p.dc = -1;
-  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badDc", "dc = -1"),
         "dc < 0: %s", gpuml_last_error());
   p.dc = NAN;
-  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badDc", "positive finite"),
         "dc NaN: %s", gpuml_last_error());
   p.dc = INFINITY;
-  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badDc", "positive finite"),
         "dc Inf: %s", gpuml_last_error());
   gpuml_dpc_params_init(&p);
   p.neighbor_rate = 1;
-  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badRate", "between 0 and 1"),
         "rate 1: %s", gpuml_last_error());
   gpuml_dpc_params_init(&p);
   p.kernel = (gpuml_dpc_kernel)7;
-  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badKernel", "kernel"),
         "bad kernel: %s", gpuml_last_error());
   gpuml_dpc_params_init(&p);
-  CHECK(error_is(gpuml_dpc(x, 1, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 1, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badData", "at least 2 points"),
         "one point: %s", gpuml_last_error());
-  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, NULL, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, NULL, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badOutput", "NULL"),
         "NULL output: %s", gpuml_last_error());
   x[5] = NAN;
-  CHECK(error_is(gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:nonFinite", "x contains NA/NaN at row 2, column 2"),
         "NaN: %s", gpuml_last_error());
   x[5] = 1;
   double same[8] = {1, 1, 1, 1, 2, 2, 2, 2};
-  CHECK(error_is(gpuml_dpc(same, 4, 2, &p, rho, delta, nearest, gamma, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_density(same, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badData", "identical"),
         "identical points: %s", gpuml_last_error());
   p.estimate_dc = 0;
   p.dc = 1;
-  CHECK(gpuml_dpc(same, 4, 2, &p, rho, delta, nearest, gamma, &opt) == GPUML_OK &&
+  CHECK(gpuml_dpc_density(same, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL) == GPUML_OK &&
             rho[0] == 3 && nearest[0] == -1 && delta[0] == 0 && nearest[3] == 0,
         "identical points with a given dc");
 
@@ -535,16 +536,16 @@ static void test_bad_input(void) {
   gpuml_dpc_params_init(&p);
   p.estimate_dc = 0;
   p.dc = 1.5;
-  gpuml_dpc(x, 4, 2, &p, rho, delta, nearest, gamma, &opt);
+  gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL);
   int64_t centres[4], cluster[4], nc = 0;
   gpuml_dpc_selection sel;
   gpuml_dpc_selection_init(&sel);
-  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+  CHECK(error_is(gpuml_dpc_cut(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badSelection", "no selection"),
         "no selection: %s", gpuml_last_error());
   sel.has_k = 1;
   sel.k = 5;
-  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+  CHECK(error_is(gpuml_dpc_cut(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badK", "k = 5 exceeds the 4 points"),
         "k > n: %s", gpuml_last_error());
   sel.k = 0;
@@ -552,7 +553,7 @@ static void test_bad_input(void) {
                  "k = 0 must be at least 1"),
         "k = 0: %s", gpuml_last_error());
   sel.k = -1;
-  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+  CHECK(error_is(gpuml_dpc_cut(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badK", "at least 1"),
         "k < 0: %s", gpuml_last_error());
   sel.k = 2;
@@ -562,41 +563,41 @@ static void test_bad_input(void) {
                  "not both"),
         "k and thresholds: %s", gpuml_last_error());
   sel.has_k = 0;
-  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+  CHECK(error_is(gpuml_dpc_cut(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badSelection", "only rho"),
         "rho threshold alone: %s", gpuml_last_error());
   sel.has_delta = 1;
   sel.delta_min = 1e9;
   CHECK(gpuml_dpc_check_selection(&sel, 4) == GPUML_OK, "valid thresholds refused");
-  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+  CHECK(error_is(gpuml_dpc_cut(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:noCentres", "lower the thresholds"),
         "thresholds too high: %s", gpuml_last_error());
   sel.delta_min = INFINITY;
-  CHECK(error_is(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+  CHECK(error_is(gpuml_dpc_cut(rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badSelection", "finite"),
         "infinite threshold: %s", gpuml_last_error());
   gpuml_dpc_selection_init(&sel);
   sel.has_k = 1;
   sel.k = 4;
-  CHECK(gpuml_dpc_clusters(rho, delta, nearest, 4, &sel, centres, &nc, cluster) == GPUML_OK &&
+  CHECK(gpuml_dpc_cut(rho, delta, nearest, 4, &sel, centres, &nc, cluster) == GPUML_OK &&
             nc == 4,
         "k = n: every point its own cluster");
   int64_t bad_nearest[4];
   memcpy(bad_nearest, nearest, sizeof bad_nearest);
   bad_nearest[nearest[0] == -1 ? 1 : 0] = -1;
-  CHECK(error_is(gpuml_dpc_clusters(rho, delta, bad_nearest, 4, &sel, centres, &nc, cluster),
+  CHECK(error_is(gpuml_dpc_cut(rho, delta, bad_nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badInput", "exactly one point"),
         "two tops: %s", gpuml_last_error());
   double bad_rho[4] = {rho[0], rho[1], -1, rho[3]};
-  CHECK(error_is(gpuml_dpc_clusters(bad_rho, delta, nearest, 4, &sel, centres, &nc, cluster),
+  CHECK(error_is(gpuml_dpc_cut(bad_rho, delta, nearest, 4, &sel, centres, &nc, cluster),
                  GPUML_ERR_ARG, "dpc:badInput", "non-negative"),
         "negative rho: %s", gpuml_last_error());
   int halo[4];
   int64_t bad_cluster[4] = {0, 1, 2, 0};
-  CHECK(error_is(gpuml_dpc_halo(x, 4, 2, 1.5, rho, bad_cluster, 2, halo, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_halo(x, 4, 2, 1.5, rho, bad_cluster, 2, halo, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badInput", "point 3 has cluster 3, outside 1 .. 2"),
         "halo with a bad cluster: %s", gpuml_last_error());
-  CHECK(error_is(gpuml_dpc_halo(x, 4, 2, -2, rho, bad_cluster, 3, halo, &opt), GPUML_ERR_ARG,
+  CHECK(error_is(gpuml_dpc_halo(x, 4, 2, -2, rho, bad_cluster, 3, halo, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badDc", "dc = -2"),
         "halo with dc < 0: %s", gpuml_last_error());
 }
@@ -631,14 +632,14 @@ static void test_callbacks(void) {
     opt.progress = record_progress;
     monotone = 1;
     progress_calls = 0;
-    gpuml_status st = gpuml_dpc(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt);
+    gpuml_status st = gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL);
     CHECK(st == GPUML_OK && progress_calls >= 2 && monotone && last_done == n,
           "d = %lld progress: %lld calls, last %lld (%s)", (long long)d, (long long)progress_calls,
           (long long)last_done, gpuml_last_error());
     opt = options();
     opt.interrupted = interrupt_later;
     stop_after = 1;
-    st = gpuml_dpc(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt);
+    st = gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL);
     CHECK(st == GPUML_ERR_INTERRUPTED && strcmp(gpuml_last_error_id(), "interrupted") == 0,
           "d = %lld interrupted: status %d", (long long)d, st);
     fit_free(&f);
@@ -658,12 +659,13 @@ static void test_backend_choice(void) {
   gpuml_options opt;
   gpuml_options_init(&opt);
   opt.backend = GPUML_BACKEND_CUDA;
-  gpuml_status st = gpuml_dpc(x, 3, 2, &p, rho, delta, nearest, NULL, &opt);
+  gpuml_status st = gpuml_dpc_density(x, 3, 2, &p, rho, delta, nearest, NULL, &opt, NULL);
   CHECK(st == GPUML_ERR_NO_CUDA && strcmp(gpuml_last_error_id(), "dpc:noCuda") == 0,
         "cuda without a device: %d (%s)", st, gpuml_last_error());
   opt.backend = GPUML_BACKEND_AUTO;
-  CHECK(gpuml_dpc(x, 3, 2, &p, rho, delta, nearest, NULL, &opt) == GPUML_OK &&
-            opt.backend_used == GPUML_BACKEND_CPU,
+  gpuml_dpc_result res;
+  CHECK(gpuml_dpc_density(x, 3, 2, &p, rho, delta, nearest, NULL, &opt, &res) == GPUML_OK &&
+            res.run.backend == GPUML_BACKEND_CPU,
         "auto without a device runs on the CPU");
 }
 

@@ -130,8 +130,9 @@ static fit_t fit_with(const double *x, int64_t n, int64_t d, const int64_t *G, i
   p.reg = reg;
   p.n_init = n_init;
   opt->seed = seed;
-  f.status = gpuml_gmm_fit(x, n, d, &p, &f.model, f.z, f.cls, f.uncertainty, f.bic, opt);
-  f.used = opt->backend_used;
+  gpuml_gmm_result res;
+  f.status = gpuml_gmm_fit(x, n, d, &p, &f.model, f.z, f.cls, f.uncertainty, f.bic, opt, &res);
+  f.used = f.status ? GPUML_BACKEND_AUTO : res.run.backend;
   return f;
 }
 
@@ -432,7 +433,7 @@ static void test_predict(void) {
     double *z = malloc(sizeof(double) * n * G), *u = malloc(sizeof(double) * n);
     int64_t *cls = malloc(sizeof(int64_t) * n);
     gpuml_options opt = options(test_backend);
-    gpuml_status st = gpuml_gmm_predict(&f.model, x, n, z, cls, u, &opt);
+    gpuml_status st = gpuml_gmm_predict(&f.model, x, n, z, cls, u, &opt, NULL);
     CHECK(st == GPUML_OK, "predict: %s", gpuml_last_error());
     CHECK(memcmp(cls, f.cls, sizeof(int64_t) * n) == 0, "%s: predict on the training data gives the fitted classes",
           gpuml_gmm_covariance_name(t));
@@ -442,7 +443,7 @@ static void test_predict(void) {
     double *q = malloc(sizeof(double) * G * d);
     for (int64_t k = 0; k < G; k++)
       for (int64_t j = 0; j < d; j++) q[k + j * G] = f.model.means[j + k * d];
-    st = gpuml_gmm_predict(&f.model, q, G, NULL, cls, NULL, &opt);
+    st = gpuml_gmm_predict(&f.model, q, G, NULL, cls, NULL, &opt, NULL);
     int own = st == GPUML_OK;
     for (int64_t k = 0; k < G && own; k++) own &= cls[k] == k;
     CHECK(own, "each mean is classified to its own component");
@@ -517,14 +518,14 @@ static void test_bad_input(void) {
     p.G = &G2;
     p.nG = 1;
     p.reg = -1;
-    gpuml_status st = gpuml_gmm_fit(x, n, d, &p, &model, z, NULL, NULL, &bic, &opt);
+    gpuml_status st = gpuml_gmm_fit(x, n, d, &p, &model, z, NULL, NULL, &bic, &opt, NULL);
     CHECK(st == GPUML_ERR_ARG && w[0] == -7 && bic == -7 && model.G == 0,
           "a failed check writes nothing");
     model.weights = NULL;
     p.reg = 1e-6;
-    st = gpuml_gmm_fit(x, n, d, &p, &model, z, NULL, NULL, &bic, &opt);
+    st = gpuml_gmm_fit(x, n, d, &p, &model, z, NULL, NULL, &bic, &opt, NULL);
     expect_error(st, GPUML_ERR_ARG, "gmm:badOutput", "NULL weights");
-    st = gpuml_gmm_fit(x, n, d, NULL, &model, z, NULL, NULL, &bic, &opt);
+    st = gpuml_gmm_fit(x, n, d, NULL, &model, z, NULL, NULL, &bic, &opt, NULL);
     expect_error(st, GPUML_ERR_ARG, "gmm:badParams", "NULL params");
   }
 
@@ -584,10 +585,10 @@ static void test_bad_input(void) {
 
   /* names */
   gpuml_gmm_covariance c = GPUML_GMM_FULL;
-  CHECK(gpuml_parse_gmm_covariance("Diag", &c) == GPUML_OK && c == GPUML_GMM_DIAG, "parse Diag");
-  CHECK(gpuml_parse_gmm_covariance("SPHERICAL", &c) == GPUML_OK && c == GPUML_GMM_SPHERICAL,
+  CHECK(gpuml_gmm_parse_covariance("Diag", &c) == GPUML_OK && c == GPUML_GMM_DIAG, "parse Diag");
+  CHECK(gpuml_gmm_parse_covariance("SPHERICAL", &c) == GPUML_OK && c == GPUML_GMM_SPHERICAL,
         "parse SPHERICAL");
-  expect_error(gpuml_parse_gmm_covariance("VVV", &c), GPUML_ERR_ARG, "gmm:badCovariance",
+  expect_error(gpuml_gmm_parse_covariance("VVV", &c), GPUML_ERR_ARG, "gmm:badCovariance",
                "unknown covariance name");
   CHECK(strstr(gpuml_last_error(), "\"full\", \"diag\" or \"spherical\"") != NULL,
         "covariance names listed: %s", gpuml_last_error());
@@ -601,25 +602,25 @@ static void test_bad_input(void) {
   if (!good.status) {
     int64_t cls[40];
     gpuml_gmm_model m = good.model;
-    gpuml_status st = gpuml_gmm_predict(&m, bad, n, NULL, cls, NULL, &opt);
+    gpuml_status st = gpuml_gmm_predict(&m, bad, n, NULL, cls, NULL, &opt, NULL);
     expect_error(st, GPUML_ERR_ARG, "gmm:nonFinite", "predict on -Inf data");
     double w0 = m.weights[0];
     m.weights[0] = 0;
-    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt), GPUML_ERR_ARG,
+    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt, NULL), GPUML_ERR_ARG,
                  "gmm:badModel", "predict with a zero weight");
     m.weights[0] = w0;
     double c00 = m.covariances[0];
     m.covariances[0] = -1;
-    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt), GPUML_ERR_ARG,
+    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt, NULL), GPUML_ERR_ARG,
                  "gmm:badModel", "predict with a covariance that is not positive definite");
     m.covariances[0] = c00;
     m.G = 0;
-    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt), GPUML_ERR_ARG,
+    expect_error(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt, NULL), GPUML_ERR_ARG,
                  "gmm:badModel", "predict with G = 0");
     m.G = 2;
-    expect_error(gpuml_gmm_predict(NULL, x, n, NULL, cls, NULL, &opt), GPUML_ERR_ARG,
+    expect_error(gpuml_gmm_predict(NULL, x, n, NULL, cls, NULL, &opt, NULL), GPUML_ERR_ARG,
                  "gmm:badModel", "predict with no model");
-    CHECK(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt) == GPUML_OK, "the model still works");
+    CHECK(gpuml_gmm_predict(&m, x, n, NULL, cls, NULL, &opt, NULL) == GPUML_OK, "the model still works");
   }
   fit_free(&good);
   free(dup);
@@ -744,8 +745,9 @@ static void test_backends_agree(void) {
         CHECK(max_abs_diff(g.z, h.z, n * G) < 1e-5, "z agree (%g)", max_abs_diff(g.z, h.z, n * G));
         /* predict on the GPU reproduces the GPU fit's classes */
         int64_t *cls = malloc(sizeof(int64_t) * n);
-        gpuml_status st = gpuml_gmm_predict(&g.model, x, n, NULL, cls, NULL, &og);
-        CHECK(st == GPUML_OK && og.backend_used == GPUML_BACKEND_CUDA &&
+        gpuml_gmm_result pres;
+        gpuml_status st = gpuml_gmm_predict(&g.model, x, n, NULL, cls, NULL, &og, &pres);
+        CHECK(st == GPUML_OK && pres.run.backend == GPUML_BACKEND_CUDA &&
                   memcmp(cls, g.cls, sizeof(int64_t) * n) == 0,
               "cuda predict gives the fitted classes (%s)", gpuml_last_error());
         free(cls);

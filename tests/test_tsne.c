@@ -1,4 +1,4 @@
-/* C tests of t-SNE: the public gpuml_tsne() and the internals it is built from (P,
+/* C tests of t-SNE: the public gpuml_tsne_fit() and the internals it is built from (P,
  * PCA, the gradient). The backend comes from GPUML_TEST_BACKEND ("cpu" by default;
  * with "cuda" the GPU results are also compared with the CPU backend's). */
 #include <math.h>
@@ -16,8 +16,7 @@ static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
 static gpuml_options options(gpuml_backend backend) {
   gpuml_options opt;
   gpuml_options_init(&opt);
-  opt.backend = backend;
-  opt.backend_used = backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA : GPUML_BACKEND_CPU;
+  opt.backend = backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA : GPUML_BACKEND_CPU;
   opt.precision = test_precision;
   return opt;
 }
@@ -37,14 +36,14 @@ static double *blobs(int64_t n, int64_t d, int clusters, uint64_t seed, int *lab
   return x;
 }
 
-/* P of x through the pipeline of gpuml_tsne (kNN, then the affinities). */
+/* P of x through the pipeline of gpuml_tsne_fit (kNN, then the affinities). */
 static gpuml_status affinities_of(const double *x, int64_t n, int64_t d, double perplexity,
                                   gm_csr *P, double *entropy, gpuml_backend backend) {
   const int64_t k = (int64_t)floor(3 * perplexity);
   int64_t *idx = malloc(sizeof(int64_t) * n * k);
   double *dist = malloc(sizeof(double) * n * k);
   gpuml_options opt = options(backend);
-  gpuml_status st = gpuml_knn(x, n, d, NULL, 0, k, idx, dist, &opt);
+  gpuml_status st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, &opt, NULL);
   if (!st) st = gm_tsne_affinities(idx, dist, n, k, perplexity, P, entropy, &opt);
   free(idx);
   free(dist);
@@ -72,41 +71,41 @@ static void test_bad_input(void) {
   gpuml_tsne_params_init(&p);
   gpuml_options opt = options(test_backend);
   p.perplexity = 5;
-  expect_error("n < 4", gpuml_tsne(x, 3, d, &p, y, NULL, NULL, &opt), "tsne:tooFewPoints");
+  expect_error("n < 4", gpuml_tsne_fit(x, 3, d, &p, y, NULL, &opt, NULL), "tsne:tooFewPoints");
   p.perplexity = 30;
-  expect_error("perplexity too large", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt),
+  expect_error("perplexity too large", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL),
                "tsne:badPerplexity");
   CHECK(strstr(gpuml_last_error(), "perplexity <= 13") != NULL, "message: %s", gpuml_last_error());
   p.perplexity = 13.5;
-  expect_error("3 perplexity > n - 1", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt),
+  expect_error("3 perplexity > n - 1", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL),
                "tsne:badPerplexity");
   p.perplexity = 0;
-  expect_error("perplexity 0", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badPerplexity");
+  expect_error("perplexity 0", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badPerplexity");
   p.perplexity = 5;
   p.dims = 0;
-  expect_error("dims 0", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badDims");
+  expect_error("dims 0", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badDims");
   p.dims = 4;
-  expect_error("dims 4", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badDims");
+  expect_error("dims 4", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badDims");
   p.dims = 2;
   p.max_iter = 0;
-  expect_error("max_iter 0", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badParameter");
+  expect_error("max_iter 0", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badParameter");
   p.max_iter = 100;
   p.learning_rate = -1;
-  expect_error("learning rate", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badParameter");
+  expect_error("learning rate", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badParameter");
   p.learning_rate = 0;
   p.init = GPUML_TSNE_INIT_USER;
-  expect_error("user init missing", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badInit");
+  expect_error("user init missing", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badInit");
   double init[80];
   for (int e = 0; e < 80; e++) init[e] = e * 1e-3;
   init[17] = NAN;
   p.init_y = init;
-  expect_error("user init NaN", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:badInit");
+  expect_error("user init NaN", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badInit");
   p.init = GPUML_TSNE_INIT_PCA;
   x[5 + 2 * n] = INFINITY;
-  expect_error("Inf in data", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:nonFinite");
+  expect_error("Inf in data", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:nonFinite");
   CHECK(strstr(gpuml_last_error(), "row 6, column 3") != NULL, "message: %s", gpuml_last_error());
   x[5 + 2 * n] = NAN;
-  expect_error("NaN in data", gpuml_tsne(x, n, d, &p, y, NULL, NULL, &opt), "tsne:nonFinite");
+  expect_error("NaN in data", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:nonFinite");
   CHECK(gpuml_tsne_cost_count(1000) == 20 && gpuml_tsne_cost_count(1001) == 21 &&
             gpuml_tsne_cost_count(49) == 1 && gpuml_tsne_cost_count(0) == 0,
         "cost counts");
@@ -200,7 +199,7 @@ static void test_duplicates(void) {
     p.method = methods[m];
     double *y = malloc(sizeof(double) * n * 2), costs[4];
     gpuml_options opt = options(test_backend);
-    st = gpuml_tsne(x, n, d, &p, y, costs, NULL, &opt);
+    st = gpuml_tsne_fit(x, n, d, &p, y, costs, &opt, NULL);
     int ok = st == GPUML_OK;
     for (int64_t e = 0; ok && e < n * 2; e++) ok &= isfinite(y[e]);
     for (int c = 0; ok && c < 4; c++) ok &= isfinite(costs[c]);
@@ -551,7 +550,7 @@ static double one_nn_accuracy(const double *y, int64_t n, int dims, const int *l
   double *dist = malloc(sizeof(double) * n);
   gpuml_options opt = options(GPUML_BACKEND_CPU);
   int64_t hit = 0;
-  if (gpuml_knn(y, n, dims, NULL, 0, 1, idx, dist, &opt) == GPUML_OK)
+  if (gpuml_knn_search(y, n, dims, NULL, 0, 1, idx, dist, &opt, NULL) == GPUML_OK)
     for (int64_t i = 0; i < n; i++) hit += label[idx[i]] == label[i];
   free(idx);
   free(dist);
@@ -575,7 +574,7 @@ static void test_blobs(void) {
       double *y = malloc(sizeof(double) * n * dims), costs[6];
       gpuml_tsne_result res;
       gpuml_options opt = options(test_backend);
-      gpuml_status st = gpuml_tsne(x, n, d, &p, y, costs, &res, &opt);
+      gpuml_status st = gpuml_tsne_fit(x, n, d, &p, y, costs, &opt, &res);
       CHECK(st == GPUML_OK, "blobs dims %d %s: %s", dims, m ? "fft" : "exact", gpuml_last_error());
       if (!st) {
         const double acc = one_nn_accuracy(y, n, dims, label);
@@ -586,9 +585,9 @@ static void test_blobs(void) {
         CHECK(res.method_used == methods[m] && res.neighbours == 60 && res.iterations_done == 300 &&
                   res.kl == costs[5] && res.learning_rate_used == 200,
               "blobs: result fields");
-        CHECK(opt.backend_used == (test_backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA
-                                                                       : GPUML_BACKEND_CPU),
-              "ran on %s", gpuml_backend_name(opt.backend_used));
+        CHECK(res.run.backend == (test_backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA
+                                                                      : GPUML_BACKEND_CPU),
+              "ran on %s", gpuml_backend_name(res.run.backend));
       }
       free(y);
     }
@@ -597,8 +596,8 @@ static void test_blobs(void) {
 }
 
 static int run_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_params *p,
-                    gpuml_options *opt, double *y, double *costs) {
-  return gpuml_tsne(x, n, d, p, y, costs, NULL, opt) == GPUML_OK;
+                    const gpuml_options *opt, double *y, double *costs) {
+  return gpuml_tsne_fit(x, n, d, p, y, costs, opt, NULL) == GPUML_OK;
 }
 
 static void test_reproducible(void) {
@@ -688,7 +687,7 @@ static void test_options(void) {
   p.init_y = init;
   p.dims = 3;
   gpuml_options opt = options(test_backend);
-  gpuml_status st = gpuml_tsne(x, n, 3, &p, y, NULL, NULL, &opt);
+  gpuml_status st = gpuml_tsne_fit(x, n, 3, &p, y, NULL, &opt, NULL);
   double worst = 0, mean0 = 0;
   for (int64_t i = 0; i < n; i++) mean0 += init[i];
   mean0 /= n;
@@ -697,7 +696,7 @@ static void test_options(void) {
   /* PCA init: the first coordinate follows the first principal component */
   p.init = GPUML_TSNE_INIT_PCA;
   p.dims = 2;
-  st = gpuml_tsne(x, n, 3, &p, y, NULL, NULL, &opt);
+  st = gpuml_tsne_fit(x, n, 3, &p, y, NULL, &opt, NULL);
   double pcs[300 * 2];
   gpuml_options co = options(GPUML_BACKEND_CPU);
   gm_tsne_pca_cpu(x, n, 3, 2, pcs, &co);
@@ -712,7 +711,7 @@ static void test_options(void) {
   for (int64_t i = 0; i < n; i++) x1[i] = (double)label[i] * 20 + sin((double)i);
   p.max_iter = 300;
   p.learning_rate = 0;
-  st = gpuml_tsne(x1, n, 1, &p, y, NULL, NULL, &opt);
+  st = gpuml_tsne_fit(x1, n, 1, &p, y, NULL, &opt, NULL);
   CHECK(st == GPUML_OK && one_nn_accuracy(y, n, 2, label) > 0.99,
         "one column into 2-D: %s", gpuml_last_error());
   free(x1);
@@ -736,8 +735,8 @@ static void test_pca_reduction(void) {
   double *y1 = malloc(sizeof(double) * n * 2), *y2 = malloc(sizeof(double) * n * 2);
   gpuml_options opt = options(GPUML_BACKEND_CPU);
   gpuml_status st = gm_tsne_pca_cpu(x, n, d, 12, s, &opt);
-  if (!st) st = gpuml_tsne(x, n, d, &p, y1, NULL, NULL, &opt);
-  if (!st) st = gpuml_tsne(s, n, 12, &p, y2, NULL, NULL, &opt);
+  if (!st) st = gpuml_tsne_fit(x, n, d, &p, y1, NULL, &opt, NULL);
+  if (!st) st = gpuml_tsne_fit(s, n, 12, &p, y2, NULL, &opt, NULL);
   CHECK(st == GPUML_OK && memcmp(y1, y2, sizeof(double) * n * 2) == 0,
         "pca = TRUE is t-SNE of the first initial_dims scores (%s)", gpuml_last_error());
   free(x);
@@ -785,7 +784,7 @@ static void test_callbacks(void) {
   opt.progress = log_progress;
   opt.interrupted = stop_later;
   opt.callback_ctx = &l;
-  gpuml_status st = gpuml_tsne(x, n, 80, &p, y, NULL, &res, &opt);
+  gpuml_status st = gpuml_tsne_fit(x, n, 80, &p, y, NULL, &opt, &res);
   CHECK(st == GPUML_OK && l.nstages == 4 && !strcmp(l.stages[0], "pca") &&
             !strcmp(l.stages[1], "knn") && !strcmp(l.stages[2], "affinities") &&
             !strcmp(l.stages[3], "tsne") && l.kl_seen == 3,
@@ -796,7 +795,7 @@ static void test_callbacks(void) {
     memset(&l, 0, sizeof l);
     l.stop_after = at;
     l.res = &res;
-    st = gpuml_tsne(x, n, 80, &p, y, NULL, &res, &opt);
+    st = gpuml_tsne_fit(x, n, 80, &p, y, NULL, &opt, &res);
     CHECK(st == GPUML_ERR_INTERRUPTED, "interrupt after %d checks: status %d", at, st);
   }
   free(x);

@@ -42,6 +42,15 @@ as_flag <- function(x, what) {
   as.logical(x)
 }
 
+# The seed of a call, one rule for every algorithm: the user's number, or one drawn from
+# R's generator so that set.seed() decides the result. The core checks the value.
+as_seed <- function(seed) {
+  if (is.null(seed)) return(as.double(sample.int(.Machine$integer.max, 1L)))
+  if (!is.numeric(seed) || length(seed) != 1L || is.na(seed))
+    stop("seed must be NULL or a single whole number", call. = FALSE)
+  as.double(seed)
+}
+
 # OpenMP threads for the CPU backend: option gpuml.threads, 0 = the OpenMP default.
 gpuml_threads <- function() {
   th <- getOption("gpuml.threads", 0L)

@@ -77,13 +77,14 @@ SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP backend, SEXP verbose, SEXP
   const int64_t m = has_y ? nrows_of(y) : n;
   if (has_y) gpuml_r_stop_on_failure(gpuml_check_columns("dist", "y", ncols_of(y), "x", d));
   SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int)n, (int)m));
-  gpuml_status st = gpuml_dist(REAL(x), n, d, has_y ? REAL(y) : NULL, m,
-                               Rf_asLogical(squared) == TRUE, REAL(out), &opt);
+  gpuml_dist_result result;
+  gpuml_status st = gpuml_dist_compute(REAL(x), n, d, has_y ? REAL(y) : NULL, m,
+                                       Rf_asLogical(squared) == TRUE, REAL(out), &opt, &result);
   gpuml_r_stop_on_failure(st);
   SEXP res = PROTECT(Rf_allocVector(VECSXP, 2));
   SEXP names = PROTECT(Rf_allocVector(STRSXP, 2));
   SET_VECTOR_ELT(res, 0, out);
-  SET_VECTOR_ELT(res, 1, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  SET_VECTOR_ELT(res, 1, Rf_mkString(gpuml_backend_name(result.run.backend)));
   SET_STRING_ELT(names, 0, Rf_mkChar("dist"));
   SET_STRING_ELT(names, 1, Rf_mkChar("backend"));
   Rf_setAttrib(res, R_NamesSymbol, names);
@@ -108,8 +109,9 @@ SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP verbose,
   SEXP idx = PROTECT(Rf_allocMatrix(INTSXP, (int)m, (int)kcols));
   SEXP dist = PROTECT(Rf_allocMatrix(REALSXP, (int)m, (int)kcols));
   int64_t *index0 = (int64_t *)R_alloc((size_t)m * (size_t)kcols, sizeof(int64_t));
-  gpuml_status st = gpuml_knn(REAL(data), n, d, has_query ? REAL(query) : NULL, m, kk,
-                              index0, REAL(dist), &opt);
+  gpuml_knn_result result;
+  gpuml_status st = gpuml_knn_search(REAL(data), n, d, has_query ? REAL(query) : NULL, m, kk,
+                                     index0, REAL(dist), &opt, &result);
   gpuml_r_stop_on_failure(st);
   int *ip = INTEGER(idx);
   const size_t count = (size_t)m * (size_t)kcols;
@@ -118,7 +120,7 @@ SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP verbose,
   SEXP names = PROTECT(Rf_allocVector(STRSXP, 3));
   SET_VECTOR_ELT(res, 0, idx);
   SET_VECTOR_ELT(res, 1, dist);
-  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(result.run.backend)));
   SET_STRING_ELT(names, 0, Rf_mkChar("nn.index"));
   SET_STRING_ELT(names, 1, Rf_mkChar("nn.dist"));
   SET_STRING_ELT(names, 2, Rf_mkChar("backend"));
@@ -201,4 +203,10 @@ void R_init_gpuml(DllInfo *dll) {
   R_registerRoutines(dll, NULL, call_methods, NULL, NULL);
   R_useDynamicSymbols(dll, FALSE);
   R_forceSymbols(dll, TRUE);
+}
+
+/* The GPU contexts the library kept across calls go with the package. */
+void R_unload_gpuml(DllInfo *dll) {
+  (void)dll;
+  gpuml_shutdown();
 }

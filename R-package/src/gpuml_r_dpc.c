@@ -37,14 +37,15 @@ static int dpc_has_selection(const gpuml_dpc_selection *sel) {
 /* Centres, clusters and halo for a fit: list(peaks, clusters, halo), 1-based. */
 static SEXP dpc_cut(SEXP x, double dc, const double *rho, const double *delta,
                     const int64_t *nearest, const gpuml_dpc_selection *sel,
-                    gpuml_options *opt) {
+                    const gpuml_options *opt) {
   const int64_t n = (int64_t)Rf_nrows(x), d = (int64_t)Rf_ncols(x);
   int64_t *centres = (int64_t *)R_alloc((size_t)n, sizeof(int64_t));
   int64_t *cluster = (int64_t *)R_alloc((size_t)n, sizeof(int64_t));
   int64_t ncentres = 0;
-  gpuml_r_stop_on_failure(gpuml_dpc_clusters(rho, delta, nearest, n, sel, centres, &ncentres, cluster));
+  gpuml_r_stop_on_failure(gpuml_dpc_cut(rho, delta, nearest, n, sel, centres, &ncentres, cluster));
   SEXP halo = PROTECT(Rf_allocVector(LGLSXP, (R_xlen_t)n));
-  gpuml_r_stop_on_failure(gpuml_dpc_halo(REAL(x), n, d, dc, rho, cluster, ncentres, LOGICAL(halo), opt));
+  gpuml_r_stop_on_failure(
+      gpuml_dpc_halo(REAL(x), n, d, dc, rho, cluster, ncentres, LOGICAL(halo), opt, NULL));
   SEXP peaks = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)ncentres));
   SEXP clusters = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)n));
   for (int64_t c = 0; c < ncentres; c++) INTEGER(peaks)[c] = (int)(centres[c] + 1);
@@ -89,12 +90,13 @@ SEXP gpuml_r_dpc(SEXP x, SEXP dc, SEXP gaussian, SEXP seed, SEXP k, SEXP rho_min
   SEXP gamma = PROTECT(Rf_allocVector(REALSXP, len));
   SEXP nearest = PROTECT(Rf_allocVector(INTSXP, len));
   int64_t *nearest0 = (int64_t *)R_alloc((size_t)len, sizeof(int64_t));
-  gpuml_r_stop_on_failure(gpuml_dpc(REAL(x), n, d, &params, REAL(rho), REAL(delta), nearest0, REAL(gamma),
-                     &opt));
+  gpuml_dpc_result result;
+  gpuml_r_stop_on_failure(gpuml_dpc_density(REAL(x), n, d, &params, REAL(rho), REAL(delta),
+                                            nearest0, REAL(gamma), &opt, &result));
   for (int64_t i = 0; i < n; i++)
     INTEGER(nearest)[i] = nearest0[i] < 0 ? NA_INTEGER : (int)(nearest0[i] + 1);
   SEXP cut = R_NilValue;
-  if (cut_wanted) cut = dpc_cut(x, params.dc, REAL(rho), REAL(delta), nearest0, &sel, &opt);
+  if (cut_wanted) cut = dpc_cut(x, result.dc, REAL(rho), REAL(delta), nearest0, &sel, &opt);
   PROTECT(cut);
   const char *keys[] = {"rho", "delta", "nearest", "gamma", "dc", "backend", "cut"};
   SEXP res = PROTECT(Rf_allocVector(VECSXP, 7));
@@ -103,8 +105,8 @@ SEXP gpuml_r_dpc(SEXP x, SEXP dc, SEXP gaussian, SEXP seed, SEXP k, SEXP rho_min
   SET_VECTOR_ELT(res, 1, delta);
   SET_VECTOR_ELT(res, 2, nearest);
   SET_VECTOR_ELT(res, 3, gamma);
-  SET_VECTOR_ELT(res, 4, Rf_ScalarReal(params.dc));
-  SET_VECTOR_ELT(res, 5, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  SET_VECTOR_ELT(res, 4, Rf_ScalarReal(result.dc));
+  SET_VECTOR_ELT(res, 5, Rf_mkString(gpuml_backend_name(result.run.backend)));
   SET_VECTOR_ELT(res, 6, cut);
   for (int i = 0; i < 7; i++) SET_STRING_ELT(names, i, Rf_mkChar(keys[i]));
   Rf_setAttrib(res, R_NamesSymbol, names);

@@ -10,7 +10,7 @@
 
 static gpuml_gmm_covariance covariance_of(SEXP name) {
   gpuml_gmm_covariance c = GPUML_GMM_FULL;
-  if (gpuml_parse_gmm_covariance(CHAR(STRING_ELT(name, 0)), &c) != GPUML_OK)
+  if (gpuml_gmm_parse_covariance(CHAR(STRING_ELT(name, 0)), &c) != GPUML_OK)
     Rf_error("%s", gpuml_last_error());
   return c;
 }
@@ -73,7 +73,9 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, S
   double *unc = (double *)R_alloc(rows, sizeof(double));
   int64_t *cls = (int64_t *)R_alloc(rows, sizeof(int64_t));
   double *bic = (double *)R_alloc(nG > 0 ? (size_t)nG : 1, sizeof(double));
-  gpuml_r_stop_on_failure(gpuml_gmm_fit(REAL(x), n, d, &p, &model, z, cls, unc, bic, &opt));
+  gpuml_gmm_result result;
+  gpuml_r_stop_on_failure(
+      gpuml_gmm_fit(REAL(x), n, d, &p, &model, z, cls, unc, bic, &opt, &result));
 
   const int64_t Gb = model.G;
   SEXP rz, rcls, runc;
@@ -104,7 +106,7 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, S
   SET_VECTOR_ELT(res, 11, Rf_ScalarReal((double)gpuml_gmm_npar(model.covariance, Gb, d)));
   SET_VECTOR_ELT(res, 12, Rf_ScalarInteger((int)model.n_iter));
   SET_VECTOR_ELT(res, 13, Rf_ScalarLogical(model.converged != 0));
-  SET_VECTOR_ELT(res, 14, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  SET_VECTOR_ELT(res, 14, Rf_mkString(gpuml_backend_name(result.run.backend)));
   UNPROTECT(8);
   return res;
 }
@@ -127,7 +129,8 @@ SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covari
   double *z = (double *)R_alloc(rows * (size_t)(G > 0 ? G : 1), sizeof(double));
   double *unc = (double *)R_alloc(rows, sizeof(double));
   int64_t *cls = (int64_t *)R_alloc(rows, sizeof(int64_t));
-  gpuml_r_stop_on_failure(gpuml_gmm_predict(&model, REAL(x), m, z, cls, unc, &opt));
+  gpuml_gmm_result result;
+  gpuml_r_stop_on_failure(gpuml_gmm_predict(&model, REAL(x), m, z, cls, unc, &opt, &result));
   SEXP rz, rcls, runc;
   outputs(z, cls, unc, m, G, &rz, &rcls, &runc);
   const char *names[] = {"classification", "z", "uncertainty", "backend"};
@@ -135,7 +138,7 @@ SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covari
   SET_VECTOR_ELT(res, 0, rcls);
   SET_VECTOR_ELT(res, 1, rz);
   SET_VECTOR_ELT(res, 2, runc);
-  SET_VECTOR_ELT(res, 3, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  SET_VECTOR_ELT(res, 3, Rf_mkString(gpuml_backend_name(result.run.backend)));
   UNPROTECT(4);
   return res;
 }

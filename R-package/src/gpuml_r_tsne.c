@@ -1,5 +1,5 @@
 /* gpuml_r_tsne.c — the .Call glue of gpu_tsne() (R/tsne.R). Converts types, runs
- * gpuml_tsne() with progress (iteration, KL, elapsed) and interrupt callbacks, and
+ * gpuml_tsne_fit() with progress (iteration, KL, elapsed) and interrupt callbacks, and
  * returns the embedding; every check of values is the core's. */
 #include <limits.h>
 #include <math.h>
@@ -88,7 +88,7 @@ SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init, SEXP method, SEXP seed, SEXP b
   const int ncost = gpuml_tsne_cost_count(p.max_iter > 0 ? p.max_iter : 1);
   SEXP y = PROTECT(Rf_allocMatrix(REALSXP, (int)n, dims));
   SEXP costs = PROTECT(Rf_allocVector(REALSXP, ncost));
-  gpuml_status st = gpuml_tsne(REAL(x), n, d, &p, REAL(y), REAL(costs), &result, &opt);
+  gpuml_status st = gpuml_tsne_fit(REAL(x), n, d, &p, REAL(y), REAL(costs), &opt, &result);
   if (st != GPUML_OK) {
     UNPROTECT(2);
     if (st == GPUML_ERR_INTERRUPTED) R_CheckUserInterrupt();
@@ -103,7 +103,7 @@ SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init, SEXP method, SEXP seed, SEXP b
   for (int i = 0; i < nn; i++) SET_STRING_ELT(rn, i, Rf_mkChar(names[i]));
   SET_VECTOR_ELT(res, 0, y);
   SET_VECTOR_ELT(res, 1, costs);
-  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(opt.backend_used)));
+  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(result.run.backend)));
   SET_VECTOR_ELT(res, 3, Rf_mkString(gpuml_tsne_method_name(result.method_used)));
   SET_VECTOR_ELT(res, 4, Rf_ScalarReal(result.learning_rate_used));
   SET_VECTOR_ELT(res, 5, Rf_ScalarReal((double)result.neighbours));

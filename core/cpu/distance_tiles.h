@@ -1,5 +1,5 @@
 /* Squared Euclidean distances between blocks of two point sets: the piece that
- * gpuml_dist() and gpuml_knn() share on the CPU. */
+ * gpuml_dist_compute() and gpuml_knn_search() share on the CPU. */
 #ifndef GPUML_DISTANCE_TILES_H
 #define GPUML_DISTANCE_TILES_H
 #include <stdint.h>

@@ -13,7 +13,12 @@
  *    allocated on every path.
  *  - Output arrays are allocated by the caller. Every argument (sizes, k, finiteness)
  *    is checked before anything is written, so a call that fails its checks leaves the
- *    outputs untouched.
+ *    outputs untouched. Each algorithm has a check call (gpuml_knn_check ...) that a
+ *    front end runs before it allocates the outputs.
+ *  - Options and parameters are input only (const). What a call used (the backend, the
+ *    device, the precision, ...) comes back in its result struct, whose first member is
+ *    a gpuml_run_info; a NULL result pointer is allowed everywhere.
+ *  - Names follow gpuml_<algorithm>_<verb>.
  */
 #ifndef GPUML_H
 #define GPUML_H
@@ -69,12 +74,25 @@ typedef struct {
   gpuml_progress_fn progress;         /* may be NULL */
   gpuml_interrupted_fn interrupted;   /* may be NULL */
   void *callback_ctx;                 /* passed to both callbacks */
-  gpuml_backend backend_used;         /* out: the backend that ran (CPU or CUDA) */
 } gpuml_options;
 
 /* Fills *opt with the defaults: backend auto, device 0, double precision, default
  * threads, seed 42, silent, no limit, no callbacks. */
 void gpuml_options_init(gpuml_options *opt);
+
+/* The seed rule of every algorithm, for front ends that hold numbers as doubles: a whole
+ * number in [0, 2^53). R and Octave draw it from their own generator when the user gives
+ * none, so that set.seed() / rand("seed") decide. Error "badSeed" otherwise. */
+gpuml_status gpuml_options_set_seed(gpuml_options *opt, double seed);
+
+/* What a call ran on: the first member of every algorithm's result struct. */
+typedef struct {
+  gpuml_backend backend;     /* the backend that ran: CPU or CUDA (never auto) */
+  int device;                /* the CUDA device, -1 on the CPU */
+  gpuml_precision precision; /* the precision the arithmetic ran in */
+  int threads;               /* OpenMP threads of the CPU backend */
+  double seconds;            /* wall-clock time of the call */
+} gpuml_run_info;
 
 const char *gpuml_last_error(void);
 const char *gpuml_last_error_id(void);
@@ -101,7 +119,7 @@ typedef struct {
 } gpuml_info;
 
 /* The C calls take one column count for both matrices; front ends holding two
- * matrices check that they agree with this before calling gpuml_dist()/gpuml_knn().
+ * matrices check that they agree with this before calling gpuml_dist_compute()/gpuml_knn_search().
  * GPUML_ERR_ARG with id "<stage>:dimMismatch" ("query has 2 columns but data has 3")
  * when d_second != d_first. */
 gpuml_status gpuml_check_columns(const char *stage, const char *second, int64_t d_second,
@@ -110,6 +128,25 @@ gpuml_status gpuml_check_columns(const char *stage, const char *second, int64_t 
 /* What was compiled in and which device was found. Never fails for lack of a GPU. */
 gpuml_status gpuml_backend_info(gpuml_info *info);
 
+/* The library keeps one context per GPU across calls (a stream, the cuBLAS and cuSOLVER
+ * handles, a pool of device memory, page-locked staging buffers), created by the first
+ * call that uses the device. gpuml_context_free() releases one device's context, waiting
+ * for a call that uses it; gpuml_shutdown() releases them all (R and Octave call it when
+ * the package is unloaded). A later call creates a context again. Objects that hold
+ * device memory of their own (a kNN index) are not affected. Both are no-ops without
+ * CUDA. The pool keeps at most GPUML_CUDA_POOL_CACHE bytes (K/M/G suffixes; default a
+ * quarter of the device's memory) cached between calls. */
+gpuml_status gpuml_context_free(int device);
+void gpuml_shutdown(void);
+
+typedef struct {
+  gpuml_run_info run;
+} gpuml_dist_result;
+
+typedef struct {
+  gpuml_run_info run;
+} gpuml_knn_result;
+
 /*
  * Euclidean distances.
  *   x: n x d, y: m x d (y == NULL means y = x, m = n).
@@ -117,10 +154,12 @@ gpuml_status gpuml_backend_info(gpuml_info *info);
  * Never negative or NaN; exactly 0 for identical rows; symmetric with a zero diagonal
  * when y == NULL.
  */
-gpuml_status gpuml_dist(const double *x, int64_t n, int64_t d, const double *y, int64_t m,
-                        int squared, double *out, gpuml_options *opt);
-gpuml_status gpuml_dist_f(const float *x, int64_t n, int64_t d, const float *y, int64_t m,
-                          int squared, float *out, gpuml_options *opt);
+gpuml_status gpuml_dist_compute(const double *x, int64_t n, int64_t d, const double *y,
+                                int64_t m, int squared, double *out, const gpuml_options *opt,
+                                gpuml_dist_result *result);
+gpuml_status gpuml_dist_compute_f(const float *x, int64_t n, int64_t d, const float *y,
+                                  int64_t m, int squared, float *out, const gpuml_options *opt,
+                                  gpuml_dist_result *result);
 
 /*
  * Exact k nearest neighbours of each query among the data.
@@ -131,12 +170,17 @@ gpuml_status gpuml_dist_f(const float *x, int64_t n, int64_t d, const float *y, 
  *   ordered by the smaller index, so results are deterministic.
  * The m x n distance matrix is never held in memory.
  */
-gpuml_status gpuml_knn(const double *data, int64_t n, int64_t d, const double *query,
-                       int64_t m, int64_t k, int64_t *index, double *dist,
-                       gpuml_options *opt);
-gpuml_status gpuml_knn_f(const float *data, int64_t n, int64_t d, const float *query,
-                         int64_t m, int64_t k, int64_t *index, float *dist,
-                         gpuml_options *opt);
+gpuml_status gpuml_knn_search(const double *data, int64_t n, int64_t d, const double *query,
+                              int64_t m, int64_t k, int64_t *index, double *dist,
+                              const gpuml_options *opt, gpuml_knn_result *result);
+gpuml_status gpuml_knn_search_f(const float *data, int64_t n, int64_t d, const float *query,
+                                int64_t m, int64_t k, int64_t *index, float *dist,
+                                const gpuml_options *opt, gpuml_knn_result *result);
+/* The checks of gpuml_knn_search() that need no data (sizes, k, options; query_rows < 0
+ * for the data searched against itself), so that a front end can refuse a call before
+ * it allocates the m x k outputs. */
+gpuml_status gpuml_knn_check(int64_t n, int64_t d, int64_t query_rows, int64_t k,
+                             const gpuml_options *opt);
 
 /* =====================================================================================
  * Density peaks clustering (Rodriguez & Laio 2014): core/dpc.c, kernels/dpc.cu
@@ -170,9 +214,8 @@ typedef enum {
 #define GPUML_DPC_DC_SAMPLE 2000
 
 typedef struct {
-  int estimate_dc;        /* in: non-zero: estimate dc (the default); 0: use dc */
-  double dc;              /* in: the cutoff distance (> 0, finite) when estimate_dc == 0;
-                             out: the dc used (given or estimated) */
+  int estimate_dc;        /* non-zero: estimate dc (the default); 0: use dc */
+  double dc;              /* the cutoff distance (> 0, finite) when estimate_dc == 0 */
   double neighbor_rate;   /* in: the fraction for the estimate, in (0, 1); default 0.02 */
   gpuml_dpc_kernel kernel; /* in: default GPUML_DPC_CUTOFF */
 } gpuml_dpc_params;
@@ -184,14 +227,20 @@ void gpuml_dpc_params_init(gpuml_dpc_params *p);
  * backend, so both get the same dc. Fails ("dpc:badData") when all sampled points
  * coincide. */
 gpuml_status gpuml_dpc_estimate_dc(const double *x, int64_t n, int64_t d, double neighbor_rate,
-                                   double *dc, gpuml_options *opt);
+                                   double *dc, const gpuml_options *opt);
+
+typedef struct {
+  gpuml_run_info run;
+  double dc;              /* the dc used (given or estimated) */
+} gpuml_dpc_result;
 
 /* Densities and distances to the nearest denser point of x (n x d, n >= 2).
  * Outputs (caller-allocated, length n): rho, delta, nearest (0-based; -1 for the top
- * point) and gamma (may be NULL). params->dc receives the dc used. */
-gpuml_status gpuml_dpc(const double *x, int64_t n, int64_t d, gpuml_dpc_params *params,
-                       double *rho, double *delta, int64_t *nearest, double *gamma,
-                       gpuml_options *opt);
+ * point) and gamma (may be NULL). result->dc receives the dc used. */
+gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
+                               const gpuml_dpc_params *params, double *rho, double *delta,
+                               int64_t *nearest, double *gamma, const gpuml_options *opt,
+                               gpuml_dpc_result *result);
 
 /* How the centres are chosen: either k (the k points of largest gamma; equal gamma:
  * the higher density first), or both thresholds (every point with rho > rho_min and
@@ -216,26 +265,26 @@ void gpuml_dpc_selection_init(gpuml_dpc_selection *s);
  * and "dpc:badK" (k outside 1 .. n). */
 gpuml_status gpuml_dpc_check_selection(const gpuml_dpc_selection *sel, int64_t n);
 
-/* Centres and clusters from the output of gpuml_dpc(), without touching the data:
+/* Centres and clusters from the output of gpuml_dpc_density(), without touching the data:
  * cheap, so that a fit can be recut. centres (caller-allocated, length n) receives
  * *ncentres point indices (0-based) ordered by decreasing gamma; cluster (length n)
  * the cluster of every point, 0 .. *ncentres - 1 (cluster c has centre centres[c]):
  * points are assigned in decreasing density to the cluster of their `nearest`.
  * Errors: those of gpuml_dpc_check_selection(), thresholds that select no point
- * ("dpc:noCentres"), inputs that are not the output of gpuml_dpc() ("dpc:badInput"). */
-gpuml_status gpuml_dpc_clusters(const double *rho, const double *delta, const int64_t *nearest,
-                                int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
-                                int64_t *ncentres, int64_t *cluster);
+ * ("dpc:noCentres"), inputs that are not the output of gpuml_dpc_density() ("dpc:badInput"). */
+gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t *nearest,
+                           int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
+                           int64_t *ncentres, int64_t *cluster);
 
 /* Halo (border) points as in Rodriguez & Laio: the border density of a cluster is the
  * largest (rho_i + rho_j) / 2 over the pairs i in it, j in another cluster, with
  * d_ij <= dc; a point is halo (halo[i] = 1, else 0) when its rho is below its
  * cluster's border density. One more pass over the pairs within dc (on the backend
- * of opt), O(n) memory. x and dc as given to gpuml_dpc(), rho its output, cluster
- * that of gpuml_dpc_clusters() (values 0 .. ncentres - 1). */
+ * of opt), O(n) memory. x and dc as given to gpuml_dpc_density(), rho its output, cluster
+ * that of gpuml_dpc_cut() (values 0 .. ncentres - 1). */
 gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
                             const int64_t *cluster, int64_t ncentres, int *halo,
-                            gpuml_options *opt);
+                            const gpuml_options *opt, gpuml_dpc_result *result);
 
 /* =====================================================================================
  * t-SNE: core/tsne.c, kernels/tsne.cu
@@ -291,12 +340,13 @@ typedef struct {
 void gpuml_tsne_params_init(gpuml_tsne_params *params);
 
 typedef struct {
+  gpuml_run_info run;
   gpuml_tsne_method method_used; /* exact or FFT */
   double learning_rate_used;
   int64_t neighbours;            /* k used for P */
   int64_t nnz;                   /* non-zeros of the symmetric P */
   int iterations_done;
-  double kl;                     /* the latest KL divergence (see gpuml_tsne) */
+  double kl;                     /* the latest KL divergence (see gpuml_tsne_fit) */
   double seconds_affinities;     /* PCA, kNN and P */
   double seconds_optimisation;
 } gpuml_tsne_result;
@@ -308,7 +358,7 @@ gpuml_status gpuml_tsne_parse_method(const char *name, gpuml_tsne_method *out);
 gpuml_status gpuml_tsne_parse_init(const char *name, gpuml_tsne_init *out);
 const char *gpuml_tsne_method_name(gpuml_tsne_method method);
 
-/* The number of KL values gpuml_tsne() writes: ceil(max_iter / 50). */
+/* The number of KL values gpuml_tsne_fit() writes: ceil(max_iter / 50). */
 int gpuml_tsne_cost_count(int max_iter);
 
 /*
@@ -327,9 +377,9 @@ int gpuml_tsne_cost_count(int max_iter);
  * dims not in 1..3 ("tsne:badDims"), non-finite data ("tsne:nonFinite"), other bad
  * parameters ("tsne:badParameter", "tsne:badInit").
  */
-gpuml_status gpuml_tsne(const double *x, int64_t n, int64_t d, const gpuml_tsne_params *params,
-                        double *y, double *itercosts, gpuml_tsne_result *result,
-                        gpuml_options *opt);
+gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
+                           const gpuml_tsne_params *params, double *y, double *itercosts,
+                           const gpuml_options *opt, gpuml_tsne_result *result);
 
 /* =====================================================================================
  * Gaussian mixture models: core/gmm.c, kernels/gmm.cu
@@ -345,7 +395,7 @@ typedef enum {
 /* "full", "diag", "spherical" (case-insensitive) <-> enum; an unknown name is
  * GPUML_ERR_ARG with id "gmm:badCovariance" and a message listing the valid names. */
 const char *gpuml_gmm_covariance_name(gpuml_gmm_covariance covariance);
-gpuml_status gpuml_parse_gmm_covariance(const char *name, gpuml_gmm_covariance *out);
+gpuml_status gpuml_gmm_parse_covariance(const char *name, gpuml_gmm_covariance *out);
 /* mclust's name of the model: "VVV", "VVI", "VII" ("" for an unknown value). */
 const char *gpuml_gmm_model_name(gpuml_gmm_covariance covariance);
 /* Free parameters of a G-component model in d dimensions: G - 1 weights, G d means
@@ -401,10 +451,14 @@ typedef struct {
  *   bic: NULL or nG; out: BIC of each G tried (NaN where it could not be fitted).
  * Same data, params, seed and backend give identical results (any thread count).
  */
+typedef struct {
+  gpuml_run_info run;
+} gpuml_gmm_result;
+
 gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
                            const gpuml_gmm_params *params, gpuml_gmm_model *model,
                            double *z, int64_t *classification, double *uncertainty,
-                           double *bic, gpuml_options *opt);
+                           double *bic, const gpuml_options *opt, gpuml_gmm_result *result);
 
 /*
  * Posterior probabilities of a fitted model for new data x (m x d, d = model->d).
@@ -412,7 +466,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
  */
 gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, int64_t m,
                                double *z, int64_t *classification, double *uncertainty,
-                               gpuml_options *opt);
+                               const gpuml_options *opt, gpuml_gmm_result *result);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /*
- * gpuml_dist_mex: MEX gateway to gpuml_dist / gpuml_dist_f. Called by gpu_dist.m.
+ * gpuml_dist_mex: MEX gateway to gpuml_dist_compute / gpuml_dist_compute_f. Called by gpu_dist.m.
  *
  *   [D, backend_used] = gpuml_dist_mex (X, Y, squared, backend, verbose)
  *
@@ -38,19 +38,20 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   /* An empty result may have no storage; the core still gets a pointer to check. */
   double placeholder = 0;
   void *out = mxGetData(D) ? mxGetData(D) : (void *)&placeholder;
+  gpuml_dist_result result;
   gpuml_status st;
   if (single)
-    st = gpuml_dist_f((const float *)gpuml_mex_data(X), n, d,
+    st = gpuml_dist_compute_f((const float *)gpuml_mex_data(X), n, d,
                       self ? NULL : (const float *)gpuml_mex_data(Y), m, squared,
-                      (float *)out, &opt);
+                      (float *)out, &opt, &result);
   else
-    st = gpuml_dist((const double *)gpuml_mex_data(X), n, d,
+    st = gpuml_dist_compute((const double *)gpuml_mex_data(X), n, d,
                     self ? NULL : (const double *)gpuml_mex_data(Y), m, squared,
-                    (double *)out, &opt);
+                    (double *)out, &opt, &result);
   if (st) {
     mxDestroyArray(D);
     gpuml_mex_raise(st);
   }
   plhs[0] = D;
-  if (nlhs > 1) plhs[1] = mxCreateString(gpuml_backend_name(opt.backend_used));
+  if (nlhs > 1) plhs[1] = mxCreateString(gpuml_backend_name(result.run.backend));
 }

@@ -1,5 +1,5 @@
 /*
- * gpuml_dpc_cut_mex: MEX gateway to gpuml_dpc_clusters and gpuml_dpc_halo, for
+ * gpuml_dpc_cut_mex: MEX gateway to gpuml_dpc_cut and gpuml_dpc_halo, for
  * choosing the centres of a fit again. Called by gpu_dpc_clusters.m.
  *
  *   [peaks, clusters, halo, backend] =
@@ -42,11 +42,12 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   for (int64_t i = 0; i < n; i++)
     near0[i] = isnan(nearest[i]) ? -1 : (int64_t)nearest[i] - 1;
   mxArray *peaks, *clusters, *halo;
-  gpuml_dpc_mex_cut(x, given ? dc : NAN, rho, delta, near0, &sel, &opt, &peaks, &clusters,
-                    &halo);
+  gpuml_dpc_result result;
+  gpuml_dpc_mex_cut(x, given ? dc : NAN, rho, delta, near0, &sel, &opt, &result, &peaks,
+                    &clusters, &halo);
   mxFree(near0);
   mxArray *out[4] = {peaks, clusters, halo,
-                     mxCreateString(gpuml_backend_name(opt.backend_used))};
+                     mxCreateString(gpuml_backend_name(result.run.backend))};
   for (int i = 0; i < 4; i++) {
     if (i < (nlhs > 0 ? nlhs : 1)) plhs[i] = out[i];
     else mxDestroyArray(out[i]);

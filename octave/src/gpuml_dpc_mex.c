@@ -1,5 +1,5 @@
 /*
- * gpuml_dpc_mex: MEX gateway to gpuml_dpc, gpuml_dpc_clusters and gpuml_dpc_halo.
+ * gpuml_dpc_mex: MEX gateway to gpuml_dpc_density, gpuml_dpc_cut and gpuml_dpc_halo.
  * Called by gpu_dpc.m.
  *
  *   [rho, delta, nearest, gamma, dc, backend, peaks, clusters, halo] =
@@ -50,10 +50,11 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   double placeholder[4];
   int64_t index_placeholder = 0;
   int64_t *near0 = n > 0 ? (int64_t *)mxMalloc((size_t)n * sizeof(int64_t)) : &index_placeholder;
-  gpuml_status st = gpuml_dpc((const double *)gpuml_mex_data(x), n, d, &params,
-                              n > 0 ? mxGetPr(rho) : placeholder,
-                              n > 0 ? mxGetPr(delta) : placeholder + 1, near0,
-                              n > 0 ? mxGetPr(gamma) : placeholder + 2, &opt);
+  gpuml_dpc_result result;
+  gpuml_status st = gpuml_dpc_density((const double *)gpuml_mex_data(x), n, d, &params,
+                                      n > 0 ? mxGetPr(rho) : placeholder,
+                                      n > 0 ? mxGetPr(delta) : placeholder + 1, near0,
+                                      n > 0 ? mxGetPr(gamma) : placeholder + 2, &opt, &result);
   if (st) {
     mxDestroyArray(rho);
     mxDestroyArray(delta);
@@ -70,12 +71,12 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     mxDestroyArray(peaks);
     mxDestroyArray(clusters);
     mxDestroyArray(halo);
-    gpuml_dpc_mex_cut(x, params.dc, mxGetPr(rho), mxGetPr(delta), near0, &sel, &opt, &peaks,
-                      &clusters, &halo);
+    gpuml_dpc_mex_cut(x, result.dc, mxGetPr(rho), mxGetPr(delta), near0, &sel, &opt, NULL,
+                      &peaks, &clusters, &halo);
   }
   if (near0 != &index_placeholder) mxFree(near0);
-  mxArray *out[9] = {rho, delta, nearest, gamma, mxCreateDoubleScalar(params.dc),
-                     mxCreateString(gpuml_backend_name(opt.backend_used)), peaks, clusters, halo};
+  mxArray *out[9] = {rho, delta, nearest, gamma, mxCreateDoubleScalar(result.dc),
+                     mxCreateString(gpuml_backend_name(result.run.backend)), peaks, clusters, halo};
   for (int i = 0; i < 9; i++) {
     if (i < (nlhs > 0 ? nlhs : 1)) plhs[i] = out[i];
     else mxDestroyArray(out[i]);

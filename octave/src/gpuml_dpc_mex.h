@@ -48,18 +48,19 @@ static inline gpuml_dpc_selection gpuml_dpc_mex_selection(const mxArray *k, cons
 /* Centres, clusters and halo of a fit; raises the core's errors. */
 static inline void gpuml_dpc_mex_cut(const mxArray *x, double dc, const double *rho,
                                      const double *delta, const int64_t *nearest,
-                                     const gpuml_dpc_selection *sel, gpuml_options *opt,
-                                     mxArray **peaks, mxArray **clusters, mxArray **halo) {
+                                     const gpuml_dpc_selection *sel, const gpuml_options *opt,
+                                     gpuml_dpc_result *result, mxArray **peaks,
+                                     mxArray **clusters, mxArray **halo) {
   const int64_t n = (int64_t)mxGetM(x), d = (int64_t)mxGetN(x);
   const size_t len = (size_t)(n > 0 ? n : 1);
   int64_t *centres = (int64_t *)mxMalloc(len * sizeof(int64_t));
   int64_t *cluster = (int64_t *)mxMalloc(len * sizeof(int64_t));
   int *is_halo = (int *)mxMalloc(len * sizeof(int));
   int64_t ncentres = 0;
-  gpuml_status st = gpuml_dpc_clusters(rho, delta, nearest, n, sel, centres, &ncentres, cluster);
+  gpuml_status st = gpuml_dpc_cut(rho, delta, nearest, n, sel, centres, &ncentres, cluster);
   if (!st)
     st = gpuml_dpc_halo((const double *)gpuml_mex_data(x), n, d, dc, rho, cluster, ncentres,
-                        is_halo, opt);
+                        is_halo, opt, result);
   if (st) gpuml_mex_raise(st); /* the buffers are mxMalloc'ed: Octave frees them */
   *peaks = mxCreateDoubleMatrix((mwSize)ncentres, 1, mxREAL);
   *clusters = mxCreateDoubleMatrix((mwSize)n, 1, mxREAL);

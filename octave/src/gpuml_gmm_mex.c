@@ -68,7 +68,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   p.G = ks;
   p.nG = nK;
   char *cov_name = gmm_string(prhs[2], "covariance");
-  gpuml_status st = gpuml_parse_gmm_covariance(cov_name, &p.covariance);
+  gpuml_status st = gpuml_gmm_parse_covariance(cov_name, &p.covariance);
   mxFree(cov_name);
   if (st) gpuml_mex_raise(st);
   p.max_iter = gmm_whole(gmm_scalar(prhs[3], "max_iter"), "max_iter");
@@ -94,7 +94,9 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   double *unc = (double *)mxMalloc(rows * sizeof(double));
   int64_t *cls = (int64_t *)mxMalloc(rows * sizeof(int64_t));
   double *bic = (double *)mxMalloc((size_t)nK * sizeof(double));
-  st = gpuml_gmm_fit((const double *)gpuml_mex_data(X), n, d, &p, &model, z, cls, unc, bic, &opt);
+  gpuml_gmm_result result;
+  st = gpuml_gmm_fit((const double *)gpuml_mex_data(X), n, d, &p, &model, z, cls, unc, bic, &opt,
+                     &result);
   if (st) gpuml_mex_raise(st); /* the mxMalloc'ed buffers are freed by Octave */
 
   const int64_t G = model.G;
@@ -137,7 +139,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     mxSetField(s, 0, "K", kt);
     mxSetField(s, 0, "n_iter", mxCreateDoubleScalar((double)model.n_iter));
     mxSetField(s, 0, "converged", mxCreateLogicalScalar(model.converged != 0));
-    mxSetField(s, 0, "backend", mxCreateString(gpuml_backend_name(opt.backend_used)));
+    mxSetField(s, 0, "backend", mxCreateString(gpuml_backend_name(result.run.backend)));
     plhs[1] = s;
   }
   mxFree(ks);

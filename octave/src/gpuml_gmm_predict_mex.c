@@ -39,7 +39,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   char *cov_name = mxArrayToString(prhs[3]);
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
-  st = gpuml_parse_gmm_covariance(cov_name, &model.covariance);
+  st = gpuml_gmm_parse_covariance(cov_name, &model.covariance);
   mxFree(cov_name);
   if (st) gpuml_mex_raise(st);
   gpuml_options opt;
@@ -58,7 +58,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   double *z = (double *)mxMalloc(rows * Gs * sizeof(double));
   double *unc = (double *)mxMalloc(rows * sizeof(double));
   int64_t *cls = (int64_t *)mxMalloc(rows * sizeof(int64_t));
-  st = gpuml_gmm_predict(&model, (const double *)gpuml_mex_data(X), m, z, cls, unc, &opt);
+  gpuml_gmm_result result;
+  st = gpuml_gmm_predict(&model, (const double *)gpuml_mex_data(X), m, z, cls, unc, &opt, &result);
   if (st) gpuml_mex_raise(st);
   mxArray *labels = mxCreateDoubleMatrix((mwSize)m, 1, mxREAL);
   for (int64_t i = 0; i < m; i++) mxGetPr(labels)[i] = (double)(cls[i] + 1);
@@ -71,7 +72,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     plhs[2] = mxCreateDoubleMatrix((mwSize)m, 1, mxREAL);
     memcpy(mxGetPr(plhs[2]), unc, (size_t)m * sizeof(double));
   }
-  if (nlhs > 3) plhs[3] = mxCreateString(gpuml_backend_name(opt.backend_used));
+  if (nlhs > 3) plhs[3] = mxCreateString(gpuml_backend_name(result.run.backend));
   mxFree(model.means);
   mxFree(z);
   mxFree(unc);

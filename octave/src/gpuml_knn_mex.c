@@ -1,5 +1,5 @@
 /*
- * gpuml_knn_mex: MEX gateway to gpuml_knn / gpuml_knn_f. Called by gpu_knn.m.
+ * gpuml_knn_mex: MEX gateway to gpuml_knn_search / gpuml_knn_search_f. Called by gpu_knn.m.
  *
  *   [idx, dist, backend_used] = gpuml_knn_mex (data, query, k, backend, verbose)
  *
@@ -67,15 +67,16 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   }
   void *dout = m * kk > 0 ? mxGetData(dist) : (void *)&dist_placeholder;
 
+  gpuml_knn_result result;
   gpuml_status st;
   if (single)
-    st = gpuml_knn_f((const float *)gpuml_mex_data(data), n, d,
+    st = gpuml_knn_search_f((const float *)gpuml_mex_data(data), n, d,
                      self ? NULL : (const float *)gpuml_mex_data(query), m, k, index,
-                     (float *)dout, &opt);
+                     (float *)dout, &opt, &result);
   else
-    st = gpuml_knn((const double *)gpuml_mex_data(data), n, d,
+    st = gpuml_knn_search((const double *)gpuml_mex_data(data), n, d,
                    self ? NULL : (const double *)gpuml_mex_data(query), m, k, index,
-                   (double *)dout, &opt);
+                   (double *)dout, &opt, &result);
   if (!st && !k_allocatable)
     mexErrMsgIdAndTxt("gpuml:knn:internal", "the core accepted k = %lld for %lld points",
                       (long long)k, (long long)n);
@@ -91,5 +92,5 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plhs[0] = idx;
   if (nlhs > 1) plhs[1] = dist;
   else mxDestroyArray(dist);
-  if (nlhs > 2) plhs[2] = mxCreateString(gpuml_backend_name(opt.backend_used));
+  if (nlhs > 2) plhs[2] = mxCreateString(gpuml_backend_name(result.run.backend));
 }

@@ -129,6 +129,7 @@ static inline void gpuml_mex_progress(void *ctx, const char *stage, int64_t done
 static inline void gpuml_mex_options(gpuml_options *opt, const mxArray *backend,
                               const mxArray *verbose, gpuml_mex_progress_state *ps) {
   gpuml_options_init(opt);
+  mexAtExit(gpuml_shutdown); /* the GPU contexts this MEX file kept go when it is cleared */
   opt->backend = gpuml_mex_backend(backend);
   opt->verbose = gpuml_mex_flag(verbose, "verbose");
   ps->last_print = gpuml_mex_now();

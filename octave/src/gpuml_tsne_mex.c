@@ -1,5 +1,5 @@
 /*
- * gpuml_tsne_mex: MEX gateway to gpuml_tsne. Called by gpu_tsne.m.
+ * gpuml_tsne_mex: MEX gateway to gpuml_tsne_fit. Called by gpu_tsne.m.
  *
  *   [Y, itercosts, backend, method, learning_rate, neighbours, seconds] =
  *       gpuml_tsne_mex (X, params, init, method, seed, backend, verbose)
@@ -118,8 +118,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   const int ncost = gpuml_tsne_cost_count(p.max_iter > 0 ? p.max_iter : 1);
   mxArray *y = mxCreateDoubleMatrix((mwSize)n, (mwSize)dims, mxREAL);
   mxArray *costs = mxCreateDoubleMatrix((mwSize)ncost, 1, mxREAL);
-  st = gpuml_tsne((const double *)gpuml_mex_data(x), n, d, &p, mxGetPr(y), mxGetPr(costs),
-                  &result, &opt);
+  st = gpuml_tsne_fit((const double *)gpuml_mex_data(x), n, d, &p, mxGetPr(y), mxGetPr(costs),
+                  &opt, &result);
   if (st) {
     mxDestroyArray(y);
     mxDestroyArray(costs);
@@ -128,7 +128,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plhs[0] = y;
   if (nlhs > 1) plhs[1] = costs;
   else mxDestroyArray(costs);
-  if (nlhs > 2) plhs[2] = mxCreateString(gpuml_backend_name(opt.backend_used));
+  if (nlhs > 2) plhs[2] = mxCreateString(gpuml_backend_name(result.run.backend));
   if (nlhs > 3) plhs[3] = mxCreateString(gpuml_tsne_method_name(result.method_used));
   if (nlhs > 4) plhs[4] = mxCreateDoubleScalar(result.learning_rate_used);
   if (nlhs > 5) plhs[5] = mxCreateDoubleScalar((double)result.neighbours);
