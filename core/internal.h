@@ -26,6 +26,14 @@ typedef struct {
   gm_dtype dtype;
 } gm_matrix;
 
+/* Returns the status of expr when it is not GPUML_OK: the error path of every step that
+ * can fail (C and CUDA sources alike). */
+#define GM_TRY(...)                          \
+  do {                                       \
+    gpuml_status gm_try_ = (__VA_ARGS__);    \
+    if (gm_try_) return gm_try_;             \
+  } while (0)
+
 /* Records the message and identifier for gpuml_last_error() and returns `status`,
  * so that error paths read `return gm_fail(GPUML_ERR_ARG, "knn:badK", "...", ...)`. */
 gpuml_status gm_fail(gpuml_status status, const char *id, const char *fmt, ...) GM_PRINTF(3, 4);

@@ -85,11 +85,6 @@ static inline int64_t env_int(const char *name) {
   return (end && *end == '\0' && v > 0) ? (int64_t)v : 0;
 }
 
-#define GM_CHECK_RETURN(expr)      \
-  do {                             \
-    gpuml_status gm_s_ = (expr);   \
-    if (gm_s_) return gm_s_;       \
-  } while (0)
 
 // One call's share of its device's context (context.cuh): it holds the context for the
 // call's duration, runs on its stream and handles, takes device memory from its pool and
@@ -187,24 +182,24 @@ class Context {
   gpuml_status new_stream(cudaStream_t *s) {
     *s = nullptr;
     if (nextra_ == kMaxStreams) return gm_fail(GPUML_ERR_CUDA, id_, "internal: too many streams");
-    GM_CHECK_RETURN(dc_->take_stream(id_, s));
+    GM_TRY(dc_->take_stream(id_, s));
     extra_[nextra_++] = *s;
     return GPUML_OK;
   }
   gpuml_status new_event(cudaEvent_t *e) {
     *e = nullptr;
     if (nevent_ == kMax) return gm_fail(GPUML_ERR_CUDA, id_, "internal: too many events");
-    GM_CHECK_RETURN(check(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate"));
+    GM_TRY(check(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate"));
     event_[nevent_++] = *e;
     return GPUML_OK;
   }
   // Makes `waiter` wait for the work queued on `s` so far.
   gpuml_status order(cudaStream_t s, cudaStream_t waiter, cudaEvent_t e) {
-    GM_CHECK_RETURN(check(cudaEventRecord(e, s), "cudaEventRecord"));
+    GM_TRY(check(cudaEventRecord(e, s), "cudaEventRecord"));
     return check(cudaStreamWaitEvent(waiter, e, 0), "cudaStreamWaitEvent");
   }
   gpuml_status sync_all(const char *what) {
-    for (int i = 0; i < nextra_; i++) GM_CHECK_RETURN(check(cudaStreamSynchronize(extra_[i]), what));
+    for (int i = 0; i < nextra_; i++) GM_TRY(check(cudaStreamSynchronize(extra_[i]), what));
     return sync(what);
   }
 
@@ -216,7 +211,7 @@ class Context {
     if (count > SIZE_MAX / sizeof(P))
       return gm_fail(GPUML_ERR_NOMEM, id_, "%s is too large for the GPU", what);
     void *q = NULL;
-    GM_CHECK_RETURN(dc_->alloc(id_, what, count * sizeof(P), &q));
+    GM_TRY(dc_->alloc(id_, what, count * sizeof(P), &q));
     dev_[ndev_] = q;
     dev_bytes_[ndev_++] = count * sizeof(P);
     *p = (P *)q;
@@ -251,10 +246,5 @@ static inline unsigned grid_1d(int64_t count, int block) {
 
 }  // namespace gm
 
-#define GM_TRY(...)               \
-  do {                            \
-    gpuml_status gm_st_ = (__VA_ARGS__); \
-    if (gm_st_) return gm_st_;    \
-  } while (0)
 
 #endif
