@@ -77,10 +77,23 @@ static gpuml_status bad_choice(const gm_param_spec *s, const char *algo, const c
                  value ? value : "(null)", names);
 }
 
-/* Stores value number i of a list (or the scalar when i == 0 and the spec is scalar). */
+/* The count of a list parameter: at least one value, at most its capacity. */
+static gpuml_status check_count(const gm_param_spec *s, const char *algo, int64_t count) {
+  if (count < 1) return bad_value(s, algo, "%s must have %s", "at least one value");
+  if (count <= s->capacity) return GPUML_OK;
+  char id[64];
+  snprintf(id, sizeof id, "%s:badParameter", algo);
+  return gm_fail(GPUML_ERR_ARG, id, "%s has %lld values; at most %lld are supported", s->name,
+                 (long long)count, (long long)s->capacity);
+}
+
+/* Converts value v for value number i of a list (or the scalar when i == 0 and the spec
+ * is scalar) and stores it, unless `dry` (then it only checks). */
 static gpuml_status store_number(const gm_param_spec *s, const char *algo, void *params,
-                                 int64_t i, double v) {
-  char *field = (char *)params + s->offset;
+                                 int64_t i, double v, int dry) {
+  char scratch[16];
+  char *field = dry ? scratch : (char *)params + s->offset;
+  if (dry) i = 0;
   switch (s->type) {
     case GM_PARAM_REAL: *(double *)field = v; return GPUML_OK;
     case GM_PARAM_REAL_LIST: ((double *)field)[i] = v; return GPUML_OK;
@@ -117,17 +130,13 @@ gpuml_status gm_params_set_numbers(const gm_param_spec *specs, const char *algo,
     return bad_value(s, algo, "%s: %s", "no parameters or values given");
   if (!is_list(s)) {
     if (count != 1) return bad_value(s, algo, "%s must be %s", "a single value");
-    return store_number(s, algo, params, 0, values[0]);
+    return store_number(s, algo, params, 0, values[0], 0);
   }
-  if (count < 1) return bad_value(s, algo, "%s must have %s", "at least one value");
-  if (count > s->capacity) {
-    char id[64];
-    snprintf(id, sizeof id, "%s:badParameter", algo);
-    return gm_fail(GPUML_ERR_ARG, id, "%s has %lld values; at most %lld are supported",
-                   s->name, (long long)count, (long long)s->capacity);
-  }
+  if ((st = check_count(s, algo, count))) return st;
+  /* all values checked before any is stored: a failed call leaves the list as it was */
   for (int64_t i = 0; i < count; i++)
-    if ((st = store_number(s, algo, params, i, values[i]))) return st;
+    if ((st = store_number(s, algo, params, i, values[i], 1))) return st;
+  for (int64_t i = 0; i < count; i++) store_number(s, algo, params, i, values[i], 0);
   *(int64_t *)((char *)params + s->count_offset) = count;
   return GPUML_OK;
 }
@@ -147,18 +156,10 @@ gpuml_status gm_params_set_strings(const gm_param_spec *specs, const char *algo,
     return bad_value(s, algo, "%s: %s", "no parameters or values given");
   char *field = (char *)params + s->offset;
   if (s->type == GM_PARAM_CHOICE_LIST) {
-    if (count < 1) return bad_value(s, algo, "%s must have %s", "at least one name");
-    if (count > s->capacity) {
-      char id[64];
-      snprintf(id, sizeof id, "%s:badParameter", algo);
-      return gm_fail(GPUML_ERR_ARG, id, "%s has %lld names; at most %lld are supported", s->name,
-                     (long long)count, (long long)s->capacity);
-    }
-    for (int64_t i = 0; i < count; i++) {
-      const int c = choice_index(s, values[i]);
-      if (c < 0) return bad_choice(s, algo, values[i]);
-      ((int *)field)[i] = c;
-    }
+    if ((st = check_count(s, algo, count))) return st;
+    for (int64_t i = 0; i < count; i++)
+      if (choice_index(s, values[i]) < 0) return bad_choice(s, algo, values[i]);
+    for (int64_t i = 0; i < count; i++) ((int *)field)[i] = choice_index(s, values[i]);
     *(int64_t *)((char *)params + s->count_offset) = count;
     return GPUML_OK;
   }
@@ -172,11 +173,11 @@ gpuml_status gm_params_set_strings(const gm_param_spec *specs, const char *algo,
   }
   if (s->auto_name && gm_same_name(value, s->auto_name)) {
     if (is_list(s)) {
-      st = store_number(s, algo, params, 0, s->auto_value);
+      st = store_number(s, algo, params, 0, s->auto_value, 0);
       if (!st) *(int64_t *)((char *)params + s->count_offset) = 1;
       return st;
     }
-    return store_number(s, algo, params, 0, s->auto_value);
+    return store_number(s, algo, params, 0, s->auto_value, 0);
   }
   char id[64];
   snprintf(id, sizeof id, "%s:badParameter", algo);

@@ -84,7 +84,8 @@ int main(void) {
   const double bad_sizes[] = {1, 2.5};
   CHECK(failed_with(gm_params_set_numbers(toy_specs, "toy", &t, "sizes", bad_sizes, 2), "whole"),
         "a fraction in a whole-number list");
-  CHECK(t.nsizes == 3, "a failed set leaves the count");
+  CHECK(t.nsizes == 3 && t.sizes[0] == 1 && t.sizes[1] == 2 && t.sizes[2] == 9,
+        "a failed set leaves the list as it was");
   CHECK(failed_with(gm_params_set_numbers(toy_specs, "toy", &t, "rate", scales, 2), "single"),
         "several values for a scalar");
   const char *models[] = {"exact", "AUTO"};
