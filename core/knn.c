@@ -1,6 +1,7 @@
 /* gpuml_knn_search(): argument checks, then the kNN of the backend the call resolves to. */
 #include <stdlib.h>
 #include "backend.h"
+#include "shards.h"
 
 gpuml_status gpuml_knn_check(int64_t n, int64_t d, int64_t query_rows, int64_t k,
                              const gpuml_options *opt) {
@@ -49,7 +50,10 @@ static gpuml_status knn_run(const gm_matrix *data, const gm_matrix *query, int64
                                (double)rows * (double)data->rows * (double)data->cols, "knn",
                                &used, &b)))
     return st;
-  st = b->neighbours->knn(data, query, k, index, dist, &used);
+  gm_shard_plan plan;
+  if ((st = gm_shard_plan_make(&used, data->rows, &plan))) return st;
+  st = plan.count > 1 ? gm_knn_sharded(b, &plan, data, query, k, index, dist, &used)
+                      : b->neighbours->knn(data, query, k, index, dist, &used);
   if (!st && result) gm_run_info_fill(&result->run, &used, data->dtype, t0);
   return st;
 }

@@ -41,6 +41,18 @@ gpuml_status gm_check_options(const gpuml_options *opt) {
                    opt->threads);
   if (opt->device < 0)
     return gm_fail(GPUML_ERR_ARG, "badDevice", "device = %d must be 0 or positive", opt->device);
+  if (opt->ndevices != GPUML_ALL_DEVICES && (opt->ndevices < 0 || opt->ndevices > GPUML_MAX_DEVICES))
+    return gm_fail(GPUML_ERR_ARG, "badDevice",
+                   "ndevices = %d must lie in 0 .. %d, or be GPUML_ALL_DEVICES", opt->ndevices,
+                   GPUML_MAX_DEVICES);
+  for (int i = 0; i < opt->ndevices; i++) {
+    if (opt->devices[i] < 0)
+      return gm_fail(GPUML_ERR_ARG, "badDevice", "device %d of the list is %d: ordinals are 0 or positive",
+                     i + 1, opt->devices[i]);
+    for (int j = 0; j < i; j++)
+      if (opt->devices[j] == opt->devices[i])
+        return gm_fail(GPUML_ERR_ARG, "badDevice", "device %d is listed twice", opt->devices[i]);
+  }
   return GPUML_OK;
 }
 

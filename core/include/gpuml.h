@@ -61,9 +61,17 @@ typedef void (*gpuml_progress_fn)(void *ctx, const char *stage, int64_t done, in
  * GPUML_ERR_INTERRUPTED. Always called from the calling thread. */
 typedef int (*gpuml_interrupted_fn)(void *ctx);
 
+/* The most devices one call spreads over, and the `ndevices` value that means all. */
+#define GPUML_MAX_DEVICES 16
+#define GPUML_ALL_DEVICES (-1)
+
 typedef struct {
   gpuml_backend backend;     /* in: which backend to use */
-  int device;                /* in: CUDA device ordinal */
+  int device;                /* in: CUDA device ordinal (when devices[] lists none) */
+  int devices[GPUML_MAX_DEVICES]; /* in: CUDA devices to spread a call over, ndevices of
+                                 them: kNN shards the references over them and merges
+                                 the lists exactly (the answer of one device) */
+  int ndevices;              /* in: 0 = `device` alone; GPUML_ALL_DEVICES = every device */
   gpuml_precision precision; /* in */
   int threads;               /* in: OpenMP threads; 0 = the OpenMP default */
   uint64_t seed;             /* in: for randomised algorithms */
@@ -76,8 +84,8 @@ typedef struct {
   void *callback_ctx;                 /* passed to both callbacks */
 } gpuml_options;
 
-/* Fills *opt with the defaults: backend auto, device 0, double precision, default
- * threads, seed 42, silent, no limit, no callbacks. */
+/* Fills *opt with the defaults: backend auto, device 0 (no device list), double
+ * precision, default threads, seed 42, silent, no limit, no callbacks. */
 void gpuml_options_init(gpuml_options *opt);
 
 /* The seed rule of every algorithm, for front ends that hold numbers as doubles: a whole

@@ -1,0 +1,126 @@
+/* C tests of work split into shards (core/shards.c, core/knn_shards.c): with the
+ * development knobs GPUML_SHARDS (logical shards) and GPUML_SHARD_THREADS (the runner of
+ * several devices, on one device or the CPU), kNN must give the single search's answer
+ * bit for bit, on every backend of the parity harness; the device list is checked. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "harness.h"
+
+static uint64_t state = 977;
+static double uniform(void) {
+  state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(state >> 11) / 9007199254740992.0;
+}
+
+/* n x d points; with `grid`, values on a coarse grid so that exact ties and duplicates
+ * abound. */
+static double *points(int64_t n, int64_t d, int grid) {
+  double *x = malloc(sizeof(double) * (size_t)(n * d));
+  for (int64_t i = 0; i < n * d; i++) x[i] = grid ? floor(uniform() * 4) : uniform() * 2 - 1;
+  return x;
+}
+
+static void set_knobs(const char *shards, const char *threads) {
+  if (shards) setenv("GPUML_SHARDS", shards, 1);
+  else unsetenv("GPUML_SHARDS");
+  if (threads) setenv("GPUML_SHARD_THREADS", threads, 1);
+  else unsetenv("GPUML_SHARD_THREADS");
+}
+
+static void check_case(const harness_backend *b, const char *name, const double *x, int64_t n,
+                       int64_t d, const double *q, int64_t m, int64_t k, const char *shards,
+                       const char *threads) {
+  const int64_t rows = q ? m : n;
+  int64_t *i1 = malloc(sizeof(int64_t) * (size_t)(rows * k)), *i2 = malloc(sizeof(int64_t) * (size_t)(rows * k));
+  double *d1 = malloc(sizeof(double) * (size_t)(rows * k)), *d2 = malloc(sizeof(double) * (size_t)(rows * k));
+  gpuml_options opt = harness_options(b->id);
+  opt.precision = GPUML_PRECISION_DOUBLE;
+  set_knobs(NULL, NULL);
+  gpuml_status s1 = gpuml_knn_search(x, n, d, q, m, k, i1, d1, &opt, NULL);
+  set_knobs(shards, threads);
+  gpuml_status s2 = gpuml_knn_search(x, n, d, q, m, k, i2, d2, &opt, NULL);
+  set_knobs(NULL, NULL);
+  CHECK(s1 == GPUML_OK && s2 == GPUML_OK, "%s on %s (shards %s, threads %s): %s", name, b->name,
+        shards, threads ? threads : "1", gpuml_last_error());
+  if (!s1 && !s2) {
+    const int same = !memcmp(i1, i2, sizeof(int64_t) * (size_t)(rows * k)) &&
+                     !memcmp(d1, d2, sizeof(double) * (size_t)(rows * k));
+    CHECK(same, "%s on %s (shards %s, threads %s): the merged lists differ from one search",
+          name, b->name, shards, threads ? threads : "1");
+  }
+  free(i1);
+  free(i2);
+  free(d1);
+  free(d2);
+}
+
+static void test_knn_shards(const harness_backend *b) {
+  double *x = points(1500, 20, 0), *q = points(200, 20, 0), *g = points(600, 3, 1);
+  double *tiny = points(9, 2, 1);
+  static const char *const shards[] = {"2", "3", "7"};
+  for (int s = 0; s < 3; s++) {
+    check_case(b, "self d=20 k=10", x, 1500, 20, NULL, 0, 10, shards[s], NULL);
+    check_case(b, "query d=20 k=15", x, 1500, 20, q, 200, 15, shards[s], NULL);
+    check_case(b, "grid ties and duplicates, self k=25", g, 600, 3, NULL, 0, 25, shards[s], NULL);
+  }
+  check_case(b, "self k = n - 1", g, 600, 3, NULL, 0, 599, "4", NULL);
+  check_case(b, "more shards than rows, self k = n - 1", tiny, 9, 2, NULL, 0, 8, "64", NULL);
+  check_case(b, "query, shards smaller than k", x, 1500, 20, q, 200, 300, "9", NULL);
+  check_case(b, "threaded runner, self", x, 1500, 20, NULL, 0, 10, "5", "3");
+  check_case(b, "threaded runner, query", x, 1500, 20, q, 200, 15, "4", "4");
+  free(x);
+  free(q);
+  free(g);
+  free(tiny);
+}
+
+static void test_device_list(void) {
+  double x[8] = {0, 1, 2, 3, 0, 1, 0, 1};
+  int64_t idx[4];
+  double dist[4];
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  opt.ndevices = GPUML_MAX_DEVICES + 1;
+  CHECK(gpuml_knn_search(x, 4, 2, NULL, 0, 1, idx, dist, &opt, NULL) == GPUML_ERR_ARG &&
+            strcmp(gpuml_last_error_id(), "badDevice") == 0,
+        "too many devices: %s", gpuml_last_error());
+  opt.ndevices = 2;
+  opt.devices[0] = 0;
+  opt.devices[1] = 0;
+  CHECK(gpuml_knn_search(x, 4, 2, NULL, 0, 1, idx, dist, &opt, NULL) == GPUML_ERR_ARG &&
+            strstr(gpuml_last_error(), "listed twice") != NULL,
+        "a device listed twice: %s", gpuml_last_error());
+  opt.devices[1] = -3;
+  CHECK(gpuml_knn_search(x, 4, 2, NULL, 0, 1, idx, dist, &opt, NULL) == GPUML_ERR_ARG,
+        "a negative device: %s", gpuml_last_error());
+  /* the CPU backend ignores the list */
+  opt.backend = GPUML_BACKEND_CPU;
+  opt.devices[1] = 1;
+  CHECK(gpuml_knn_search(x, 4, 2, NULL, 0, 1, idx, dist, &opt, NULL) == GPUML_OK,
+        "a device list on the CPU backend: %s", gpuml_last_error());
+  gpuml_info info;
+  gpuml_backend_info(&info);
+  if (info.cuda_compiled && info.device_count > 0) {
+    opt.backend = GPUML_BACKEND_CUDA;
+    opt.devices[1] = info.device_count;  /* one past the last */
+    CHECK(gpuml_knn_search(x, 4, 2, NULL, 0, 1, idx, dist, &opt, NULL) == GPUML_ERR_ARG &&
+              strstr(gpuml_last_error(), "does not exist") != NULL,
+          "a device that does not exist: %s", gpuml_last_error());
+    opt.ndevices = GPUML_ALL_DEVICES;
+    CHECK(gpuml_knn_search(x, 4, 2, NULL, 0, 1, idx, dist, &opt, NULL) == GPUML_OK,
+          "all devices: %s", gpuml_last_error());
+  }
+}
+
+int main(void) {
+  harness_init();
+  test_device_list();
+  HARNESS_FOR_EACH_BACKEND(b) {
+    if (!harness_runs(b, "kNN over shards")) continue;
+    test_knn_shards(b);
+  }
+  return check_summary("C");
+}
