@@ -54,6 +54,47 @@ static double value_at(const void *v, gm_dtype t, size_t at) {
   return t == GM_F32 ? (double)((const float *)v)[at] : ((const double *)v)[at];
 }
 
+gpuml_status gm_knn_merge(const gm_knn_list *lists, int count, int64_t m, int64_t k,
+                          gm_dtype dtype, int64_t self_base, int64_t *index, void *dist,
+                          int64_t *found) {
+  const size_t vs = value_size(dtype);
+  int64_t at_small[16], *at = count <= 16 ? at_small : gm_alloc((size_t)count, sizeof *at);
+  if (!at) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the merge of %d lists", count);
+  for (int64_t i = 0; i < m; i++) {
+    for (int s = 0; s < count; s++) at[s] = 0;
+    int64_t j = 0;
+    for (; j < k; j++) {
+      int best = -1;
+      int64_t best_idx = 0;
+      double best_d = 0;
+      for (int s = 0; s < count; s++) {
+        const gm_knn_list *L = &lists[s];
+        const int64_t len = L->count ? L->count[i] : L->len;
+        while (at[s] < len && self_base >= 0 && L->index[i + at[s] * L->ld] == self_base + i)
+          at[s]++;  /* the query's own row */
+        if (at[s] >= len) continue;
+        const size_t e = (size_t)(i + at[s] * L->ld);
+        const double v = value_at(L->dist, dtype, e);
+        const int64_t vi = L->index[e];
+        if (best < 0 || v < best_d || (v == best_d && vi < best_idx)) {
+          best = s;
+          best_d = v;
+          best_idx = vi;
+        }
+      }
+      if (best < 0) break;
+      const gm_knn_list *L = &lists[best];
+      index[i + j * m] = best_idx;
+      memcpy((char *)dist + (size_t)(i + j * m) * vs,
+             (const char *)L->dist + (size_t)(i + at[best] * L->ld) * vs, vs);
+      at[best]++;
+    }
+    found[i] = j;
+  }
+  if (at != at_small) free(at);
+  return GPUML_OK;
+}
+
 gpuml_status gm_knn_sharded(const gm_backend *b, const gm_shard_plan *plan,
                             const gm_matrix *data, const gm_matrix *query, int64_t k,
                             int64_t *index, void *dist, const gpuml_options *used) {
@@ -65,48 +106,31 @@ gpuml_status gm_knn_sharded(const gm_backend *b, const gm_shard_plan *plan,
   job.index = gm_alloc((size_t)S * (size_t)m * (size_t)job.kcap, sizeof *job.index);
   job.dist = gm_alloc((size_t)S * (size_t)m * (size_t)job.kcap, vs);
   job.kshard = gm_alloc((size_t)S, sizeof *job.kshard);
-  int64_t *at = gm_alloc((size_t)S, sizeof *at);
+  gm_knn_list *lists = gm_alloc((size_t)S, sizeof *lists);
+  int64_t *found = gm_alloc((size_t)m, sizeof *found);
   gpuml_status st = GPUML_OK;
-  if (!job.index || !job.dist || !job.kshard || !at) {
+  if (!job.index || !job.dist || !job.kshard || !lists || !found) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the shards' lists",
                  (double)S * (double)m * (double)job.kcap * (8.0 + (double)vs) / 1e6);
     goto done;
   }
   if ((st = gm_shards_run(plan, used, search_shard, &job, "knn"))) goto done;
-  /* merge: each shard's list is sorted by (distance, index) */
-  for (int64_t i = 0; i < m; i++) {
-    for (int64_t s = 0; s < S; s++) at[s] = 0;
-    for (int64_t j = 0; j < k; j++) {
-      int64_t best = -1, best_idx = 0;
-      double best_d = 0;
-      for (int64_t s = 0; s < S; s++) {
-        const size_t base = (size_t)s * (size_t)m * (size_t)job.kcap;
-        while (at[s] < job.kshard[s] && self && job.index[base + (size_t)(i + at[s] * m)] == i)
-          at[s]++;  /* the query's own row */
-        if (at[s] >= job.kshard[s]) continue;
-        const size_t e = base + (size_t)(i + at[s] * m);
-        const double v = value_at(job.dist, data->dtype, e);
-        const int64_t vi = job.index[e];
-        if (best < 0 || v < best_d || (v == best_d && vi < best_idx)) {
-          best = s;
-          best_d = v;
-          best_idx = vi;
-        }
-      }
-      if (best < 0) {
-        st = gm_fail(GPUML_ERR_NUMERIC, "knn:internal", "the shards found fewer than k neighbours");
-        goto done;
-      }
-      const size_t e = (size_t)best * (size_t)m * (size_t)job.kcap + (size_t)(i + at[best] * m);
-      index[i + j * m] = best_idx;
-      memcpy((char *)dist + (size_t)(i + j * m) * vs, (const char *)job.dist + e * vs, vs);
-      at[best]++;
+  for (int64_t s = 0; s < S; s++)
+    lists[s] = (gm_knn_list){job.index + (size_t)s * (size_t)m * (size_t)job.kcap,
+                             (const char *)job.dist + (size_t)s * (size_t)m * (size_t)job.kcap * vs,
+                             job.kshard[s], m, NULL};
+  if ((st = gm_knn_merge(lists, (int)S, m, k, data->dtype, self ? 0 : -1, index, dist, found)))
+    goto done;
+  for (int64_t i = 0; i < m; i++)
+    if (found[i] < k) {
+      st = gm_fail(GPUML_ERR_NUMERIC, "knn:internal", "the shards found fewer than k neighbours");
+      goto done;
     }
-  }
 done:
   free(job.index);
   free(job.dist);
   free(job.kshard);
-  free(at);
+  free(lists);
+  free(found);
   return st;
 }

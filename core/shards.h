@@ -44,6 +44,24 @@ gpuml_status gm_shards_run(const gm_shard_plan *plan, const gpuml_options *used,
 
 /* ---- the sharded algorithms ---- */
 
+/* One of the lists a kNN merge takes: for query i, entries index[i + j * ld] and
+ * dist[i + j * ld] for j < len (or count[i] when count is not NULL), sorted by
+ * (distance, index), indices global. */
+typedef struct {
+  const int64_t *index;
+  const void *dist;   /* in the merge's dtype */
+  int64_t len, ld;
+  const int64_t *count;
+} gm_knn_list;
+
+/* Merges the lists of m queries into their k best by (distance, index) (the order every
+ * backend's final lists follow), skipping index == self_base + i for query i (self_base
+ * < 0: nothing skipped). index and dist are m x k (ld m); found[i] receives how many
+ * query i got (k unless the lists hold fewer). */
+gpuml_status gm_knn_merge(const gm_knn_list *lists, int count, int64_t m, int64_t k,
+                          gm_dtype dtype, int64_t self_base, int64_t *index, void *dist,
+                          int64_t *found);
+
 /* kNN with the references split by `plan` (core/knn_shards.c): arguments as the backend's
  * knn operation takes them (query NULL: the data against itself). */
 struct gm_backend;
