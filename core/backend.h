@@ -79,6 +79,10 @@ typedef struct gm_gmm_backend {
 typedef struct gm_backend {
   gpuml_backend id;
   const char *name;
+  /* How it was built: the device code it holds ("sm_75 sm_80 ... compute_90"), the
+   * runtime version it was built against; NULL and 0 for the CPU. */
+  const char *architectures;
+  int runtime_built;
   /* Fills this backend's fields of *info; returns the number of usable devices (the
    * CPU: 1), 0 with info->cuda_message saying why. */
   int (*probe)(gpuml_info *info);

@@ -1,12 +1,19 @@
 // The CUDA backend's table (core/backend.h); core/backend.c registers it when configure
 // found CUDA.
+#include <cuda_runtime.h>
 #include "gpuml_cuda.h"
+
+// The device code of this build, as configure chose it (nvcc -gencode list).
+#ifndef GPUML_CUDA_ARCHS
+#define GPUML_CUDA_ARCHS "unknown"
+#endif
 
 static const gm_neighbour_ops cuda_neighbours = {gm_cuda_dist, gm_cuda_knn};
 static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density, gm_cuda_dpc_border};
 static const gm_tsne_ops cuda_tsne = {gm_cuda_tsne_conditional, gm_cuda_tsne_pca,
                                       gm_cuda_tsne_optimize, gm_cuda_tsne_gradient};
 
-extern "C" const gm_backend gm_cuda_backend = {GPUML_BACKEND_CUDA, "cuda", gm_cuda_probe, gm_cuda_release,
+extern "C" const gm_backend gm_cuda_backend = {GPUML_BACKEND_CUDA, "cuda", GPUML_CUDA_ARCHS,
+                                               CUDART_VERSION, gm_cuda_probe, gm_cuda_release,
                                                &cuda_neighbours, &cuda_dpc, &cuda_tsne,
                                                &gm_cuda_gmm};

@@ -51,6 +51,19 @@ struct PointSet {
   const T *norm_at(int64_t row) const { return norm + (row - first); }
 };
 
+// The TF32 rounding of an fp32 value (round to nearest, 10 mantissa bits), as the tensor
+// cores take it: the hardware conversion where TF32 exists (sm_80 and later), the same
+// rounding by bits before (finite values; the data are checked finite).
+__device__ __forceinline__ float to_tf32(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return nvcuda::wmma::__float_to_tf32(f);
+#else
+  unsigned u = __float_as_uint(f);
+  u += 0x00000fffu + ((u >> 13) & 1u);  // round to nearest, ties to even, at bit 13
+  return __uint_as_float(u & 0xffffe000u);
+#endif
+}
+
 // Bytes of device memory one point takes in a set.
 template <typename In, typename T>
 inline size_t point_bytes(int64_t d, bool gemm, bool split = false) {
@@ -65,8 +78,8 @@ __device__ __forceinline__ void store_centred(T *p, int64_t i, int64_t t, int64_
   if constexpr (sizeof(T) == 4) {
     if (split) {
       const float f = (float)v;
-      const float hi = nvcuda::wmma::__float_to_tf32(f);
-      const float lo = nvcuda::wmma::__float_to_tf32(f - hi);
+      const float hi = to_tf32(f);
+      const float lo = to_tf32(f - hi);
       T *row = p + (size_t)i * (size_t)(4 * d);
       row[t] = hi;
       row[d + t] = hi;

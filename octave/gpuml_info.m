@@ -31,7 +31,14 @@
 ## @item device_memory
 ## Total memory of device 0 in bytes.
 ## @item cuda_message
-## Why CUDA is unusable, @qcode{""} when it is usable.
+## Why CUDA is unusable, @qcode{""} when it is usable (no device, or a GPU this
+## build has no device code for).
+## @item cuda_architectures
+## The device code built, e.g. @qcode{"sm_75 sm_80 sm_86 sm_89 sm_90 compute_90"}.
+## @item compiler
+## The C compiler that built the library.
+## @item environment
+## The environment variables gpuml reads: a cell array, name and meaning per row.
 ## @end table
 ##
 ## @strong{Example}

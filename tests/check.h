@@ -28,7 +28,7 @@ static int check_passed, check_failed, check_skipped;
     fprintf(stderr, "\n");                                             \
   } while (0)
 
-static int check_summary(const char *suite) {
+static inline int check_summary(const char *suite) {
   if (check_skipped)
     printf("%s: %d passed, %d failed, %d skipped\n", suite, check_passed, check_failed,
            check_skipped);

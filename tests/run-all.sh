@@ -11,10 +11,11 @@ gpu=no
 [ "${1:-}" = "--gpu" ] && gpu=yes
 passed=0
 failed=0
+skipped=0
 log_dir=build/test-logs
 mkdir -p "$log_dir"
 
-# Adds the counts of the last "SUITE: N passed, N failed" line in file $2.
+# Adds the counts of the last "SUITE: N passed, N failed[, N skipped]" line in file $2.
 add_counts() {
   line=$(grep -E "^$1: [0-9]+ passed, [0-9]+ failed" "$2" | tail -n 1)
   if [ -z "$line" ]; then
@@ -25,18 +26,36 @@ add_counts() {
   echo "$line"
   p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
   f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+  sk=0
+  case $line in *skipped*) sk=$(echo "$line" | sed -E 's/.* ([0-9]+) skipped.*/\1/') ;; esac
   passed=$((passed + p))
   failed=$((failed + f))
+  skipped=$((skipped + sk))
 }
 
 echo "== C tests (backend ${GPUML_TEST_BACKEND:-cpu})"
 for t in build/tests/test_*; do
   name=$(basename "$t")
+  case $name in *_mpi) continue ;; esac
   "$t" > "$log_dir/$name.log" 2>&1
   grep FAIL "$log_dir/$name.log"
   printf '%s ' "$name"
   add_counts C "$log_dir/$name.log"
 done
+
+if [ "${HAVE_MPI:-no}" = yes ]; then
+  echo "== MPI tests (mpirun -np 3, CPU backend)"
+  run_as_root=""
+  [ "$(id -u)" -eq 0 ] && run_as_root="--allow-run-as-root"
+  for t in build/tests/test_*_mpi; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    "$MPIRUN" $run_as_root --oversubscribe -np 3 "$t" > "$log_dir/$name.log" 2>&1
+    grep FAIL "$log_dir/$name.log"
+    printf '%s ' "$name"
+    add_counts C "$log_dir/$name.log"
+  done
+fi
 
 if [ "$HAVE_R" = yes ]; then
   if [ "$gpu" = yes ]; then
@@ -45,8 +64,9 @@ if [ "$HAVE_R" = yes ]; then
       library(testthat); library(gpuml)
       res <- as.data.frame(test_dir("R-package/tests/testthat", package = "gpuml",
                                     load_package = "installed", stop_on_failure = FALSE))
-      cat(sprintf("R: %d passed, %d failed\n", sum(res$nb) - sum(res$failed) - sum(res$skipped),
-                  sum(res$failed) + sum(res$error)))' > "$log_dir/r.log" 2>&1
+      cat(sprintf("R: %d passed, %d failed, %d skipped\n",
+                  sum(res$nb) - sum(res$failed) - sum(res$skipped),
+                  sum(res$failed) + sum(res$error), sum(res$skipped)))' > "$log_dir/r.log" 2>&1
     add_counts R "$log_dir/r.log"
   else
     echo "== R CMD check (runs the testthat suite and the vignette)"
@@ -58,9 +78,11 @@ if [ "$HAVE_R" = yes ]; then
     if [ -n "$counts" ]; then
       rf=$(echo "$counts" | sed -E 's/.*FAIL ([0-9]+).*/\1/')
       rp=$(echo "$counts" | sed -E 's/.*PASS ([0-9]+).*/\1/')
+      rs=$(echo "$counts" | sed -E 's/.*SKIP ([0-9]+).*/\1/')
     else
       rf=1
       rp=0
+      rs=0
       echo "R: no testthat summary found"
     fi
     status=$(grep -E '^Status:' "$log_dir/r.log" | tail -n 1)
@@ -71,18 +93,27 @@ if [ "$HAVE_R" = yes ]; then
     else
       rp=$((rp + 1))
     fi
-    echo "R: $rp passed, $rf failed" | tee -a "$log_dir/r.log"
+    echo "R: $rp passed, $rf failed, $rs skipped" | tee -a "$log_dir/r.log"
     passed=$((passed + rp))
     failed=$((failed + rf))
+    skipped=$((skipped + rs))
   fi
 fi
 
 if [ "$HAVE_OCTAVE" = yes ]; then
-  echo "== Octave tests"
-  "$OCTAVE" --no-gui --norc -q --eval "addpath('build/octave'); addpath('octave'); run_tests" > "$log_dir/octave.log" 2>&1
-  grep -iE '^!!!!! |failed' "$log_dir/octave.log" | grep -v ' 0 failed' | head -n 20
+  echo "== Octave tests (the gpuml package, installed under build/octave-pkg)"
+  "$OCTAVE" --no-gui --norc -q --eval "$OCT_LOAD addpath('tests'); run_octave_tests('octave')" > "$log_dir/octave.log" 2>&1
+  grep -iE '^!!!!! |failed|shadows' "$log_dir/octave.log" | grep -v ' 0 failed' | head -n 20
   add_counts Octave "$log_dir/octave.log"
+  if grep -q "shadows a core library function" "$log_dir/octave.log"; then
+    echo "Octave: functions shadow each other (see $log_dir/octave.log): counted as 1 failure"
+    failed=$((failed + 1))
+  fi
 fi
 
-echo "$passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then
+  echo "$passed passed, $failed failed, $skipped skipped"
+else
+  echo "$passed passed, $failed failed"
+fi
 [ "$failed" -eq 0 ]

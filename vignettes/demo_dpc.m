@@ -17,35 +17,6 @@
 
 1;  # a script file, not a function file
 
-function x = read_idx_gz (file)
-  ## One gzipped IDX file of unsigned bytes, as a column vector.
-  tmp = tempname ();
-  mkdir (tmp);
-  unwind_protect
-    out = gunzip (file, tmp);
-    fid = fopen (out{1}, "r", "ieee-be");
-    if (fid < 0)
-      error ("demo:read", "cannot open %s", out{1});
-    endif
-    unwind_protect
-      magic = fread (fid, 4, "uint8")';
-      if (numel (magic) != 4 || any (magic(1:3) != [0 0 8]))
-        error ("demo:read", "%s is not an IDX file of unsigned bytes", file);
-      endif
-      dims = fread (fid, magic(4), "uint32")';
-      x = fread (fid, prod (dims), "uint8=>double");
-      if (numel (x) != prod (dims))
-        error ("demo:read", "%s is truncated", file);
-      endif
-    unwind_protect_cleanup
-      fclose (fid);
-    end_unwind_protect
-  unwind_protect_cleanup
-    confirm_recursive_rmdir (false, "local");
-    rmdir (tmp, "s");
-  end_unwind_protect
-endfunction
-
 function v = env_or (name, default)
   v = getenv (name);
   if (isempty (v))
@@ -55,13 +26,10 @@ endfunction
 
 here = fileparts (mfilename ("fullpath"));
 root = fileparts (here);
-for p = {fullfile(root, "octave"), fullfile(root, "build", "octave")}
-  if (isfolder (p{1}))
-    addpath (p{1});
-  endif
-endfor
-if (! exist ("gpuml_dpc_mex"))
-  error ("demo:build", "gpuml's MEX files were not found: run `make` first");
+## gpuml is an Octave package: `make install` installs it for everyone (make demo runs
+## this with the tree's own build loaded)
+if (! exist ("gpu_knn"))
+  pkg load gpuml
 endif
 data_dir = env_or ("GPUML_FASHION_MNIST", "/usr/share/datasets/fashion-mnist");
 backend = env_or ("GPUML_DEMO_BACKEND", "auto");
@@ -71,8 +39,7 @@ classes = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", ...
 
 rand ("state", 1);  # the dc estimate samples 2,000 of the 10,000 points
 t0 = tic ();
-X = reshape (read_idx_gz (fullfile (data_dir, "t10k-images-idx3-ubyte.gz")), 784, [])';
-labels = read_idx_gz (fullfile (data_dir, "t10k-labels-idx1-ubyte.gz"));
+[X, labels] = read_fashion_mnist (data_dir, "test");
 X = X - mean (X, 1);
 [V, L] = eig (X' * X);
 [~, order] = sort (diag (L), "descend");

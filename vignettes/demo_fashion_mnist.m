@@ -22,48 +22,6 @@
 
 1;  # a script file, not a function file
 
-function [x, dims] = read_idx_gz (file)
-  ## Reads one gzipped IDX file (big-endian header: 0, 0, type 0x08 = uint8,
-  ## number of dimensions, then one uint32 size per dimension).
-  tmp = tempname ();
-  mkdir (tmp);
-  unwind_protect
-    out = gunzip (file, tmp);
-    fid = fopen (out{1}, "r", "ieee-be");
-    if (fid < 0)
-      error ("demo:read", "cannot open %s", out{1});
-    endif
-    unwind_protect
-      magic = fread (fid, 4, "uint8")';
-      if (numel (magic) != 4 || any (magic(1:3) != [0 0 8]))
-        error ("demo:read", "%s is not an IDX file of unsigned bytes", file);
-      endif
-      dims = fread (fid, magic(4), "uint32")';
-      x = fread (fid, prod (dims), "uint8=>uint8");
-      if (numel (x) != prod (dims))
-        error ("demo:read", "%s is truncated", file);
-      endif
-    unwind_protect_cleanup
-      fclose (fid);
-    end_unwind_protect
-  unwind_protect_cleanup
-    confirm_recursive_rmdir (false, "local");
-    rmdir (tmp, "s");
-  end_unwind_protect
-endfunction
-
-function [images, labels] = read_fashion (dir, prefix, count)
-  [x, dims] = read_idx_gz (fullfile (dir, [prefix "-images-idx3-ubyte.gz"]));
-  ## IDX stores image after image, row by row: as a column-major 784 x N matrix
-  ## each column is one image, so the transpose puts one image per row.
-  images = reshape (x, dims(2) * dims(3), dims(1))';
-  labels = double (read_idx_gz (fullfile (dir, [prefix "-labels-idx1-ubyte.gz"])));
-  if (count < rows (images))
-    images = images(1:count,:);
-    labels = labels(1:count);
-  endif
-endfunction
-
 function v = env_or (name, default)
   v = getenv (name);
   if (isempty (v))
@@ -75,14 +33,10 @@ endfunction
 
 here = fileparts (mfilename ("fullpath"));
 root = fileparts (here);
-for p = {fullfile(root, "octave"), fullfile(root, "build", "octave")}
-  if (isfolder (p{1}))
-    addpath (p{1});
-  endif
-endfor
-if (! exist ("gpuml_knn_mex"))
-  error ("demo:build", "gpuml's MEX files were not found: run `make` first (expected in %s)",
-         fullfile (root, "build", "octave"));
+## gpuml is an Octave package: `make install` installs it for everyone (make demo runs
+## this with the tree's own build loaded)
+if (! exist ("gpu_knn"))
+  pkg load gpuml
 endif
 
 data_dir = env_or ("GPUML_FASHION_MNIST", "/usr/share/datasets/fashion-mnist");
@@ -106,8 +60,8 @@ endif
 
 t_start = tic ();
 t0 = tic ();
-[train, train_labels] = read_fashion (data_dir, "train", ntrain);
-[test, test_labels] = read_fashion (data_dir, "t10k", ntest);
+[train, train_labels] = read_fashion_mnist (data_dir, "train", ntrain);
+[test, test_labels] = read_fashion_mnist (data_dir, "test", ntest);
 printf ("read %d training and %d test images of %d pixels in %.1f s\n",
         rows (train), rows (test), columns (train), toc (t0));
 

@@ -18,27 +18,6 @@
 
 1;  # a script file, not a function file
 
-function x = read_idx_bytes (file)
-  ## The unsigned bytes of a gzipped IDX file after its header (4 bytes, then one
-  ## 4-byte size per dimension).
-  tmp = tempname ();
-  mkdir (tmp);
-  unwind_protect
-    out = gunzip (file, tmp);
-    fid = fopen (out{1}, "r", "ieee-be");
-    if (fid < 0)
-      error ("demo:read", "cannot open %s", out{1});
-    endif
-    magic = fread (fid, 4, "uint8")';
-    fread (fid, magic(4), "uint32");
-    x = fread (fid, Inf, "uint8=>double");
-    fclose (fid);
-  unwind_protect_cleanup
-    confirm_recursive_rmdir (false, "local");
-    rmdir (tmp, "s");
-  end_unwind_protect
-endfunction
-
 function v = env_or (name, default)
   v = getenv (name);
   if (isempty (v))
@@ -48,14 +27,10 @@ endfunction
 
 here = fileparts (mfilename ("fullpath"));
 root = fileparts (here);
-for p = {fullfile(root, "octave"), fullfile(root, "build", "octave")}
-  if (isfolder (p{1}))
-    addpath (p{1});
-  endif
-endfor
-if (! exist ("gpuml_gmm_mex"))
-  error ("demo:build", "gpuml's MEX files were not found: run `make` first (expected in %s)",
-         fullfile (root, "build", "octave"));
+## gpuml is an Octave package: `make install` installs it for everyone (make demo runs
+## this with the tree's own build loaded)
+if (! exist ("gpu_knn"))
+  pkg load gpuml
 endif
 backend = env_or ("GPUML_DEMO_BACKEND", "auto");
 
@@ -82,8 +57,9 @@ if (! exist (images_file, "file"))
   printf ("Fashion-MNIST not found in %s: skipping that part\n", data_dir);
   return;
 endif
-images = reshape (read_idx_bytes (images_file), 784, [])' / 255;
-classes = read_idx_bytes (fullfile (data_dir, "t10k-labels-idx1-ubyte.gz")) + 1;
+[images, classes] = read_fashion_mnist (data_dir, "test");
+images = images / 255;
+classes = classes + 1;
 images = images - mean (images, 1);
 [V, L] = eig (images' * images);
 [~, order] = sort (diag (L), "descend");

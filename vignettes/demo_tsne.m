@@ -16,24 +16,6 @@
 
 1;  # a script file
 
-function x = read_idx_gz (file, header)
-  tmp = tempname ();
-  mkdir (tmp);
-  unwind_protect
-    out = gunzip (file, tmp);
-    fid = fopen (out{1}, "r");
-    if (fid < 0)
-      error ("demo:read", "cannot open %s", out{1});
-    endif
-    fread (fid, header, "uint8");
-    x = fread (fid, Inf, "uint8=>uint8");
-    fclose (fid);
-  unwind_protect_cleanup
-    confirm_recursive_rmdir (false, "local");
-    rmdir (tmp, "s");
-  end_unwind_protect
-endfunction
-
 function v = env_or (name, default)
   v = getenv (name);
   if (isempty (v))
@@ -43,8 +25,11 @@ endfunction
 
 here = fileparts (mfilename ("fullpath"));
 root = fileparts (here);
-addpath (fullfile (root, "octave"));
-addpath (fullfile (root, "build", "octave"));
+## gpuml is an Octave package: `make install` installs it for everyone (make demo runs
+## this with the tree's own build loaded)
+if (! exist ("gpu_knn"))
+  pkg load gpuml
+endif
 data_dir = env_or ("GPUML_FASHION_MNIST", "/usr/share/datasets/fashion-mnist");
 backend = env_or ("GPUML_DEMO_BACKEND", "auto");
 info = gpuml_info ();
@@ -59,10 +44,10 @@ stem = env_or ("GPUML_DEMO_OUT", fullfile (root, "build", "tsne_fashion_mnist_oc
 
 t0 = tic ();
 ## IDX stores image after image: as 784 x N each column is one image.
-images = [reshape(read_idx_gz (fullfile (data_dir, "t10k-images-idx3-ubyte.gz"), 16), 784, [])'; ...
-          reshape(read_idx_gz (fullfile (data_dir, "train-images-idx3-ubyte.gz"), 16), 784, [])'];
-labels = [read_idx_gz(fullfile (data_dir, "t10k-labels-idx1-ubyte.gz"), 8); ...
-          read_idx_gz(fullfile (data_dir, "train-labels-idx1-ubyte.gz"), 8)];
+[test_images, test_labels] = read_fashion_mnist (data_dir, "test");
+[train_images, train_labels] = read_fashion_mnist (data_dir, "train");
+images = [test_images; train_images];
+labels = [test_labels; train_labels];
 X = double (images(1:n,:)) / 255;
 labels = double (labels(1:n));
 printf ("read %d images in %.1f s\n", n, toc (t0));

@@ -13,6 +13,7 @@ print.gpuml_info <- function(x, ...) {
     cat(sprintf("  CUDA backend: built (runtime %s, driver %s), %d device%s\n",
                 x$cuda_runtime, if (is.na(x$cuda_driver)) "none" else x$cuda_driver,
                 x$device_count, if (x$device_count == 1L) "" else "s"))
+    cat(sprintf("  device code : %s\n", x$cuda_architectures))
     if (x$device_count > 0)
       cat(sprintf("  device 0    : %s (compute %s, %.1f GiB)\n", x$device_name,
                   x$compute_capability, x$device_memory_gb))

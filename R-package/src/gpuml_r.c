@@ -137,10 +137,13 @@ static SEXP string_or_na(const char *s) {
 SEXP gpuml_r_info(void) {
   gpuml_info info;
   if (gpuml_backend_info(&info) != GPUML_OK) Rf_error("%s", gpuml_last_error());
+  gpuml_build build;
+  if (gpuml_build_info(&build) != GPUML_OK) Rf_error("%s", gpuml_last_error());
   const char *keys[] = {"version",       "openmp",         "threads",
                         "cuda_compiled", "cuda_runtime",   "cuda_driver",
                         "device_count",  "device_name",    "compute_capability",
-                        "device_memory_gb", "cuda_message"};
+                        "device_memory_gb", "cuda_message", "cuda_architectures",
+                        "compiler",      "environment"};
   const int nk = (int)(sizeof keys / sizeof keys[0]);
   SEXP res = PROTECT(Rf_allocVector(VECSXP, nk));
   SEXP names = PROTECT(Rf_allocVector(STRSXP, nk));
@@ -175,8 +178,20 @@ SEXP gpuml_r_info(void) {
     SET_VECTOR_ELT(res, 9, Rf_ScalarReal(NA_REAL));
   }
   SET_VECTOR_ELT(res, 10, string_or_na(info.cuda_message));
+  SET_VECTOR_ELT(res, 11, string_or_na(build.cuda_architectures));
+  SET_VECTOR_ELT(res, 12, string_or_na(build.compiler));
+  int nenv = 0;
+  while (gpuml_env_name(nenv)) nenv++;
+  SEXP env = PROTECT(Rf_allocVector(STRSXP, nenv));
+  SEXP env_names = PROTECT(Rf_allocVector(STRSXP, nenv));
+  for (int i = 0; i < nenv; i++) {
+    SET_STRING_ELT(env, i, Rf_mkChar(gpuml_env_meaning(i)));
+    SET_STRING_ELT(env_names, i, Rf_mkChar(gpuml_env_name(i)));
+  }
+  Rf_setAttrib(env, R_NamesSymbol, env_names);
+  SET_VECTOR_ELT(res, 13, env);
   Rf_setAttrib(res, R_NamesSymbol, names);
-  UNPROTECT(2);
+  UNPROTECT(4);
   return res;
 }
 

@@ -21,4 +21,4 @@ static const gm_tsne_ops cpu_tsne = {gm_cpu_tsne_conditional, gm_tsne_pca_cpu,
 static const gm_gmm_backend cpu_gmm = {gm_gmm_cpu_open, &gm_gmm_cpu_ops};
 
 const gm_backend gm_cpu_backend = {
-    GPUML_BACKEND_CPU, "cpu", cpu_probe, NULL, &cpu_neighbours, &cpu_dpc, &cpu_tsne, &cpu_gmm};
+    GPUML_BACKEND_CPU, "cpu", NULL, 0, cpu_probe, NULL, &cpu_neighbours, &cpu_dpc, &cpu_tsne, &cpu_gmm};

@@ -30,7 +30,11 @@
 extern "C" {
 #endif
 
-#define GPUML_VERSION "0.1.0"
+/* The version, as in the file VERSION at the top of the tree (a test holds them equal). */
+#define GPUML_VERSION_MAJOR 0
+#define GPUML_VERSION_MINOR 2
+#define GPUML_VERSION_PATCH 0
+#define GPUML_VERSION "0.2.0"
 
 typedef enum {
   GPUML_OK = 0,
@@ -132,6 +136,25 @@ typedef struct {
  * when d_second != d_first. */
 gpuml_status gpuml_check_columns(const char *stage, const char *second, int64_t d_second,
                                  const char *first, int64_t d_first);
+
+/* The version of the library linked (GPUML_VERSION of its build). */
+const char *gpuml_version(void);
+
+/* How the library was built, and the environment variables it reads. */
+typedef struct {
+  char version[16];
+  char compiler[128];         /* the C compiler's version string */
+  int openmp;                 /* OpenMP version macro (e.g. 201511), 0 without OpenMP */
+  int cuda_compiled;
+  int cuda_runtime_built;     /* the CUDA runtime version built against, e.g. 13000 */
+  char cuda_architectures[256]; /* the device code built, e.g. "sm_70 sm_75 ... compute_90" */
+  int mpi;                    /* 1 when libgpuml_mpi was built beside this library */
+} gpuml_build;
+gpuml_status gpuml_build_info(gpuml_build *build);
+/* The environment variables gpuml reads: name i (0-based) and what it does, NULL past
+ * the last. Front ends list them (gpuml_info() in R and Octave). */
+const char *gpuml_env_name(int i);
+const char *gpuml_env_meaning(int i);
 
 /* What was compiled in and which device was found. Never fails for lack of a GPU. */
 gpuml_status gpuml_backend_info(gpuml_info *info);

@@ -22,12 +22,15 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_info info;
   gpuml_status st = gpuml_backend_info(&info);
   if (st) gpuml_mex_raise(st);
+  gpuml_build build;
+  if ((st = gpuml_build_info(&build))) gpuml_mex_raise(st);
   static const char *fields[] = {"version",        "openmp",
                                  "max_threads",    "cuda_compiled",
                                  "cuda_runtime_version", "cuda_driver_version",
                                  "device_count",   "device_name",
                                  "compute_capability",   "device_memory",
-                                 "cuda_message"};
+                                 "cuda_message",   "cuda_architectures",
+                                 "compiler",       "environment"};
   mxArray *s = mxCreateStructMatrix(1, 1, (int)(sizeof fields / sizeof fields[0]), fields);
   mxSetField(s, 0, "version", mxCreateString(info.version));
   set_logical(s, "openmp", info.openmp);
@@ -43,5 +46,15 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   mxSetField(s, 0, "compute_capability", cc);
   set_number(s, "device_memory", (double)info.device_memory);
   mxSetField(s, 0, "cuda_message", mxCreateString(info.cuda_message));
+  mxSetField(s, 0, "cuda_architectures", mxCreateString(build.cuda_architectures));
+  mxSetField(s, 0, "compiler", mxCreateString(build.compiler));
+  int nenv = 0;
+  while (gpuml_env_name(nenv)) nenv++;
+  mxArray *env = mxCreateCellMatrix((mwSize)nenv, 2);
+  for (int i = 0; i < nenv; i++) {
+    mxSetCell(env, (mwIndex)i, mxCreateString(gpuml_env_name(i)));
+    mxSetCell(env, (mwIndex)(i + nenv), mxCreateString(gpuml_env_meaning(i)));
+  }
+  mxSetField(s, 0, "environment", env);
   plhs[0] = s;
 }

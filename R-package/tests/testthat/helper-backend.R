@@ -18,6 +18,27 @@ skip_if_no_cuda <- function() {
   if (!has_cuda_device()) skip("no usable CUDA device in this build/machine")
 }
 
+# A peer package (FNN, mclust, Rtsne, densityClust ...) or data set (Fashion-MNIST) that a
+# comparison needs. With GPUML_REQUIRE_PEERS=1 (make check, and so CI) a missing one
+# fails the test instead of skipping it, so that no peer check vanishes silently.
+peers_required <- function() identical(Sys.getenv("GPUML_REQUIRE_PEERS"), "1")
+
+skip_if_no_peer <- function(pkg) {
+  if (requireNamespace(pkg, quietly = TRUE)) return(invisible(TRUE))
+  if (peers_required())
+    stop(sprintf("the peer package %s is required (GPUML_REQUIRE_PEERS=1): install r-cran-%s",
+                 pkg, tolower(pkg)), call. = FALSE)
+  skip(paste(pkg, "is not installed"))
+}
+
+skip_if_no_data <- function(file, what) {
+  if (file.exists(file)) return(invisible(TRUE))
+  if (peers_required())
+    stop(sprintf("%s is required (GPUML_REQUIRE_PEERS=1): %s is missing", what, file),
+         call. = FALSE)
+  skip(paste(what, "is not installed"))
+}
+
 # Brute-force references, computed in R in the direct form (differences first, summed
 # in dimension order), which is exact up to the last bits even far from the origin.
 dist_ref <- function(x, y = x, squared = FALSE) {

@@ -53,7 +53,7 @@ test_that("rho and delta follow the definitions, both kernels, grid and tiles", 
 })
 
 test_that("rho equals densityClust's (cutoff, Gaussian) and delta with the Gaussian kernel", {
-  skip_if_not_installed("densityClust")
+  skip_if_no_peer("densityClust")
   set.seed(32)
   x <- matrix(rnorm(400 * 3), ncol = 3)
   dd <- dist(x)

@@ -40,8 +40,7 @@ test_that("IDX files are read into images by row and labelled factors", {
 })
 
 test_that("the installed Fashion-MNIST test set reads", {
-  skip_if_not(file.exists(file.path(fm_path, "t10k-labels-idx1-ubyte.gz")),
-              "Fashion-MNIST is not installed")
+  skip_if_no_data(file.path(fm_path, "t10k-labels-idx1-ubyte.gz"), "Fashion-MNIST")
   fm <- read_fashion_mnist(fm_path, "test", n = 100)
   expect_identical(dim(fm$x), c(100L, 784L))
   expect_true(is.double(fm$x))

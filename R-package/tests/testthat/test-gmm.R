@@ -26,7 +26,7 @@ test_that("gpu_gmm returns an mclust-like object", {
 })
 
 test_that("faithful: the same fit as mclust's VVV model", {
-  skip_if_not_installed("mclust")
+  skip_if_no_peer("mclust")
   fit <- gpu_gmm(faithful, G = 1:4, seed = 1, backend = backend())
   m <- mclust_fit(faithful, 1:4)
   expect_identical(fit$G, m$G)

@@ -21,6 +21,6 @@ test_that("gpuml_info describes the build", {
     expect_true(nzchar(info$device_name))
     expect_gt(info$device_memory_gb, 0)
   }
-  expect_output(print(info), "gpuml 0.1.0")
+  expect_output(print(info), paste("gpuml", as.character(utils::packageVersion("gpuml"))))
   expect_output(print(info), "CPU backend")
 })

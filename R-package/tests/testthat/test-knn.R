@@ -44,7 +44,7 @@ test_that("query search matches the brute force for several dimensions", {
 })
 
 test_that("results agree with FNN::get.knn and FNN::get.knnx", {
-  skip_if_not_installed("FNN")
+  skip_if_no_peer("FNN")
   set.seed(13)
   for (d in c(1, 2, 3, 20, 50)) {
     x <- matrix(runif(400 * d), ncol = d)
@@ -61,7 +61,7 @@ test_that("results agree with FNN::get.knn and FNN::get.knnx", {
 })
 
 test_that("a larger search (several blocks) matches FNN", {
-  skip_if_not_installed("FNN")
+  skip_if_no_peer("FNN")
   set.seed(14)
   x <- matrix(rnorm(3000 * 20), ncol = 20)
   q <- matrix(rnorm(700 * 20), ncol = 20)

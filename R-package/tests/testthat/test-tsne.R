@@ -138,9 +138,9 @@ test_that("plot draws the embedding coloured by labels", {
 })
 
 test_that("quality on a Fashion-MNIST slice is within 2% of Rtsne's", {
-  skip_if_not_installed("Rtsne")
+  skip_if_no_peer("Rtsne")
   path <- "/usr/share/datasets/fashion-mnist"
-  skip_if_not(file.exists(file.path(path, "t10k-images-idx3-ubyte.gz")), "no Fashion-MNIST")
+  skip_if_no_data(file.path(path, "t10k-images-idx3-ubyte.gz"), "Fashion-MNIST")
   fm <- read_fashion_mnist(path, "test", n = 2000)
   x <- prcomp(fm$x / 255, rank. = 50)$x
   ours <- gpu_tsne(x, pca = FALSE, max_iter = 500, seed = 1, backend = backend())

@@ -1,30 +1,33 @@
 ## -*- texinfo -*-
-## @deftypefn {} {} run_tests
-## Run the %!test blocks of every gpu*.m file next to this script (the gpuml
-## Octave layer) and print one final line
+## @deftypefn {} {} run_octave_tests (@var{dir})
+## Run the %!test blocks of every gpu*.m file of the folder @var{dir} (the gpuml
+## Octave layer, octave/ of the tree), as the loaded gpuml package holds them (run
+## @code{pkg load gpuml} first), and print one final line
 ## @samp{Octave: @var{N} passed, @var{N} failed}.  Failures are printed in full
 ## above it.  When run by @code{octave --eval} (without @option{--persist}),
 ## Octave exits with status 1 when any test failed or a file could not be
 ## tested, 0 otherwise; an interactive session is left running.
 ##
-## Run from the repository root after @code{make}:
+## Run from the repository root after @code{make}; @code{make check} does, with the
+## package installed privately under build/octave-pkg:
 ##
 ## @example
-## octave --no-gui --norc -q --eval "addpath('build/octave'); addpath('octave'); run_tests"
+## octave --no-gui --norc -q --eval "pkg load gpuml; addpath('tests'); run_octave_tests('octave')"
 ## @end example
 ## @end deftypefn
 
-function run_tests ()
+function run_octave_tests (dir_name)
 
-  here = fileparts (mfilename ("fullpath"));
-  files = dir (fullfile (here, "gpu*.m"));
+  files = dir (fullfile (dir_name, "gpu*.m"));
   names = sort ({files.name});
   passed = 0;
   failed = 0;
+  skipped = 0;
   for i = 1:numel (names)
     [~, name] = fileparts (names{i});
     try
-      [n, nmax] = test (name, "quiet", stdout);
+      [n, nmax, ~, ~, nskip] = test (name, "quiet", stdout);
+      skipped += nskip;
       if (nmax == 0)
         printf ("  %s has no tests or was not found\n", name);
         failed += 1;
@@ -37,7 +40,11 @@ function run_tests ()
       failed += 1;
     end_try_catch
   endfor
-  printf ("Octave: %d passed, %d failed\n", passed, failed);
+  if (skipped > 0)
+    printf ("Octave: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  else
+    printf ("Octave: %d passed, %d failed\n", passed, failed);
+  endif
   fflush (stdout);
   ## Exit with a status only when run by "octave --eval ..." without --persist,
   ## never from an interactive session.

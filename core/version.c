@@ -1,0 +1,67 @@
+/* The version, how the library was built, and the environment variables it reads. */
+#include <stdio.h>
+#include <string.h>
+#include "backend.h"
+
+const char *gpuml_version(void) { return GPUML_VERSION; }
+
+/* Every environment variable gpuml reads, in one place (the README lists the same). */
+static const struct {
+  const char *name, *meaning;
+} env_table[] = {
+    {"GPUML_GPU_MEMORY_LIMIT", "bytes of device memory a call may use (K/M/G suffixes); "
+                               "default 80% of the free memory"},
+    {"GPUML_CUDA_POOL_CACHE", "bytes of device memory kept cached between calls (K/M/G); "
+                              "default a quarter of the device"},
+    {"GPUML_SHARDS", "development: split kNN references into this many logical shards"},
+    {"GPUML_SHARD_THREADS", "development: run the shards on this many host threads (the "
+                            "runner of several devices, on one device or the CPU)"},
+    {"GPUML_CUDA_TILE", "development: tiles of at most this many rows, data not resident"},
+    {"GPUML_CUDA_REF_TILE", "development: reference tile rows with the data resident"},
+    {"GPUML_CUDA_QUERY_TILE", "development: query tile rows with the data resident"},
+    {"GPUML_CUDA_KNN_SELECT", "development: \"general\" forces the radix selection for every k"},
+    {"GPUML_CUDA_KNN_FUSED", "development: 0 takes the tile-by-tile kNN path instead of the "
+                             "fused kernel"},
+    {"GPUML_CUDA_FUSED_SPLIT", "development: the fused kNN kernel with the references split "
+                               "into blocks of this many"},
+    {"GPUML_CUDA_KNN_SPLIT", "development: 0 uses plain SGEMM instead of the split TF32 GEMM "
+                             "for fp32"},
+    {"GPUML_TEST_BACKENDS", "tests: the backends the C tests run (\"cpu\", \"cuda\", \"cpu,cuda\")"},
+    {"GPUML_TEST_BACKEND", "tests: the backend of the R tests, and the C tests' older form"},
+    {"GPUML_TEST_PRECISION", "tests: \"double\" or \"single\""},
+    {"GPUML_REQUIRE_PEERS", "tests: 1 makes a missing peer package or data set a failure"},
+    {"GPUML_BENCH_SKIP_LARGE", "benchmarks: 1 skips the largest kNN case"},
+};
+
+const char *gpuml_env_name(int i) {
+  return i >= 0 && i < (int)(sizeof env_table / sizeof env_table[0]) ? env_table[i].name : NULL;
+}
+
+const char *gpuml_env_meaning(int i) {
+  return i >= 0 && i < (int)(sizeof env_table / sizeof env_table[0]) ? env_table[i].meaning
+                                                                     : NULL;
+}
+
+gpuml_status gpuml_build_info(gpuml_build *build) {
+  gm_clear_error();
+  if (!build) return gm_fail(GPUML_ERR_ARG, "badArgument", "build must not be NULL");
+  memset(build, 0, sizeof *build);
+  snprintf(build->version, sizeof build->version, "%s", GPUML_VERSION);
+#if defined(__VERSION__)
+  snprintf(build->compiler, sizeof build->compiler, "%s", __VERSION__);
+#endif
+#if defined(_OPENMP)
+  build->openmp = _OPENMP;
+#endif
+  const gm_backend *cuda = gm_backend_get(GPUML_BACKEND_CUDA);
+  if (cuda) {
+    build->cuda_compiled = 1;
+    build->cuda_runtime_built = cuda->runtime_built;
+    snprintf(build->cuda_architectures, sizeof build->cuda_architectures, "%s",
+             cuda->architectures ? cuda->architectures : "");
+  }
+#if defined(GPUML_HAVE_MPI)
+  build->mpi = 1;
+#endif
+  return GPUML_OK;
+}
