@@ -100,6 +100,32 @@ if [ "$HAVE_R" = yes ]; then
   fi
 fi
 
+if [ "$HAVE_R" = yes ] && [ "$gpu" = no ]; then
+  # The R package by itself, as an R user installs it: R CMD build of R-package/ alone,
+  # R CMD INSTALL of the tarball without CUDA into a library of its own, then a kNN.
+  echo "== R package by itself (R CMD build R-package; R CMD INSTALL --without-cuda; a kNN)"
+  tmp=$(mktemp -d)
+  here=$PWD
+  log=$log_dir/r-standalone.log
+  if (cd "$tmp" && env -u GPUML_PREBUILT "$R" CMD build --no-build-vignettes "$here/R-package") > "$log" 2>&1 &&
+     mkdir -p "$tmp/lib" &&
+     env -u GPUML_PREBUILT "$R" CMD INSTALL --configure-args=--without-cuda -l "$tmp/lib" "$tmp"/gpuml_*.tar.gz >> "$log" 2>&1 &&
+     R_LIBS="$tmp/lib" "$R" --no-echo --no-restore -e '
+       library(gpuml)
+       r <- gpu_knn(as.matrix(iris[, 1:4]), k = 3)
+       stopifnot(identical(dim(r$nn.index), c(150L, 3L)), r$backend == "cpu",
+                 !gpuml_info()$cuda_compiled)
+       cat("standalone package: kNN ok\n")' >> "$log" 2>&1; then
+    echo "R standalone: 1 passed, 0 failed"
+    passed=$((passed + 1))
+  else
+    tail -n 20 "$log"
+    echo "R standalone: 0 passed, 1 failed (see $log)"
+    failed=$((failed + 1))
+  fi
+  rm -rf "$tmp"
+fi
+
 if [ "$HAVE_OCTAVE" = yes ]; then
   echo "== Octave tests (the gpuml package, installed under build/octave-pkg)"
   "$OCTAVE" --no-gui --norc -q --eval "$OCT_LOAD addpath('tests'); run_octave_tests('octave')" > "$log_dir/octave.log" 2>&1
