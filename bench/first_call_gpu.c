@@ -88,10 +88,9 @@ int main(void) {
       report(name, now_ms() - t, st);
     }
     free(y);
-    const int64_t G[] = {4};
     gpuml_gmm_params gp;
     gpuml_gmm_params_init(&gp);
-    gp.G = G;
+    gp.G[0] = 4;
     gp.nG = 1;
     gp.max_iter = 20;
     gpuml_gmm_model model;

@@ -73,7 +73,7 @@ static run_t fit(const double *x, int64_t n, int64_t d, int64_t G, gpuml_gmm_cov
   if (want_labels) r.cls = malloc(sizeof(int64_t) * n);
   gpuml_gmm_params p;
   gpuml_gmm_params_init(&p);
-  p.G = &G;
+  p.G[0] = G;
   p.nG = 1;
   p.covariance = cov;
   p.max_iter = max_iter;

@@ -4,11 +4,31 @@
  * core/dpc_grid.c and core/dpc_tiles.c) or on the GPU (kernels/dpc.cu); everything
  * else is shared by both backends, so that they give the same answers. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
 #include "distance_tiles.h"
+#include "params.h"
 #include "rng.h"
+
+/* The parameters by name (gpuml_params_set_*): a number for dc means that dc, "auto"
+ * the estimate; k and the thresholds mark themselves given. */
+static const char *const dpc_kernels[] = {"cutoff", "gaussian", NULL};
+const gm_param_spec gm_dpc_param_specs[] = {
+    {GM_PARAM(gpuml_dpc_params, dc, GM_PARAM_REAL), .auto_name = "auto", .auto_value = 0,
+     .has_flag = 1, .flag_offset = offsetof(gpuml_dpc_params, estimate_dc), .flag_on_number = 0},
+    {GM_PARAM(gpuml_dpc_params, neighbor_rate, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_dpc_params, kernel, GM_PARAM_CHOICE), .choices = dpc_kernels},
+    {.name = "k", .type = GM_PARAM_INT64, .offset = offsetof(gpuml_dpc_params, select.k),
+     .has_flag = 1, .flag_offset = offsetof(gpuml_dpc_params, select.has_k), .flag_on_number = 1},
+    {.name = "rho", .type = GM_PARAM_REAL, .offset = offsetof(gpuml_dpc_params, select.rho_min),
+     .has_flag = 1, .flag_offset = offsetof(gpuml_dpc_params, select.has_rho),
+     .flag_on_number = 1},
+    {.name = "delta", .type = GM_PARAM_REAL,
+     .offset = offsetof(gpuml_dpc_params, select.delta_min), .has_flag = 1,
+     .flag_offset = offsetof(gpuml_dpc_params, select.has_delta), .flag_on_number = 1},
+    {.name = NULL}};
 
 void gpuml_dpc_params_init(gpuml_dpc_params *p) {
   if (!p) return;
@@ -444,5 +464,52 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
   }
   free(border);
   free(cluster_border);
+  return st;
+}
+
+/* ---- density, centres, clusters and halo in one call ------------------------------- */
+
+static int has_selection(const gpuml_dpc_selection *s) { return s->has_k || s->has_rho || s->has_delta; }
+
+gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dpc_params *params,
+                           double *rho, double *delta, int64_t *nearest, double *gamma,
+                           int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
+                           const gpuml_options *opt, gpuml_dpc_result *result) {
+  gm_clear_error();
+  if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
+  const int cut = has_selection(&params->select);
+  gpuml_status st = check_data(x, n, d);
+  if (!st && cut) st = gpuml_dpc_check_selection(&params->select, n);
+  if (st) return st;
+  if (ncentres) *ncentres = 0;
+  if (cut && (!centres || !ncentres || !cluster || !halo))
+    return gm_fail(GPUML_ERR_ARG, "dpc:badOutput",
+                   "with a selection, the outputs centres, ncentres, cluster and halo must not be NULL");
+  gpuml_dpc_result local;
+  if (!result) result = &local;
+  const double t0 = gm_seconds();
+  if ((st = gpuml_dpc_density(x, n, d, params, rho, delta, nearest, gamma, opt, result)) || !cut)
+    return st;
+  const gpuml_run_info run = result->run;
+  if ((st = gpuml_dpc_recut(x, n, d, result->dc, rho, delta, nearest, params, centres, ncentres,
+                            cluster, halo, opt, result)))
+    return st;
+  result->run = run;
+  result->run.seconds = gm_seconds() - t0;
+  return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                             const double *delta, const int64_t *nearest,
+                             const gpuml_dpc_params *params, int64_t *centres,
+                             int64_t *ncentres, int64_t *cluster, int *halo,
+                             const gpuml_options *opt, gpuml_dpc_result *result) {
+  gm_clear_error();
+  if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
+  if (!centres || !ncentres || !cluster || !halo)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badOutput",
+                   "the outputs centres, ncentres, cluster and halo must not be NULL");
+  gpuml_status st = gpuml_dpc_cut(rho, delta, nearest, n, &params->select, centres, ncentres, cluster);
+  if (!st) st = gpuml_dpc_halo(x, n, d, dc, rho, cluster, *ncentres, halo, opt, result);
   return st;
 }

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,9 +55,23 @@ int64_t gpuml_gmm_npar(gpuml_gmm_covariance covariance, int64_t G, int64_t d) {
   return (G - 1) + G * d + G * per;
 }
 
+/* The parameters by name (gpuml_params_set_*). */
+static const char *const gmm_covariances[] = {"full", "diag", "spherical", NULL};
+const gm_param_spec gm_gmm_param_specs[] = {
+    {GM_PARAM(gpuml_gmm_params, G, GM_PARAM_INT64_LIST),
+     .count_offset = offsetof(gpuml_gmm_params, nG), .capacity = GPUML_GMM_MAX_G},
+    {GM_PARAM(gpuml_gmm_params, covariance, GM_PARAM_CHOICE), .choices = gmm_covariances},
+    {GM_PARAM(gpuml_gmm_params, max_iter, GM_PARAM_INT64)},
+    {GM_PARAM(gpuml_gmm_params, tol, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_gmm_params, reg, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_gmm_params, n_init, GM_PARAM_INT64)},
+    {.name = NULL}};
+
 void gpuml_gmm_params_init(gpuml_gmm_params *params) {
   if (!params) return;
   memset(params, 0, sizeof *params);
+  for (int64_t g = 0; g < 9; g++) params->G[g] = g + 1;  /* mclust's 1:9 */
+  params->nG = 9;
   params->covariance = GPUML_GMM_FULL;
   params->max_iter = 1000;
   params->tol = 1e-8;
@@ -267,15 +282,20 @@ static int valid_covariance(gpuml_gmm_covariance c) {
   return c == GPUML_GMM_FULL || c == GPUML_GMM_DIAG || c == GPUML_GMM_SPHERICAL;
 }
 
-static gpuml_status check_fit_args(int64_t n, int64_t d, const gpuml_gmm_params *P,
-                                   const gpuml_gmm_model *model, const gpuml_options *opt,
-                                   int64_t *gmax) {
+gpuml_status gpuml_gmm_check(int64_t n, int64_t d, const gpuml_gmm_params *P,
+                             const gpuml_options *opt, int64_t *gmax) {
+  gm_clear_error();
   gpuml_status st = gm_check_options(opt);
   if (st) return st;
   if (!P) return gm_fail(GPUML_ERR_ARG, "gmm:badParams", "params must not be NULL");
-  if (!P->G || P->nG < 1)
-    return gm_fail(GPUML_ERR_ARG, "gmm:badG", "give at least one number of components G");
-  *gmax = 0;
+  if (n < 1 || d < 1)
+    return gm_fail(GPUML_ERR_ARG, "gmm:badData", "the data have %lld rows and %lld columns",
+                   (long long)n, (long long)d);
+  if (P->nG < 1 || P->nG > GPUML_GMM_MAX_G)
+    return gm_fail(GPUML_ERR_ARG, "gmm:badG",
+                   "nG = %lld numbers of components: give 1 .. %d", (long long)P->nG,
+                   GPUML_GMM_MAX_G);
+  int64_t largest = 0;
   for (int64_t g = 0; g < P->nG; g++) {
     const int64_t G = P->G[g];
     if (G < 1)
@@ -283,7 +303,7 @@ static gpuml_status check_fit_args(int64_t n, int64_t d, const gpuml_gmm_params 
     if (G > n)
       return gm_fail(GPUML_ERR_ARG, "gmm:badG", "G = %lld exceeds the %lld rows of the data",
                      (long long)G, (long long)n);
-    if (G > *gmax) *gmax = G;
+    if (G > largest) largest = G;
   }
   if (!valid_covariance(P->covariance))
     return gm_fail(GPUML_ERR_ARG, "gmm:badCovariance",
@@ -298,14 +318,12 @@ static gpuml_status check_fit_args(int64_t n, int64_t d, const gpuml_gmm_params 
   if (P->n_init < 1)
     return gm_fail(GPUML_ERR_ARG, "gmm:badNInit", "n_init = %lld must be at least 1",
                    (long long)P->n_init);
-  if (!model || !model->weights || !model->means || !model->covariances)
-    return gm_fail(GPUML_ERR_ARG, "gmm:badOutput",
-                   "the model's weights, means and covariances must be allocated");
   if (n > INT_MAX || d > 46340)
     return gm_fail(GPUML_ERR_ARG, "gmm:tooLarge",
                    "%lld x %lld data are more than the BLAS interface takes (2^31 - 1 rows, "
                    "46340 columns)",
                    (long long)n, (long long)d);
+  if (gmax) *gmax = largest;
   return GPUML_OK;
 }
 
@@ -347,8 +365,11 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   gm_clear_error();
   int64_t gmax = 0;
   gpuml_status st = gm_check_matrix(x, n, d, "data", "gmm");
-  if (!st) st = check_fit_args(n, d, params, model, opt, &gmax);
+  if (!st) st = gpuml_gmm_check(n, d, params, opt, &gmax);
   if (st) return st;
+  if (!model || !model->weights || !model->means || !model->covariances)
+    return gm_fail(GPUML_ERR_ARG, "gmm:badOutput",
+                   "the model's weights, means and covariances must be allocated");
   const gpuml_gmm_covariance cov_type = params->covariance;
   const int threads = gm_threads(opt);
   double *centre = gm_alloc((size_t)d, sizeof(double));

@@ -130,7 +130,9 @@ gpuml_status gm_params_set_numbers(const gm_param_spec *specs, const char *algo,
     return bad_value(s, algo, "%s: %s", "no parameters or values given");
   if (!is_list(s)) {
     if (count != 1) return bad_value(s, algo, "%s must be %s", "a single value");
-    return store_number(s, algo, params, 0, values[0], 0);
+    if ((st = store_number(s, algo, params, 0, values[0], 0))) return st;
+    if (s->has_flag) *(int *)((char *)params + s->flag_offset) = s->flag_on_number;
+    return GPUML_OK;
   }
   if ((st = check_count(s, algo, count))) return st;
   /* all values checked before any is stored: a failed call leaves the list as it was */
@@ -177,7 +179,9 @@ gpuml_status gm_params_set_strings(const gm_param_spec *specs, const char *algo,
       if (!st) *(int64_t *)((char *)params + s->count_offset) = 1;
       return st;
     }
-    return store_number(s, algo, params, 0, s->auto_value, 0);
+    if ((st = store_number(s, algo, params, 0, s->auto_value, 0))) return st;
+    if (s->has_flag) *(int *)((char *)params + s->flag_offset) = !s->flag_on_number;
+    return GPUML_OK;
   }
   char id[64];
   snprintf(id, sizeof id, "%s:badParameter", algo);
@@ -209,4 +213,55 @@ gpuml_status gm_params_get_number(const gm_param_spec *specs, const char *algo,
     case GM_PARAM_INT64: *value = (double)*(const int64_t *)field; return GPUML_OK;
     default: return bad_value(s, algo, "%s is %s", "a list, not a single number");
   }
+}
+
+/* The tables of the algorithms (core/tsne.c, core/gmm.c, core/dpc.c). */
+extern const gm_param_spec gm_tsne_param_specs[];
+extern const gm_param_spec gm_gmm_param_specs[];
+extern const gm_param_spec gm_dpc_param_specs[];
+
+static const gm_param_spec *specs_of(gpuml_params_kind kind, const char **algo) {
+  switch (kind) {
+    case GPUML_PARAMS_TSNE: *algo = "tsne"; return gm_tsne_param_specs;
+    case GPUML_PARAMS_GMM: *algo = "gmm"; return gm_gmm_param_specs;
+    case GPUML_PARAMS_DPC: *algo = "dpc"; return gm_dpc_param_specs;
+  }
+  *algo = "gpuml";
+  return NULL;
+}
+
+static gpuml_status unknown_kind(gpuml_params_kind kind) {
+  return gm_fail(GPUML_ERR_ARG, "badParameter", "unknown kind of parameters %d", (int)kind);
+}
+
+gpuml_status gpuml_params_set_numbers(gpuml_params_kind kind, void *params, const char *name,
+                                      const double *values, int64_t count) {
+  const char *algo;
+  const gm_param_spec *specs = specs_of(kind, &algo);
+  return specs ? gm_params_set_numbers(specs, algo, params, name, values, count)
+               : unknown_kind(kind);
+}
+
+gpuml_status gpuml_params_set_strings(gpuml_params_kind kind, void *params, const char *name,
+                                      const char *const *values, int64_t count) {
+  const char *algo;
+  const gm_param_spec *specs = specs_of(kind, &algo);
+  return specs ? gm_params_set_strings(specs, algo, params, name, values, count)
+               : unknown_kind(kind);
+}
+
+gpuml_status gpuml_params_get(gpuml_params_kind kind, const void *params, const char *name,
+                              double *value) {
+  const char *algo;
+  const gm_param_spec *specs = specs_of(kind, &algo);
+  return specs ? gm_params_get_number(specs, algo, params, name, value) : unknown_kind(kind);
+}
+
+const char *gpuml_params_name(gpuml_params_kind kind, int i) {
+  const char *algo;
+  const gm_param_spec *specs = specs_of(kind, &algo);
+  if (!specs || i < 0) return NULL;
+  for (int j = 0; specs[j].name; j++)
+    if (j == i) return specs[j].name;
+  return NULL;
 }

@@ -38,7 +38,15 @@ typedef struct {
   double auto_value;          /* ... which stores this value */
   size_t count_offset;        /* lists: offsetof() the int64_t count */
   int64_t capacity;           /* lists: the most values the array holds */
+  int has_flag;               /* a number also sets the int at flag_offset to flag_on_number, */
+  size_t flag_offset;         /* and the auto word sets it to !flag_on_number (dpc's dc: a */
+  int flag_on_number;         /* number is the cutoff, "auto" estimates it) */
 } gm_param_spec;
+
+/* A table entry: GM_PARAM(my_params, field, GM_PARAM_REAL) names the field as it is
+ * called in C; further members by designated initializers after it. */
+#define GM_PARAM(struct_type, field, param_type) \
+  .name = #field, .type = (param_type), .offset = offsetof(struct_type, field)
 
 /* Each takes the table (terminated by an entry with name NULL), the struct, and the
  * algorithm's prefix for error ids ("tsne" gives "tsne:badParameter"). An unknown name

@@ -3,6 +3,7 @@
  * (core/tsne_cpu.c or kernels/tsne.cu). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
+#include <stddef.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -37,6 +38,27 @@ void gpuml_tsne_params_init(gpuml_tsne_params *p) {
   p->method = GPUML_TSNE_AUTO;
 }
 
+/* The parameters by name (gpuml_params_set_*): the choices in the enums' order. */
+static const char *const tsne_methods[] = {"auto", "exact", "fft", NULL};
+static const char *const tsne_inits[] = {"pca", "random", NULL};
+const gm_param_spec gm_tsne_param_specs[] = {
+    {GM_PARAM(gpuml_tsne_params, dims, GM_PARAM_INT64)},
+    {GM_PARAM(gpuml_tsne_params, perplexity, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_params, max_iter, GM_PARAM_INT64)},
+    {GM_PARAM(gpuml_tsne_params, pca, GM_PARAM_BOOL)},
+    {GM_PARAM(gpuml_tsne_params, initial_dims, GM_PARAM_INT64)},
+    {GM_PARAM(gpuml_tsne_params, init, GM_PARAM_CHOICE), .choices = tsne_inits},
+    {GM_PARAM(gpuml_tsne_params, learning_rate, GM_PARAM_REAL), .auto_name = "auto",
+     .auto_value = 0},
+    {GM_PARAM(gpuml_tsne_params, exaggeration, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_params, stop_lying_iter, GM_PARAM_INT64)},
+    {GM_PARAM(gpuml_tsne_params, momentum, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_params, final_momentum, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_params, mom_switch_iter, GM_PARAM_INT64)},
+    {GM_PARAM(gpuml_tsne_params, max_step_norm, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_params, method, GM_PARAM_CHOICE), .choices = tsne_methods},
+    {.name = NULL}};
+
 const char *gpuml_tsne_method_name(gpuml_tsne_method method) {
   switch (method) {
     case GPUML_TSNE_AUTO: return "auto";
@@ -69,7 +91,12 @@ gpuml_status gpuml_tsne_parse_init(const char *name, gpuml_tsne_init *out) {
   return GPUML_OK;
 }
 
-int gpuml_tsne_cost_count(int max_iter) {
+int64_t gpuml_tsne_cost_iteration(int64_t max_iter, int64_t i) {
+  const int64_t at = (i + 1) * GM_TSNE_COST_EVERY;
+  return at < max_iter ? at : max_iter;
+}
+
+int64_t gpuml_tsne_cost_count(int64_t max_iter) {
   return max_iter < 1 ? 0 : (max_iter + GM_TSNE_COST_EVERY - 1) / GM_TSNE_COST_EVERY;
 }
 
@@ -253,7 +280,8 @@ static gpuml_status pca(const double *x, int64_t n, int64_t d, int64_t ncomp, do
 static gpuml_status check_params(const gpuml_tsne_params *p, int64_t n) {
   if (!p) return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "params must not be NULL");
   if (p->dims < 1 || p->dims > 3)
-    return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %d must be 1, 2 or 3", p->dims);
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %lld must be 1, 2 or 3",
+                   (long long)p->dims);
   if (!(p->perplexity > 0) || !isfinite(p->perplexity))
     return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity", "perplexity = %g must be positive",
                    p->perplexity);
@@ -262,21 +290,22 @@ static gpuml_status check_params(const gpuml_tsne_params *p, int64_t n) {
                    "perplexity = %g is too large for %lld points: 3 * perplexity must be at most n - 1 = %lld (use perplexity <= %g)",
                    p->perplexity, (long long)n, (long long)(n - 1), floor((double)(n - 1) / 3));
   }
-  if (p->max_iter < 1)
-    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "max_iter = %d must be at least 1",
-                   p->max_iter);
+  if (p->max_iter < 1 || p->max_iter > INT32_MAX)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "max_iter = %lld must lie in 1 .. 2^31 - 1", (long long)p->max_iter);
   if (p->initial_dims < 1)
-    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "initial_dims = %d must be at least 1",
-                   p->initial_dims);
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "initial_dims = %lld must be at least 1",
+                   (long long)p->initial_dims);
   if (!(p->learning_rate >= 0) || !isfinite(p->learning_rate))
     return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
                    "learning_rate = %g must be positive (or 0 for \"auto\")", p->learning_rate);
   if (!(p->exaggeration > 0) || !isfinite(p->exaggeration))
     return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "exaggeration = %g must be positive",
                    p->exaggeration);
-  if (p->stop_lying_iter < 0 || p->mom_switch_iter < 0)
+  if (p->stop_lying_iter < 0 || p->mom_switch_iter < 0 || p->stop_lying_iter > INT32_MAX ||
+      p->mom_switch_iter > INT32_MAX)
     return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
-                   "stop_lying_iter and mom_switch_iter must not be negative");
+                   "stop_lying_iter and mom_switch_iter must lie in 0 .. 2^31 - 1");
   if (!(p->momentum >= 0 && p->momentum < 1) || !(p->final_momentum >= 0 && p->final_momentum < 1))
     return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
                    "momentum = %g and final_momentum = %g must lie in [0, 1)", p->momentum,
@@ -363,8 +392,8 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
 
   gm_tsne_run run;
   run.n = n;
-  run.dims = params->dims;
-  run.max_iter = params->max_iter;
+  run.dims = (int)params->dims;
+  run.max_iter = (int)params->max_iter;
   run.method = params->method;
   if (run.method == GPUML_TSNE_AUTO)
     run.method = n <= (params->dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N)
@@ -376,8 +405,8 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
   run.momentum = params->momentum;
   run.final_momentum = params->final_momentum;
   run.max_step_norm = params->max_step_norm;
-  run.stop_lying_iter = params->stop_lying_iter;
-  run.mom_switch_iter = params->mom_switch_iter;
+  run.stop_lying_iter = (int)params->stop_lying_iter;
+  run.mom_switch_iter = (int)params->mom_switch_iter;
 
   gpuml_tsne_result local;
   if (!result) result = &local;

@@ -89,19 +89,16 @@ function [clusters, info] = gpu_dpc (X, varargin)
   if (nargin < 1)
     print_usage ();
   endif
-  opts = gpuml_parse_options ("gpu_dpc", struct ("dc", [], "gaussian", false, "k", [],
-                                                 "rho", [], "delta", [],
-                                                 "backend", "auto", "verbose", false),
-                              varargin);
+  [opts, given] = gpuml_parse_options ("gpu_dpc",
+                                       struct ("dc", [], "gaussian", false, "k", [],
+                                               "rho", [], "delta", [], "seed", [],
+                                               "backend", "auto", "verbose", false),
+                                       varargin);
   X = gpuml_dpc_double (X);
-  seed = 0;
-  if (isempty (opts.dc))
-    seed = floor (rand () * 2^31);
-  endif
+  params = gpuml_dpc_params (given);
   try
     [rho, delta, nearest, gamma, dc, backend, peaks, clusters, halo] = ...
-      gpuml_dpc_mex (X, opts.dc, opts.gaussian, seed, opts.k, opts.rho, opts.delta,
-                     opts.backend, opts.verbose);
+      gpuml_dpc_mex (X, params, gpuml_seed (opts.seed), opts.backend, opts.verbose);
   catch err
     gpuml_rethrow (err, "gpu_dpc", "gpuml_dpc_mex");
   end_try_catch
@@ -114,6 +111,35 @@ endfunction
 
 ## Integer, logical and single input computes in double; other classes are left for
 ## the gateway to reject.
+## The given options the core takes, by its names: [] means not given; gaussian is
+## the kernel's name.
+function params = gpuml_dpc_params (given)
+  params = {};
+  for i = 1:2:numel (given)
+    name = given{i};
+    v = given{i+1};
+    if (any (strcmp (name, {"seed", "backend", "verbose"})) || isempty (v))
+      continue;
+    endif
+    if (strcmp (name, "gaussian"))
+      name = "kernel";
+      if (! ((islogical (v) || isnumeric (v)) && isscalar (v)))
+        error ("gpuml:badOption", "gpu_dpc: gaussian must be true or false");
+      endif
+      v = ifelse_kernel (v);
+    endif
+    params(end+1:end+2) = {name, v};
+  endfor
+endfunction
+
+function k = ifelse_kernel (gaussian)
+  if (gaussian)
+    k = "gaussian";
+  else
+    k = "cutoff";
+  endif
+endfunction
+
 function X = gpuml_dpc_double (X)
   X = gpuml_float (X);
   if (isa (X, "single"))

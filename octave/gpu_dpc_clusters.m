@@ -35,18 +35,24 @@ function [clusters, info] = gpu_dpc_clusters (X, info, varargin)
     error ("gpuml:dpc:badInput",
            "gpu_dpc_clusters: info must be the second output of gpu_dpc");
   endif
-  opts = gpuml_parse_options ("gpu_dpc_clusters",
-                              struct ("k", [], "rho", [], "delta", [],
-                                      "backend", info.backend, "verbose", false),
-                              varargin);
+  [opts, given] = gpuml_parse_options ("gpu_dpc_clusters",
+                                       struct ("k", [], "rho", [], "delta", [],
+                                               "backend", info.backend, "verbose", false),
+                                       varargin);
   X = gpuml_float (X);
   if (isa (X, "single"))
     X = double (X);
   endif
+  params = {};
+  for i = 1:2:numel (given)
+    if (any (strcmp (given{i}, {"k", "rho", "delta"})) && ! isempty (given{i+1}))
+      params(end+1:end+2) = given(i:i+1);
+    endif
+  endfor
   try
     [peaks, clusters, halo, backend] = ...
-      gpuml_dpc_cut_mex (X, info.dc, info.rho, info.delta, info.nearest, opts.k,
-                         opts.rho, opts.delta, opts.backend, opts.verbose);
+      gpuml_dpc_cut_mex (X, info.dc, info.rho, info.delta, info.nearest, params,
+                         opts.backend, opts.verbose);
   catch err
     gpuml_rethrow (err, "gpu_dpc_clusters", "gpuml_dpc_cut_mex");
   end_try_catch

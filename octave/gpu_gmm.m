@@ -99,30 +99,30 @@ function [labels, model] = gpu_gmm (X, varargin)
   if (nargin < 1)
     print_usage ();
   endif
-  K = 1:9;
   args = varargin;
+  params = {};
   if (! isempty (args) && ! ischar (args{1}))
-    K = args{1};
+    params = {"G", args{1}};  # K, given by position
     args(1) = [];
   endif
-  opts = gpuml_parse_options ("gpu_gmm",
-                              struct ("covariance", "full", "max_iter", 1000, "tol", 1e-8,
-                                      "reg", 1e-6, "n_init", 1, "seed", [],
-                                      "backend", "auto", "verbose", false),
-                              args);
+  [opts, given] = gpuml_parse_options ("gpu_gmm",
+                                       struct ("covariance", "full", "max_iter", 1000,
+                                               "tol", 1e-8, "reg", 1e-6, "n_init", 1,
+                                               "seed", [], "backend", "auto",
+                                               "verbose", false),
+                                       args);
   if ((isnumeric (X) || islogical (X)) && ! issparse (X))
     X = double (X);
   endif
-  if (isnumeric (K) || islogical (K))
-    K = double (K);
-  endif
-  seed = opts.seed;
-  if (isempty (seed))
-    seed = floor (rand () * 2^31);
-  endif
+  ## the parameters the user gave go to the core by name (it holds the defaults, K = 1:9
+  ## among them); seed, backend and verbosity are options of the call
+  for i = 1:2:numel (given)
+    if (! any (strcmp (given{i}, {"seed", "backend", "verbose"})))
+      params(end+1:end+2) = given(i:i+1);
+    endif
+  endfor
   try
-    [labels, model] = gpuml_gmm_mex (X, K, opts.covariance, opts.max_iter, opts.tol,
-                                     opts.reg, opts.n_init, seed, opts.backend,
+    [labels, model] = gpuml_gmm_mex (X, params, gpuml_seed (opts.seed), opts.backend,
                                      opts.verbose);
   catch err
     gpuml_rethrow (err, "gpu_gmm", "gpuml_gmm_mex");

@@ -98,44 +98,34 @@ function [Y, info] = gpu_tsne (X, varargin)
                      "exaggeration", 12, "stop_lying_iter", 250, "method", "auto",
                      "seed", [], "verbose", false, "backend", "auto", "momentum", 0.5,
                      "final_momentum", 0.8, "mom_switch_iter", 250, "max_step_norm", 5);
-  opts = gpuml_parse_options ("gpu_tsne", defaults, varargin);
+  [opts, given] = gpuml_parse_options ("gpu_tsne", defaults, varargin);
   out_single = isa (X, "single");
   if ((isnumeric (X) || islogical (X)) && ! issparse (X) && ! iscomplex (X))
     X = double (X);
   endif
-  names = {"dims", "perplexity", "max_iter", "initial_dims", "exaggeration", ...
-           "stop_lying_iter", "momentum", "final_momentum", "mom_switch_iter", ...
-           "max_step_norm"};
-  for i = 1:numel (names)
-    v = opts.(names{i});
-    if (! (isnumeric (v) || islogical (v)) || ! isscalar (v) || ! isreal (v))
-      error ("gpuml:badOption", "gpu_tsne: %s must be a real number", names{i});
-    endif
+  ## the parameters the user gave go to the core by name (it holds the defaults); the
+  ## seed, backend and verbosity are options of the call, a start matrix its own argument
+  params = {};
+  init_y = [];
+  for i = 1:2:numel (given)
+    switch (given{i})
+      case {"seed", "verbose", "backend"}
+      case "init"
+        if (ischar (given{i+1}))
+          params(end+1:end+2) = given(i:i+1);
+        elseif (isnumeric (given{i+1}) || islogical (given{i+1}))
+          init_y = double (given{i+1});
+        else
+          error ("gpuml:tsne:badInit", "gpu_tsne: init must be \"pca\", \"random\" or a matrix");
+        endif
+      otherwise
+        params(end+1:end+2) = given(i:i+1);
+    endswitch
   endfor
-  rate = opts.learning_rate;
-  if (ischar (rate) && strcmpi (rate, "auto"))
-    rate = 0;
-  elseif (! isnumeric (rate) || ! isscalar (rate) || ! (rate > 0))
-    error ("gpuml:badOption", "gpu_tsne: learning_rate must be \"auto\" or a positive number");
-  endif
-  init = opts.init;
-  if (! ischar (init))
-    if (! (isnumeric (init) || islogical (init)))
-      error ("gpuml:tsne:badInit", "gpu_tsne: init must be \"pca\", \"random\" or a matrix");
-    endif
-    init = double (init);
-  endif
-  seed = opts.seed;
-  if (isempty (seed))
-    seed = floor (rand () * 2^31);
-  endif
-  params = double ([opts.dims, opts.perplexity, opts.max_iter, logical(opts.pca), ...
-                    opts.initial_dims, rate, opts.exaggeration, opts.stop_lying_iter, ...
-                    opts.momentum, opts.final_momentum, opts.mom_switch_iter, ...
-                    opts.max_step_norm]);
+  seed = gpuml_seed (opts.seed);
   try
-    [Y, costs, backend, method, eta, k, seconds] = ...
-      gpuml_tsne_mex (X, params, init, opts.method, seed, opts.backend, opts.verbose);
+    [Y, costs, backend, method, eta, k, seconds, costs_at] = ...
+      gpuml_tsne_mex (X, params, init_y, seed, opts.backend, opts.verbose);
   catch err
     gpuml_rethrow (err, "gpu_tsne", "gpuml_tsne_mex");
   end_try_catch
@@ -143,7 +133,7 @@ function [Y, info] = gpu_tsne (X, varargin)
     Y = single (Y);
   endif
   info = struct ("itercosts", costs,
-                 "costs_at", min ((1:numel (costs))' * 50, opts.max_iter),
+                 "costs_at", costs_at,
                  "backend", backend, "method", method, "learning_rate", eta,
                  "neighbours", k, "seed", seed, "seconds", seconds);
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "check.h"
+#include "harness.h"
 #include "gpuml.h"
 
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
@@ -647,6 +647,60 @@ static void test_callbacks(void) {
   }
 }
 
+/* gpuml_dpc_fit: the densities, centres, clusters and halo of one call are those of the
+ * three calls it replaces; a bad selection is refused before anything is written. */
+static void test_fit_one_call(void) {
+  const int64_t n = 3000, d = 2;
+  double *x = blobs(n, d, 3, 0.5, NULL);
+  fit a = fit_alloc(n), b = fit_alloc(n);
+  int64_t *ca = malloc(sizeof(int64_t) * n), *cb = malloc(sizeof(int64_t) * n);
+  int64_t *la = malloc(sizeof(int64_t) * n), *lb = malloc(sizeof(int64_t) * n);
+  int *ha = malloc(sizeof(int) * n), *hb = malloc(sizeof(int) * n);
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  const double k = 3;
+  CHECK(gpuml_params_set_numbers(GPUML_PARAMS_DPC, &p, "k", &k, 1) == GPUML_OK, "k by name");
+  gpuml_options opt = options();
+  gpuml_dpc_result ra, rb;
+  int64_t na = 0, nb = 0;
+  gpuml_status sa = gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, a.gamma, ca, &na, la,
+                                  ha, &opt, &ra);
+  gpuml_status sb = gpuml_dpc_density(x, n, d, &p, b.rho, b.delta, b.nearest, b.gamma, &opt, &rb);
+  if (!sb) sb = gpuml_dpc_cut(b.rho, b.delta, b.nearest, n, &p.select, cb, &nb, lb);
+  if (!sb) sb = gpuml_dpc_halo(x, n, d, rb.dc, b.rho, lb, nb, hb, &opt, NULL);
+  CHECK(sa == GPUML_OK && sb == GPUML_OK, "fit in one call and in three: %s", gpuml_last_error());
+  if (!sa && !sb)
+    CHECK(na == 3 && nb == 3 && ra.dc == rb.dc && !memcmp(a.rho, b.rho, sizeof(double) * n) &&
+              !memcmp(a.delta, b.delta, sizeof(double) * n) &&
+              !memcmp(a.nearest, b.nearest, sizeof(int64_t) * n) &&
+              !memcmp(ca, cb, sizeof(int64_t) * 3) && !memcmp(la, lb, sizeof(int64_t) * n) &&
+              !memcmp(ha, hb, sizeof(int) * n) && ra.run.backend == test_backend,
+          "one call gives the three calls' answer");
+  /* without a selection: the densities only */
+  gpuml_dpc_params_init(&p);
+  na = -1;
+  CHECK(gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, NULL, NULL, &na, NULL, NULL, &opt,
+                      NULL) == GPUML_OK && na == 0,
+        "no selection: densities only (%s)", gpuml_last_error());
+  /* a bad k is refused before the densities are computed */
+  const double too_many = (double)n + 1;
+  gpuml_params_set_numbers(GPUML_PARAMS_DPC, &p, "k", &too_many, 1);
+  a.rho[0] = -7;
+  CHECK(gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, NULL, ca, &na, la, ha, &opt, NULL) ==
+                GPUML_ERR_ARG &&
+            strcmp(gpuml_last_error_id(), "dpc:badK") == 0 && a.rho[0] == -7,
+        "k > n refused first: %s", gpuml_last_error());
+  fit_free(&a);
+  fit_free(&b);
+  free(ca);
+  free(cb);
+  free(la);
+  free(lb);
+  free(ha);
+  free(hb);
+  free(x);
+}
+
 static void test_backend_choice(void) {
   gpuml_info info;
   gpuml_backend_info(&info);
@@ -670,23 +724,20 @@ static void test_backend_choice(void) {
 }
 
 int main(void) {
-  const char *backend = getenv("GPUML_TEST_BACKEND");
-  if (backend && gpuml_parse_backend(backend, &test_backend) != GPUML_OK) {
-    fprintf(stderr, "GPUML_TEST_BACKEND: %s\n", gpuml_last_error());
-    return 2;
+  harness_init();
+  test_precision = harness_precision;
+  HARNESS_FOR_EACH_BACKEND(b) {
+    if (!harness_runs(b, "density peaks")) continue;
+    test_backend = b->id;
+    test_backend_choice();
+    test_bad_input();
+    test_against_reference();
+    test_ties();
+    test_far_peaks();
+    test_dc_estimate();
+    test_clusters();
+    test_callbacks();
+    test_fit_one_call();
   }
-  const char *precision = getenv("GPUML_TEST_PRECISION");
-  if (precision && gpuml_parse_precision(precision, &test_precision) != GPUML_OK) {
-    fprintf(stderr, "GPUML_TEST_PRECISION: %s\n", gpuml_last_error());
-    return 2;
-  }
-  test_backend_choice();
-  test_bad_input();
-  test_against_reference();
-  test_ties();
-  test_far_peaks();
-  test_dc_estimate();
-  test_clusters();
-  test_callbacks();
   return check_summary("C");
 }

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "check.h"
+#include "harness.h"
 #include "gpuml.h"
 
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
@@ -122,8 +122,8 @@ static fit_t fit_with(const double *x, int64_t n, int64_t d, const int64_t *G, i
   f.bic = malloc(sizeof(double) * (nG > 0 ? nG : 1));
   gpuml_gmm_params p;
   gpuml_gmm_params_init(&p);
-  p.G = G;
   p.nG = nG;
+  for (int64_t g = 0; g < nG && g < GPUML_GMM_MAX_G; g++) p.G[g] = G[g];
   p.covariance = cov;
   p.max_iter = max_iter;
   p.tol = tol;
@@ -515,7 +515,7 @@ static void test_bad_input(void) {
     gpuml_gmm_model model = {GPUML_GMM_FULL, 0, 0, w, mu, cov, 0, 0, 0};
     gpuml_gmm_params p;
     gpuml_gmm_params_init(&p);
-    p.G = &G2;
+    p.G[0] = G2;
     p.nG = 1;
     p.reg = -1;
     gpuml_status st = gpuml_gmm_fit(x, n, d, &p, &model, z, NULL, NULL, &bic, &opt, NULL);
@@ -779,20 +779,20 @@ static void test_backends_agree(void) {
 }
 
 int main(void) {
-  const char *backend = getenv("GPUML_TEST_BACKEND");
-  if (backend && gpuml_parse_backend(backend, &test_backend) != GPUML_OK) {
-    fprintf(stderr, "GPUML_TEST_BACKEND: %s\n", gpuml_last_error());
-    return 2;
+  harness_init();
+  HARNESS_FOR_EACH_BACKEND(b) {
+    if (!harness_runs(b, "Gaussian mixtures")) continue;
+    test_backend = b->id;
+    test_one_component();
+    test_separated();
+    test_monotone();
+    test_bic();
+    test_reproducible();
+    test_predict();
+    test_bad_input();
+    test_collapse();
+    test_callbacks();
+    test_backends_agree();
   }
-  test_one_component();
-  test_separated();
-  test_monotone();
-  test_bic();
-  test_reproducible();
-  test_predict();
-  test_bad_input();
-  test_collapse();
-  test_callbacks();
-  test_backends_agree();
   return check_summary("C");
 }

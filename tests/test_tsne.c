@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "check.h"
+#include "harness.h"
 #include "gpuml.h"
 #include "backend.h"
 #include "rng.h"
@@ -803,30 +803,25 @@ static void test_callbacks(void) {
 }
 
 int main(void) {
-  const char *backend = getenv("GPUML_TEST_BACKEND");
-  if (backend && gpuml_parse_backend(backend, &test_backend) != GPUML_OK) {
-    fprintf(stderr, "GPUML_TEST_BACKEND: %s\n", gpuml_last_error());
-    return 2;
+  harness_init();
+  test_precision = harness_precision;
+  HARNESS_FOR_EACH_BACKEND(b) {
+    if (!harness_runs(b, "t-SNE")) continue;
+    test_backend = b->id;
+    test_bad_input();
+    test_affinities();
+    test_duplicates();
+    test_pca();
+    test_gradient_finite_differences();
+    test_exact_tiles();
+    test_fft_grid();
+    test_fft_accuracy();
+    test_blobs();
+    test_reproducible();
+    test_fft_matches_exact();
+    test_options();
+    test_pca_reduction();
+    test_callbacks();
   }
-  if (test_backend == GPUML_BACKEND_AUTO) test_backend = GPUML_BACKEND_CPU;
-  const char *precision = getenv("GPUML_TEST_PRECISION");
-  if (precision && gpuml_parse_precision(precision, &test_precision) != GPUML_OK) {
-    fprintf(stderr, "GPUML_TEST_PRECISION: %s\n", gpuml_last_error());
-    return 2;
-  }
-  test_bad_input();
-  test_affinities();
-  test_duplicates();
-  test_pca();
-  test_gradient_finite_differences();
-  test_exact_tiles();
-  test_fft_grid();
-  test_fft_accuracy();
-  test_blobs();
-  test_reproducible();
-  test_fft_matches_exact();
-  test_options();
-  test_pca_reduction();
-  test_callbacks();
   return check_summary("C");
 }

@@ -65,8 +65,17 @@ if (isempty (available_graphics_toolkits ()))
   printf ("no graphics toolkit in this Octave: no PNG\n");
 else
   f = figure ("visible", "off");
-  scatter (Y(:,1), Y(:,2), 4, labels, "filled");
-  colormap (jet (10));
+  names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", ...
+           "Sneaker", "Bag", "Ankle boot"};
+  colours = gpuml_palette (10);
+  hold on;
+  for c = 0:9
+    in = labels == c;
+    scatter (Y(in,1), Y(in,2), 4, colours(c + 1, :), "filled");
+  endfor
+  hold off;
+  legend (names, "location", "eastoutside");
+  axis equal;
   title (sprintf ("Fashion-MNIST, %d images", n));
   print (f, [stem ".png"], "-dpng");
   printf ("wrote %s.png\n", stem);

@@ -42,6 +42,17 @@ as_flag <- function(x, what) {
   as.logical(x)
 }
 
+# The arguments among `names` that the caller gave, as a named list for the core, which
+# holds every default: an argument left out is not passed, so the core's default applies
+# (the defaults shown in the function's signature are the core's; a test holds them so).
+given_args <- function(call, env, names) {
+  given <- intersect(names(call)[-1L], names)
+  mget(given, envir = env)
+}
+
+# The core's default parameters of an algorithm ("tsne", "gmm", "dpc"), by name.
+core_defaults <- function(algo) .Call(gpuml_r_params_defaults, algo)
+
 # The seed of a call, one rule for every algorithm: the user's number, or one drawn from
 # R's generator so that set.seed() decides the result. The core checks the value.
 as_seed <- function(seed) {

@@ -1,43 +1,26 @@
 # Density peaks clustering (Rodriguez and Laio, Science 2014). The C core computes and
 # validates; these wrappers coerce types, keep the data for recutting, and plot.
 
-# NULL or one number (NA and non-numbers are type errors; values are the core's).
-as_number_or_null <- function(x, what) {
-  if (is.null(x)) return(NULL)
-  if (!is.numeric(x) || length(x) != 1L || is.na(x))
-    stop(sprintf("%s must be NULL or a single number", what), call. = FALSE)
-  as.double(x)
-}
-
-as_count_or_null <- function(k) {
-  if (is.null(k)) return(NULL)
-  if (!is.numeric(k) || length(k) != 1L || !is.finite(k) || k != round(k))
-    stop("k must be NULL or a single whole number", call. = FALSE)
-  as.double(k)
-}
-
-# A seed for the core's dc sample, drawn from R's generator so that set.seed() makes
-# the estimate reproducible.
-dpc_seed <- function() {
-  as.double(sample.int(.Machine$integer.max, 1L))
+# The selection (k, or the thresholds rho and delta) and dc as the core takes them by
+# name; NULL means not given.
+dpc_params <- function(dc = NULL, gaussian = NULL, k = NULL, rho = NULL, delta = NULL) {
+  params <- list(dc = dc, k = k, rho = rho, delta = delta)
+  if (!is.null(gaussian))
+    params$kernel <- if (isTRUE(as_flag(gaussian, "gaussian"))) "gaussian" else "cutoff"
+  params[!vapply(params, is.null, logical(1))]
 }
 
 gpu_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta = NULL,
-                    backend = "auto", verbose = FALSE) {
+                    seed = NULL, backend = "auto", verbose = FALSE) {
   x <- as_double_matrix(x, "x")
-  dc <- as_number_or_null(dc, "dc")
-  k <- as_count_or_null(k)
-  rho <- as_number_or_null(rho, "rho")
-  delta <- as_number_or_null(delta, "delta")
-  gaussian <- as_flag(gaussian, "gaussian")
   verbose <- as_flag(verbose, "verbose")
-  backend <- as_backend(backend)
-  seed <- if (is.null(dc)) dpc_seed() else 0
-  res <- .Call(gpuml_r_dpc, x, dc, gaussian, seed, k, rho, delta, backend, verbose,
-               gpuml_threads())
+  params <- dpc_params(dc, if (missing(gaussian)) NULL else gaussian, k, rho, delta)
+  seed <- as_seed(seed)
+  res <- .Call(gpuml_r_dpc, x, params, seed, as_backend(backend), verbose, gpuml_threads())
   fit <- structure(list(rho = res$rho, delta = res$delta, nearest = res$nearest,
                         gamma = res$gamma, dc = res$dc, dc_estimated = is.null(dc),
-                        gaussian = gaussian, backend = res$backend, x = x,
+                        gaussian = isTRUE(as_flag(gaussian, "gaussian")),
+                        backend = res$backend, x = x, seed = seed,
                         peaks = NULL, clusters = NULL, halo = NULL, k = NULL,
                         threshold = NULL),
                    class = "gpu_dpc")
@@ -63,12 +46,10 @@ dpc_clusters <- function(fit, k = NULL, rho = NULL, delta = NULL, backend = fit$
                          verbose = FALSE) {
   if (!inherits(fit, "gpu_dpc"))
     stop("fit must be the result of gpu_dpc()", call. = FALSE)
-  k <- as_count_or_null(k)
-  rho <- as_number_or_null(rho, "rho")
-  delta <- as_number_or_null(delta, "delta")
   verbose <- as_flag(verbose, "verbose")
-  cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest, k, rho,
-               delta, as_backend(backend), verbose, gpuml_threads())
+  cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest,
+               dpc_params(k = k, rho = rho, delta = delta), as_backend(backend), verbose,
+               gpuml_threads())
   dpc_store_cut(fit, cut, k, rho, delta)
 }
 
@@ -131,12 +112,6 @@ print.summary.gpu_dpc <- function(x, ...) {
   invisible(x)
 }
 
-# Colours for clusters: a qualitative palette, recycled.
-dpc_colours <- function(k) {
-  base <- c("#1B9E77", "#D95F02", "#7570B3", "#E7298A", "#66A61E", "#E6AB02", "#A6761D",
-            "#1F78B4", "#B2DF8A", "#FB9A99", "#CAB2D6", "#FF7F00")
-  rep_len(base, k)
-}
 
 plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), ...) {
   type <- match.arg(type)
@@ -145,7 +120,7 @@ plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), ...) {
                    ylab = expression(delta ~ "(distance to a denser point)"),
                    main = "Decision graph", pch = 20, col = "grey40", ...)
     if (!is.null(x$peaks)) {
-      col <- dpc_colours(length(x$peaks))
+      col <- gpuml_palette(length(x$peaks))
       graphics::points(x$rho[x$peaks], x$delta[x$peaks], pch = 21, bg = col, cex = 1.8)
       graphics::text(x$rho[x$peaks], x$delta[x$peaks], seq_along(x$peaks), pos = 3,
                      cex = 0.8)
@@ -172,7 +147,7 @@ plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), ...) {
     lab <- c("PC1", "PC2")
   }
   if (is.null(lab)) lab <- c("x1", "x2")
-  col <- dpc_colours(length(x$peaks))[x$clusters]
+  col <- gpuml_palette(length(x$peaks))[x$clusters]
   graphics::plot(data[, 1], data[, 2], type = "n", xlab = lab[1], ylab = lab[2],
                  main = sprintf("%d clusters, %d halo points", length(x$peaks),
                                 sum(x$halo)), ...)

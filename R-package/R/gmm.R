@@ -12,38 +12,17 @@ as_whole_numbers <- function(x, what, single = TRUE) {
   as.double(x)
 }
 
-as_number <- function(x, what) {
-  if (!is.numeric(x) || length(x) != 1L)
-    stop(sprintf("%s must be a single number", what), call. = FALSE)
-  as.double(x)
-}
-
-as_string <- function(x, what) {
-  if (!is.character(x) || length(x) != 1L || is.na(x))
-    stop(sprintf("%s must be one string", what), call. = FALSE)
-  x
-}
-
 gpu_gmm <- function(data, G = 1:9, covariance = "full", max_iter = 1000, tol = 1e-8,
                     reg = 1e-6, n_init = 1, seed = NULL, verbose = FALSE,
                     backend = "auto") {
   cl <- match.call()
   data <- as_double_matrix(data, "data")
-  G <- as_whole_numbers(G, "G", single = FALSE)
-  covariance <- as_string(covariance, "covariance")
-  max_iter <- as_whole_numbers(max_iter, "max_iter")
-  tol <- as_number(tol, "tol")
-  reg <- as_number(reg, "reg")
-  n_init <- as_whole_numbers(n_init, "n_init")
-  if (is.null(seed)) {
-    seed <- floor(stats::runif(1) * 2^31)  # from R's generator: set.seed() is honoured
-  } else if (!is.numeric(seed) || length(seed) != 1L || !is.finite(seed) || seed < 0 ||
-             seed != round(seed) || seed >= 2^53) {
-    stop("seed must be NULL or a single whole number >= 0", call. = FALSE)
-  }
+  params <- given_args(cl, environment(), c("G", "covariance", "max_iter", "tol", "reg", "n_init"))
+  seed <- as_seed(seed)
   verbose <- as_flag(verbose, "verbose")
-  res <- .Call(gpuml_r_gmm_fit, data, G, covariance, max_iter, tol, reg, n_init,
-               as.double(seed), as_backend(backend), verbose, gpuml_threads())
+  res <- .Call(gpuml_r_gmm_fit, data, params, seed, as_backend(backend), verbose,
+               gpuml_threads())
+  G <- res$G_tried
   vars <- colnames(data)
   d <- ncol(data)
   mean <- res$mean
@@ -155,7 +134,7 @@ plot.gpu_gmm <- function(x, what = c("BIC", "classification", "uncertainty"), da
                          dimens = c(1L, 2L), ...) {
   what <- match.arg(what)
   G <- x$G
-  cols <- grDevices::hcl.colors(max(G, 2L), "Dark 3")[seq_len(G)]
+  cols <- gpuml_palette(G)
   if (what == "BIC") {
     g <- as.numeric(names(x$bic))
     o <- order(g)

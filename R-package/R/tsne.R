@@ -1,5 +1,6 @@
 # t-SNE (gpu_tsne) with Rtsne's argument names where they mean the same, and its
-# print, summary and plot methods. Values are checked by the C core.
+# print, summary and plot methods. The arguments a user gives go to the core by name; the
+# core holds the defaults (the signature shows them) and checks every value.
 
 gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
                      initial_dims = 50, init = "pca", learning_rate = "auto",
@@ -7,63 +8,33 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
                      seed = NULL, verbose = FALSE, backend = "auto", momentum = 0.5,
                      final_momentum = 0.8, mom_switch_iter = 250, max_step_norm = 5) {
   X <- as_double_matrix(X, "X")
-  number <- function(v, what) {
-    if (!is.numeric(v) || length(v) != 1L || is.na(v))
-      stop(sprintf("%s must be a single number", what), call. = FALSE)
-    as.double(v)
+  params <- given_args(match.call(), environment(),
+                       c("dims", "perplexity", "max_iter", "pca", "initial_dims", "init",
+                         "learning_rate", "exaggeration", "stop_lying_iter", "method",
+                         "momentum", "final_momentum", "mom_switch_iter", "max_step_norm"))
+  init_y <- NULL
+  if (!is.null(params$init) && !is.character(params$init)) {
+    init_y <- as_double_matrix(params$init, "init")  # the user's start
+    params$init <- NULL
   }
-  whole <- function(v, what) {
-    v <- number(v, what)
-    if (is.finite(v) && v != round(v))
-      stop(sprintf("%s must be a whole number", what), call. = FALSE)
-    v
-  }
-  if (identical(learning_rate, "auto")) {
-    rate <- 0
-  } else {
-    rate <- number(learning_rate, "learning_rate")
-    if (rate <= 0) stop("learning_rate must be positive or \"auto\"", call. = FALSE)
-  }
-  if (is.character(init)) {
-    if (length(init) != 1L || is.na(init))
-      stop("init must be \"pca\", \"random\" or a matrix", call. = FALSE)
-  } else {
-    init <- as_double_matrix(init, "init")
-  }
-  if (!is.character(method) || length(method) != 1L || is.na(method))
-    stop("method must be one string: \"auto\", \"exact\" or \"fft\"", call. = FALSE)
-  if (is.null(seed)) {
-    # drawn from R's generator, so that set.seed() decides the result
-    seed <- as.double(sample.int(.Machine$integer.max, 1L))
-  } else {
-    seed <- whole(seed, "seed")
-    if (seed < 0 || seed >= 2^53) stop("seed must be a whole number in [0, 2^53)", call. = FALSE)
-  }
-  verbose <- as_flag(verbose, "verbose")
-  pca <- as_flag(pca, "pca")
-  params <- c(whole(dims, "dims"), number(perplexity, "perplexity"),
-              whole(max_iter, "max_iter"), as.double(pca), whole(initial_dims, "initial_dims"),
-              rate, number(exaggeration, "exaggeration"),
-              whole(stop_lying_iter, "stop_lying_iter"), number(momentum, "momentum"),
-              number(final_momentum, "final_momentum"),
-              whole(mom_switch_iter, "mom_switch_iter"), number(max_step_norm, "max_step_norm"))
+  seed <- as_seed(seed)
   started <- proc.time()[["elapsed"]]
-  res <- .Call(gpuml_r_tsne, X, params, init, method, seed, as_backend(backend), verbose,
-               gpuml_threads())
+  res <- .Call(gpuml_r_tsne, X, params, init_y, seed, as_backend(backend),
+               as_flag(verbose, "verbose"), gpuml_threads())
   elapsed <- proc.time()[["elapsed"]] - started
   if (!is.null(rownames(X))) rownames(res$Y) <- rownames(X)
-  structure(list(Y = res$Y, itercosts = res$itercosts,
-                 costs_at = pmin(seq_along(res$itercosts) * 50L, as.integer(max_iter)),
-                 N = nrow(X), origD = ncol(X), dims = as.integer(dims),
-                 perplexity = as.double(perplexity), neighbours = as.integer(res$neighbours),
-                 max_iter = as.integer(max_iter), pca = pca,
-                 initial_dims = as.integer(initial_dims),
-                 init = if (is.character(init)) init else "user",
-                 eta = res$learning_rate, exaggeration_factor = as.double(exaggeration),
-                 stop_lying_iter = as.integer(stop_lying_iter),
-                 mom_switch_iter = as.integer(mom_switch_iter), momentum = as.double(momentum),
-                 final_momentum = as.double(final_momentum), method = res$method,
-                 seed = seed, backend = res$backend, time = elapsed,
+  used <- res$settings  # what the core ran with, its defaults included
+  structure(list(Y = res$Y, itercosts = res$itercosts, costs_at = as.integer(res$costs_at),
+                 N = nrow(X), origD = ncol(X), dims = as.integer(used[["dims"]]),
+                 perplexity = used[["perplexity"]], neighbours = as.integer(res$neighbours),
+                 max_iter = as.integer(used[["max_iter"]]), pca = as.logical(used[["pca"]]),
+                 initial_dims = as.integer(used[["initial_dims"]]),
+                 init = if (!is.null(init_y)) "user" else c("pca", "random")[used[["init"]] + 1],
+                 eta = res$learning_rate, exaggeration_factor = used[["exaggeration"]],
+                 stop_lying_iter = as.integer(used[["stop_lying_iter"]]),
+                 mom_switch_iter = as.integer(used[["mom_switch_iter"]]),
+                 momentum = used[["momentum"]], final_momentum = used[["final_momentum"]],
+                 method = res$method, seed = seed, backend = res$backend, time = elapsed,
                  time_affinities = res$time_affinities,
                  time_optimisation = res$time_optimisation),
             class = "gpu_tsne")
@@ -122,14 +93,19 @@ plot.gpu_tsne <- function(x, labels = NULL, col = NULL, pch = 19, cex = 0.5,
       stop(sprintf("labels has %d values but the embedding has %d points", length(labels),
                    nrow(Y)), call. = FALSE)
     labels <- as.factor(labels)
-    palette <- grDevices::hcl.colors(nlevels(labels), "Dynamic")
+    palette <- gpuml_palette(nlevels(labels))
     if (is.null(col)) col <- unname(palette[as.integer(labels)])
   }
   if (is.null(col)) col <- "grey30"
+  show_legend <- isTRUE(legend) && !is.null(labels) && nlevels(labels) <= 30L && x$dims < 3L
+  if (show_legend) {
+    old <- legend_margin(levels(labels))
+    on.exit(graphics::par(mai = old), add = TRUE)
+  }
   if (x$dims == 1L) {
     jitter <- 0.8 * ((seq_len(nrow(Y)) * 0.6180339887) %% 1) - 0.4  # spread, not random
     graphics::plot(Y[, 1], jitter, col = col, pch = pch, cex = cex, yaxt = "n",
-                   xlab = "Y1", ylab = "", main = main, ylim = c(-0.5, 0.5 + 0.5 * legend),
+                   xlab = "Y1", ylab = "", main = main, ylim = c(-0.5, 0.5),
                    ...)
   } else if (x$dims == 2L) {
     graphics::plot(Y[, 1], Y[, 2], col = col, pch = pch, cex = cex, xlab = "Y1",
@@ -138,9 +114,6 @@ plot.gpu_tsne <- function(x, labels = NULL, col = NULL, pch = 19, cex = 0.5,
     graphics::pairs(Y, col = col, pch = pch, cex = cex, labels = c("Y1", "Y2", "Y3"),
                     main = main, ...)
   }
-  if (isTRUE(legend) && !is.null(labels) && nlevels(labels) <= 30L && x$dims < 3L)
-    graphics::legend("topright", legend = levels(labels), col = palette, pch = pch,
-                     cex = 0.7, bg = grDevices::adjustcolor("white", 0.8),
-                     ncol = if (nlevels(labels) > 10L) 2L else 1L)
+  if (show_legend) legend_outside(levels(labels), palette, pch)
   invisible(x)
 }

@@ -5,6 +5,7 @@
  * 0-based int64 neighbour indices into 1-based R integers, and reports every failure
  * with the core's own message. It validates nothing itself. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdint.h>
@@ -64,6 +65,84 @@ int64_t gpuml_r_int64(double v) {
   if (v >= 9.2e18) return INT64_MAX;
   if (v <= -9.2e18) return INT64_MIN;
   return (int64_t)v;
+}
+
+void gpuml_r_set_params(gpuml_params_kind kind, void *params, SEXP list) {
+  if (Rf_isNull(list)) return;
+  if (TYPEOF(list) != VECSXP) Rf_error("internal: the parameters must come as a list");
+  SEXP names = Rf_getAttrib(list, R_NamesSymbol);
+  const R_xlen_t count = XLENGTH(list);
+  if (count > 0 && Rf_isNull(names)) Rf_error("internal: the parameters must be named");
+  for (R_xlen_t i = 0; i < count; i++) {
+    const char *name = CHAR(STRING_ELT(names, i));
+    SEXP v = VECTOR_ELT(list, i);
+    const R_xlen_t len = XLENGTH(v);
+    gpuml_status st;
+    switch (TYPEOF(v)) {
+      case NILSXP:
+        continue;
+      case REALSXP:
+        st = gpuml_params_set_numbers(kind, params, name, REAL(v), (int64_t)len);
+        break;
+      case INTSXP:
+      case LGLSXP: {
+        double *d = (double *)R_alloc(len > 0 ? (size_t)len : 1, sizeof(double));
+        const int *iv = TYPEOF(v) == INTSXP ? INTEGER(v) : LOGICAL(v);
+        for (R_xlen_t j = 0; j < len; j++) d[j] = iv[j] == NA_INTEGER ? NAN : (double)iv[j];
+        st = gpuml_params_set_numbers(kind, params, name, d, (int64_t)len);
+        break;
+      }
+      case STRSXP: {
+        const char **s = (const char **)R_alloc(len > 0 ? (size_t)len : 1, sizeof(char *));
+        for (R_xlen_t j = 0; j < len; j++) {
+          if (STRING_ELT(v, j) == NA_STRING) Rf_error("%s must not be NA", name);
+          s[j] = CHAR(STRING_ELT(v, j));
+        }
+        st = gpuml_params_set_strings(kind, params, name, s, (int64_t)len);
+        break;
+      }
+      default:
+        Rf_error("%s must be a number, a logical or a string, not a %s", name,
+                 Rf_type2char(TYPEOF(v)));
+    }
+    gpuml_r_stop_on_failure(st);
+  }
+}
+
+SEXP gpuml_r_params_values(gpuml_params_kind kind, const void *params) {
+  int count = 0;
+  double v;
+  for (int i = 0; gpuml_params_name(kind, i); i++)
+    if (gpuml_params_get(kind, params, gpuml_params_name(kind, i), &v) == GPUML_OK) count++;
+  SEXP out = PROTECT(Rf_allocVector(REALSXP, count));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, count));
+  for (int i = 0, j = 0; gpuml_params_name(kind, i); i++) {
+    const char *name = gpuml_params_name(kind, i);
+    if (gpuml_params_get(kind, params, name, &v) != GPUML_OK) continue;
+    REAL(out)[j] = v;
+    SET_STRING_ELT(names, j++, Rf_mkChar(name));
+  }
+  Rf_setAttrib(out, R_NamesSymbol, names);
+  UNPROTECT(2);
+  return out;
+}
+
+/* The core's default parameters of an algorithm ("tsne", "gmm", "dpc"), by name. */
+SEXP gpuml_r_params_defaults(SEXP algo) {
+  const char *a = CHAR(STRING_ELT(algo, 0));
+  if (strcmp(a, "tsne") == 0) {
+    gpuml_tsne_params p;
+    gpuml_tsne_params_init(&p);
+    return gpuml_r_params_values(GPUML_PARAMS_TSNE, &p);
+  }
+  if (strcmp(a, "gmm") == 0) {
+    gpuml_gmm_params p;
+    gpuml_gmm_params_init(&p);
+    return gpuml_r_params_values(GPUML_PARAMS_GMM, &p);
+  }
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  return gpuml_r_params_values(GPUML_PARAMS_DPC, &p);
 }
 
 /* ---- entry points ------------------------------------------------------------------ */
@@ -201,15 +280,16 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
     {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 6},
     {"gpuml_r_info", (DL_FUNC)&gpuml_r_info, 0},
+    {"gpuml_r_params_defaults", (DL_FUNC)&gpuml_r_params_defaults, 1},
     /* density peaks (gpuml_r_dpc.c) */
-    {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 10},
-    {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 11},
+    {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 6},
+    {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 9},
 
     /* t-SNE (gpuml_r_tsne.c) */
-    {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 8},
+    {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 7},
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
-    {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 11},
+    {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 6},
     {"gpuml_r_gmm_predict", (DL_FUNC)&gpuml_r_gmm_predict, 8},
 
     {NULL, NULL, 0}};

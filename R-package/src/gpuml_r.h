@@ -18,13 +18,20 @@ void gpuml_r_stop_on_failure(gpuml_status st);
 /* A whole number held in a double as int64; values past int64 are clamped so that the
  * core reports them. */
 int64_t gpuml_r_int64(double v);
+/* Sets the parameters named in the list (the arguments the user gave) by name: numbers
+ * and logicals as numbers, character vectors as words; NULL entries are skipped. Raises
+ * the core's error for an unknown name or a value of the wrong kind. */
+void gpuml_r_set_params(gpuml_params_kind kind, void *params, SEXP list);
+/* Every scalar parameter's value as a named numeric vector (what the call used). */
+SEXP gpuml_r_params_values(gpuml_params_kind kind, const void *params);
 
-SEXP gpuml_r_dpc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP gpuml_r_dpc_cut(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init, SEXP method, SEXP seed, SEXP backend,
-                  SEXP verbose, SEXP threads);
-SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, SEXP reg,
-                     SEXP n_init, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_params_defaults(SEXP algo);
+SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP params,
+                     SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEXP verbose,
+                  SEXP threads);
+SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
 SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covariance, SEXP x,
                          SEXP backend, SEXP verbose, SEXP threads);
 

@@ -38,40 +38,27 @@ static void outputs(const double *z, const int64_t *cls, const double *unc, int6
   memcpy(REAL(*runc), unc, sizeof(double) * (size_t)m);
 }
 
-SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, SEXP reg,
-                     SEXP n_init, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
+/* x: double matrix; params: a named list of the parameters the user gave, by the core's
+ * names (G, covariance, max_iter, tol, reg, n_init); the core holds the defaults. */
+SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
-  opt.seed = (uint64_t)Rf_asReal(seed);
-  const int64_t n = Rf_nrows(x), d = Rf_ncols(x), nG = XLENGTH(G);
+  gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
+  const int64_t n = Rf_nrows(x), d = Rf_ncols(x);
   gpuml_gmm_params p;
   gpuml_gmm_params_init(&p);
-  int64_t *gs = (int64_t *)R_alloc(nG > 0 ? (size_t)nG : 1, sizeof(int64_t));
-  int64_t gmax = 1;
-  for (int64_t g = 0; g < nG; g++) {
-    gs[g] = gpuml_r_int64(REAL(G)[g]);
-    if (gs[g] > gmax) gmax = gs[g];
-  }
-  /* The core refuses G > n before writing; sizing by min(G, n) keeps an absurd G from
-   * failing in an allocation first. */
-  if (gmax > n) gmax = n > 0 ? n : 1;
-  p.G = gs;
-  p.nG = nG;
-  p.covariance = covariance_of(covariance);
-  p.max_iter = gpuml_r_int64(Rf_asReal(max_iter));
-  p.tol = Rf_asReal(tol);
-  p.reg = Rf_asReal(reg);
-  p.n_init = gpuml_r_int64(Rf_asReal(n_init));
+  gpuml_r_set_params(GPUML_PARAMS_GMM, &p, params);
+  int64_t gmax = 0;
+  gpuml_r_stop_on_failure(gpuml_gmm_check(n, d, &p, &opt, &gmax));  /* before allocating */
+  const int64_t nG = p.nG;
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
   model.weights = (double *)R_alloc((size_t)gmax, sizeof(double));
-  model.means = (double *)R_alloc((size_t)(d > 0 ? d : 1) * (size_t)gmax, sizeof(double));
-  model.covariances =
-      (double *)R_alloc((size_t)(d > 0 ? d * d : 1) * (size_t)gmax, sizeof(double));
-  const size_t rows = n > 0 ? (size_t)n : 1;
-  double *z = (double *)R_alloc(rows * (size_t)gmax, sizeof(double));
-  double *unc = (double *)R_alloc(rows, sizeof(double));
-  int64_t *cls = (int64_t *)R_alloc(rows, sizeof(int64_t));
+  model.means = (double *)R_alloc((size_t)d * (size_t)gmax, sizeof(double));
+  model.covariances = (double *)R_alloc((size_t)(d * d) * (size_t)gmax, sizeof(double));
+  double *z = (double *)R_alloc((size_t)n * (size_t)gmax, sizeof(double));
+  double *unc = (double *)R_alloc((size_t)n, sizeof(double));
+  int64_t *cls = (int64_t *)R_alloc((size_t)n, sizeof(int64_t));
   double *bic = (double *)R_alloc(nG > 0 ? (size_t)nG : 1, sizeof(double));
   gpuml_gmm_result result;
   gpuml_r_stop_on_failure(
@@ -88,10 +75,13 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, S
   memcpy(REAL(sigma), model.covariances, sizeof(double) * (size_t)(d * d * Gb));
   SEXP rbic = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nG));
   for (int64_t g = 0; g < nG; g++) REAL(rbic)[g] = ISNAN(bic[g]) ? NA_REAL : bic[g];
+  SEXP tried = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)nG));
+  for (int64_t g = 0; g < nG; g++) INTEGER(tried)[g] = (int)p.G[g];
   const char *names[] = {"G",     "covariance", "modelName",      "pro",         "mean",
                          "sigma", "z",          "classification", "uncertainty", "loglik",
-                         "bic",   "df",         "n_iter",         "converged",   "backend"};
-  SEXP res = new_list(15, names);
+                         "bic",   "df",         "n_iter",         "converged",   "backend",
+                         "G_tried", "settings"};
+  SEXP res = new_list(17, names);
   SET_VECTOR_ELT(res, 0, Rf_ScalarInteger((int)Gb));
   SET_VECTOR_ELT(res, 1, Rf_mkString(gpuml_gmm_covariance_name(model.covariance)));
   SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_gmm_model_name(model.covariance)));
@@ -107,7 +97,9 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP G, SEXP covariance, SEXP max_iter, SEXP tol, S
   SET_VECTOR_ELT(res, 12, Rf_ScalarInteger((int)model.n_iter));
   SET_VECTOR_ELT(res, 13, Rf_ScalarLogical(model.converged != 0));
   SET_VECTOR_ELT(res, 14, Rf_mkString(gpuml_backend_name(result.run.backend)));
-  UNPROTECT(8);
+  SET_VECTOR_ELT(res, 15, tried);
+  SET_VECTOR_ELT(res, 16, gpuml_r_params_values(GPUML_PARAMS_GMM, &p));
+  UNPROTECT(9);
   return res;
 }
 

@@ -159,6 +159,33 @@ const char *gpuml_env_meaning(int i);
 /* What was compiled in and which device was found. Never fails for lack of a GPU. */
 gpuml_status gpuml_backend_info(gpuml_info *info);
 
+/* =====================================================================================
+ * Parameters by name: every algorithm's parameter struct can be filled field by field by
+ * name, so that a front end passes the arguments its user gave and holds no list of
+ * names, defaults or rules of its own. Names are matched without regard to case; an
+ * unknown name is an error listing the known ones ("<algo>:badParameter"); setting
+ * converts and type-checks (a whole number for a count, a known word for a choice, "auto"
+ * where a number has an automatic value), the run's checks judge the values.
+ * ===================================================================================== */
+typedef enum {
+  GPUML_PARAMS_TSNE = 0, /* gpuml_tsne_params */
+  GPUML_PARAMS_GMM = 1,  /* gpuml_gmm_params */
+  GPUML_PARAMS_DPC = 2   /* gpuml_dpc_params */
+} gpuml_params_kind;
+
+/* One or several numbers (a list parameter takes several, a scalar one exactly one). */
+gpuml_status gpuml_params_set_numbers(gpuml_params_kind kind, void *params, const char *name,
+                                      const double *values, int64_t count);
+/* One or several words (a choice, a list of choices, or "auto" for a number). */
+gpuml_status gpuml_params_set_strings(gpuml_params_kind kind, void *params, const char *name,
+                                      const char *const *values, int64_t count);
+/* The value of a scalar parameter (a choice gives its index): the defaults front ends
+ * show come from here. */
+gpuml_status gpuml_params_get(gpuml_params_kind kind, const void *params, const char *name,
+                              double *value);
+/* The name of parameter i (0-based) of a kind, NULL past the last. */
+const char *gpuml_params_name(gpuml_params_kind kind, int i);
+
 /* The library keeps one context per GPU across calls (a stream, the cuBLAS and cuSOLVER
  * handles, a pool of device memory, page-locked staging buffers), created by the first
  * call that uses the device. gpuml_context_free() releases one device's context, waiting
@@ -244,14 +271,32 @@ typedef enum {
  * the pairs among GPUML_DPC_DC_SAMPLE points drawn without replacement with opt->seed. */
 #define GPUML_DPC_DC_SAMPLE 2000
 
+/* How the centres are chosen: either k (the k points of largest gamma; equal gamma:
+ * the higher density first), or both thresholds (every point with rho > rho_min and
+ * delta > delta_min; the top point always qualifies when any point does). The has_*
+ * flags say what the caller gave, so that a bad value (k = 0) is told apart from a
+ * missing one. */
+typedef struct {
+  int has_k;
+  int64_t k;          /* number of clusters, 1 .. n */
+  int has_rho;
+  double rho_min;     /* finite */
+  int has_delta;
+  double delta_min;   /* finite */
+} gpuml_dpc_selection;
+
 typedef struct {
   int estimate_dc;        /* non-zero: estimate dc (the default); 0: use dc */
   double dc;              /* the cutoff distance (> 0, finite) when estimate_dc == 0 */
   double neighbor_rate;   /* in: the fraction for the estimate, in (0, 1); default 0.02 */
-  gpuml_dpc_kernel kernel; /* in: default GPUML_DPC_CUTOFF */
+  gpuml_dpc_kernel kernel; /* default GPUML_DPC_CUTOFF */
+  gpuml_dpc_selection select; /* the centres, for gpuml_dpc_fit (none by default) */
 } gpuml_dpc_params;
 
-/* Fills *p with the defaults: estimate dc at a 2% neighbour rate, cutoff kernel. */
+/* Fills *p with the defaults: estimate dc at a 2% neighbour rate, cutoff kernel, no
+ * selection of centres. By name (gpuml_params_set_*, GPUML_PARAMS_DPC): "dc" (a
+ * number, or "auto": estimated), "neighbor_rate", "kernel" ("cutoff", "gaussian"), and
+ * the selection: "k", "rho" and "delta" (the thresholds). */
 void gpuml_dpc_params_init(gpuml_dpc_params *p);
 
 /* Estimates dc for x (n x d, n >= 2) as described above; the CPU computes it on either
@@ -273,20 +318,6 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
                                int64_t *nearest, double *gamma, const gpuml_options *opt,
                                gpuml_dpc_result *result);
 
-/* How the centres are chosen: either k (the k points of largest gamma; equal gamma:
- * the higher density first), or both thresholds (every point with rho > rho_min and
- * delta > delta_min; the top point always qualifies when any point does). The has_*
- * flags say what the caller gave, so that a bad value (k = 0) is told apart from a
- * missing one. */
-typedef struct {
-  int has_k;
-  int64_t k;          /* number of clusters, 1 .. n */
-  int has_rho;
-  double rho_min;     /* finite */
-  int has_delta;
-  double delta_min;   /* finite */
-} gpuml_dpc_selection;
-
 /* Nothing given: the caller sets k or both thresholds. */
 void gpuml_dpc_selection_init(gpuml_dpc_selection *s);
 
@@ -306,6 +337,26 @@ gpuml_status gpuml_dpc_check_selection(const gpuml_dpc_selection *sel, int64_t n
 gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t *nearest,
                            int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
                            int64_t *ncentres, int64_t *cluster);
+
+/* Density peaks in one call: the densities (as gpuml_dpc_density), then, when
+ * params->select gives k or both thresholds, the centres and clusters (as
+ * gpuml_dpc_cut) and the halo (as gpuml_dpc_halo), on the backend of opt. The selection
+ * is checked before anything is computed. centres, cluster and halo (length n) may be
+ * NULL without a selection; *ncentres receives their number (0 without a selection).
+ * result->dc receives the dc used. */
+gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dpc_params *params,
+                           double *rho, double *delta, int64_t *nearest, double *gamma,
+                           int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
+                           const gpuml_options *opt, gpuml_dpc_result *result);
+
+/* Recutting a fit: centres, clusters and halo (as gpuml_dpc_cut and gpuml_dpc_halo) for
+ * the selection params->select, from the output of gpuml_dpc_fit or gpuml_dpc_density
+ * (rho, delta, nearest and the dc used) and the same x. */
+gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                             const double *delta, const int64_t *nearest,
+                             const gpuml_dpc_params *params, int64_t *centres,
+                             int64_t *ncentres, int64_t *cluster, int *halo,
+                             const gpuml_options *opt, gpuml_dpc_result *result);
 
 /* Halo (border) points as in Rodriguez & Laio: the border density of a cluster is the
  * largest (rho_i + rho_j) / 2 over the pairs i in it, j in another cluster, with
@@ -346,21 +397,21 @@ typedef enum {
 } gpuml_tsne_init;
 
 typedef struct {
-  int dims;                 /* 1, 2 or 3 */
+  int64_t dims;             /* 1, 2 or 3 */
   double perplexity;        /* > 0 and 3 * perplexity <= n - 1 */
-  int max_iter;             /* >= 1 */
+  int64_t max_iter;         /* 1 .. 2^31 - 1 */
   int pca;                  /* reduce the data to initial_dims principal components first */
-  int initial_dims;         /* >= 1 */
+  int64_t initial_dims;     /* >= 1 */
   gpuml_tsne_init init;
   const double *init_y;     /* n x dims, column-major, when init = GPUML_TSNE_INIT_USER */
   double learning_rate;     /* > 0, or 0 for "auto" = max(200, n / 12). It scales the
                                gradient of KL / 4, as Rtsne, bhtsne and FIt-SNE do
                                (scikit-learn's value is 4x ours for the same step). */
   double exaggeration;      /* P is multiplied by this for the first stop_lying_iter iterations */
-  int stop_lying_iter;
+  int64_t stop_lying_iter;
   double momentum;          /* before mom_switch_iter */
   double final_momentum;    /* from mom_switch_iter on */
-  int mom_switch_iter;
+  int64_t mom_switch_iter;
   double max_step_norm;     /* a point moves at most this far per iteration; 0 = no limit */
   gpuml_tsne_method method;
 } gpuml_tsne_params;
@@ -390,7 +441,10 @@ gpuml_status gpuml_tsne_parse_init(const char *name, gpuml_tsne_init *out);
 const char *gpuml_tsne_method_name(gpuml_tsne_method method);
 
 /* The number of KL values gpuml_tsne_fit() writes: ceil(max_iter / 50). */
-int gpuml_tsne_cost_count(int max_iter);
+int64_t gpuml_tsne_cost_count(int64_t max_iter);
+/* The iteration after which KL value i (0-based) of itercosts is taken: 50, 100, ...,
+ * and max_iter for the last. */
+int64_t gpuml_tsne_cost_iteration(int64_t max_iter, int64_t i);
 
 /*
  * t-SNE embedding of the n x d matrix x (column-major).
@@ -433,8 +487,11 @@ const char *gpuml_gmm_model_name(gpuml_gmm_covariance covariance);
  * and G d (d + 1) / 2, G d or G variances. BIC = 2 loglik - npar log(n). */
 int64_t gpuml_gmm_npar(gpuml_gmm_covariance covariance, int64_t G, int64_t d);
 
+/* The most numbers of components one fit tries (params.G). */
+#define GPUML_GMM_MAX_G 256
+
 typedef struct {
-  const int64_t *G;      /* in: the numbers of components to try, nG values >= 1 */
+  int64_t G[GPUML_GMM_MAX_G]; /* the numbers of components to try: nG values >= 1 */
   int64_t nG;
   gpuml_gmm_covariance covariance;
   int64_t max_iter;      /* EM iterations per fit, >= 1 */
@@ -444,8 +501,8 @@ typedef struct {
   int64_t n_init;        /* k-means++ starts per G; the one of largest loglik is kept */
 } gpuml_gmm_params;
 
-/* Defaults: G = NULL (the caller must set G and nG), full covariance, max_iter 1000,
- * tol 1e-8, reg 1e-6, n_init 1. */
+/* Defaults: G = 1:9 (mclust's), full covariance, max_iter 1000, tol 1e-8, reg 1e-6,
+ * n_init 1. */
 void gpuml_gmm_params_init(gpuml_gmm_params *params);
 
 /* A fitted mixture. The arrays are the caller's, sized for the largest G that the
@@ -485,6 +542,12 @@ typedef struct {
 typedef struct {
   gpuml_run_info run;
 } gpuml_gmm_result;
+
+/* The checks of gpuml_gmm_fit() that need no data (sizes, G, the parameters, options), so
+ * that a front end can refuse a call before it allocates; *gmax (may be NULL) receives
+ * the largest G, the number of components the model's arrays and z must hold. */
+gpuml_status gpuml_gmm_check(int64_t n, int64_t d, const gpuml_gmm_params *params,
+                             const gpuml_options *opt, int64_t *gmax);
 
 gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
                            const gpuml_gmm_params *params, gpuml_gmm_model *model,

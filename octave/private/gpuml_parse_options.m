@@ -1,7 +1,9 @@
 ## -*- texinfo -*-
-## @deftypefn {} {@var{opts} =} gpuml_parse_options (@var{fname}, @var{defaults}, @var{args})
+## @deftypefn {} {[@var{opts}, @var{given}] =} gpuml_parse_options (@var{fname}, @var{defaults}, @var{args})
 ## Read name/value pairs @var{args} (a cell array) into a copy of the struct
-## @var{defaults}.  Names are matched without regard to case; a name that is not a
+## @var{defaults}; @var{given} holds the pairs the caller gave, with the names as
+## @var{defaults} spells them, for the core, which holds the defaults of its
+## parameters (those in @var{defaults} serve the help text and the glue's own options).  Names are matched without regard to case; a name that is not a
 ## field of @var{defaults}, a name that is not a string or a name without a value is
 ## an error with identifier @code{gpuml:badOption}.  Values are not checked here:
 ## the MEX gateway converts them and the C core validates them.
@@ -9,9 +11,10 @@
 ## Private helper of the gpuml wrappers.
 ## @end deftypefn
 
-function opts = gpuml_parse_options (fname, defaults, args)
+function [opts, given] = gpuml_parse_options (fname, defaults, args)
 
   opts = defaults;
+  given = {};
   known = fieldnames (defaults);
   if (mod (numel (args), 2) != 0)
     error ("gpuml:badOption",
@@ -32,6 +35,7 @@ function opts = gpuml_parse_options (fname, defaults, args)
              fname, name, strjoin (strcat ("'", known, "'"), ", "));
     endif
     opts.(known{hit}) = args{i+1};
+    given(end+1:end+2) = {known{hit}, args{i+1}};
   endfor
 
 endfunction

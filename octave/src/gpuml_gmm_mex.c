@@ -1,89 +1,43 @@
 /*
  * gpuml_gmm_mex: MEX gateway to gpuml_gmm_fit. Called by gpu_gmm.m.
  *
- *   [labels, model] = gpuml_gmm_mex (X, K, covariance, max_iter, tol, reg, n_init, seed,
- *                                    backend, verbose)
+ *   [labels, model] = gpuml_gmm_mex (X, params, seed, backend, verbose)
  *
- * X: n x d double. K: the numbers of components to try. labels: n x 1, 1-based.
- * model: struct with G, covariance, modelName, weights (1 x G), means (G x d, one row
- * per component), covariances (d x d x G), z (n x G), uncertainty (n x 1), loglik,
- * bic (one per K tried), K, n_iter, converged, backend.
+ * X: n x d double. params: a cell {name, value, ...} of the parameters the user gave,
+ * by the core's names (G, covariance, max_iter, tol, reg, n_init); the core holds the
+ * defaults (G = 1:9 among them). labels: n x 1, 1-based. model: struct with G,
+ * covariance, modelName, weights (1 x G), means (G x d, one row per component),
+ * covariances (d x d x G), z (n x G), uncertainty (n x 1), loglik, bic (one per K
+ * tried), K, n_iter, converged, backend.
  */
 #include <math.h>
 #include <string.h>
 #include "gpuml_mex.h"
 
-/* A real scalar as a double (values are checked by the core). */
-static double gmm_scalar(const mxArray *a, const char *what) {
-  if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
-    mexErrMsgIdAndTxt("gpuml:gmm:badOption", "%s must be a real scalar", what);
-  return mxGetScalar(a);
-}
-
-/* A whole number as int64_t: only what type conversion needs is checked here. */
-static int64_t gmm_whole(double v, const char *what) {
-  if (isnan(v) || v != floor(v))
-    mexErrMsgIdAndTxt("gpuml:gmm:badOption", "%s = %g must be a whole number", what, v);
-  if (v >= 9.2e18) return INT64_MAX;
-  if (v <= -9.2e18) return INT64_MIN;
-  return (int64_t)v;
-}
-
-static char *gmm_string(const mxArray *a, const char *what) {
-  if (!mxIsChar(a) || mxGetM(a) > 1)
-    mexErrMsgIdAndTxt("gpuml:gmm:badOption", "%s must be a string", what);
-  char *s = mxArrayToString(a);
-  if (!s) mexErrMsgIdAndTxt("gpuml:noMemory", "cannot read %s", what);
-  return s;
-}
-
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 10)
+  if (nrhs != 5)
     mexErrMsgIdAndTxt("gpuml:gmm:nargs",
-                      "usage: [labels, model] = gpuml_gmm_mex (X, K, covariance, max_iter, tol, "
-                      "reg, n_init, seed, backend, verbose); call gpu_gmm instead");
+                      "usage: [labels, model] = gpuml_gmm_mex (X, params, seed, backend, "
+                      "verbose); call gpu_gmm instead");
   if (nlhs > 2) mexErrMsgIdAndTxt("gpuml:gmm:nargs", "gpuml_gmm_mex returns at most 2 outputs");
-  const mxArray *X = prhs[0], *K = prhs[1];
+  const mxArray *X = prhs[0];
   gpuml_mex_check_matrix(X, "X", "gmm");
   if (!mxIsDouble(X)) mexErrMsgIdAndTxt("gpuml:gmm:badType", "X must be double");
-  if (!mxIsDouble(K) || mxIsComplex(K) || mxGetNumberOfElements(K) < 1)
-    mexErrMsgIdAndTxt("gpuml:gmm:badK", "K must be one or more whole numbers");
-  const int64_t nK = (int64_t)mxGetNumberOfElements(K), n = (int64_t)mxGetM(X),
-                d = (int64_t)mxGetN(X);
-  int64_t *ks = (int64_t *)mxMalloc((size_t)nK * sizeof(int64_t));
-  int64_t kmax = 1;
-  for (int64_t g = 0; g < nK; g++) {
-    const double v = mxGetPr(K)[g];
-    if (isnan(v) || v != floor(v))
-      mexErrMsgIdAndTxt("gpuml:gmm:badK", "K = %g must be a whole number", v);
-    ks[g] = gmm_whole(v, "K");
-    if (ks[g] > kmax) kmax = ks[g];
-  }
-  /* The core refuses K > n before writing; sizing by min(K, n) keeps an absurd K from
-   * failing in an allocation first. */
-  if (kmax > n) kmax = n > 0 ? n : 1;
-
-  gpuml_gmm_params p;
-  gpuml_gmm_params_init(&p);
-  p.G = ks;
-  p.nG = nK;
-  char *cov_name = gmm_string(prhs[2], "covariance");
-  gpuml_status st = gpuml_gmm_parse_covariance(cov_name, &p.covariance);
-  mxFree(cov_name);
-  if (st) gpuml_mex_raise(st);
-  p.max_iter = gmm_whole(gmm_scalar(prhs[3], "max_iter"), "max_iter");
-  p.tol = gmm_scalar(prhs[4], "tol");
-  p.reg = gmm_scalar(prhs[5], "reg");
-  p.n_init = gmm_whole(gmm_scalar(prhs[6], "n_init"), "n_init");
-  const double seed = gmm_scalar(prhs[7], "seed");
-  if (!(seed >= 0) || seed != floor(seed) || seed >= 18446744073709551616.0)
-    mexErrMsgIdAndTxt("gpuml:gmm:badSeed", "seed = %g must be a whole number >= 0", seed);
+  if (!(mxIsNumeric(prhs[2]) || mxIsLogical(prhs[2])) || mxGetNumberOfElements(prhs[2]) != 1)
+    mexErrMsgIdAndTxt("gpuml:badSeed", "seed must be a single whole number");
+  const int64_t n = (int64_t)mxGetM(X), d = (int64_t)mxGetN(X);
 
   gpuml_options opt;
   gpuml_mex_progress_state ps;
-  gpuml_mex_options(&opt, prhs[8], prhs[9], &ps);
-  opt.seed = (uint64_t)seed;
-
+  gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
+  gpuml_status st = gpuml_options_set_seed(&opt, mxGetScalar(prhs[2]));
+  if (st) gpuml_mex_raise(st);
+  gpuml_gmm_params p;
+  gpuml_gmm_params_init(&p);
+  gpuml_mex_set_params(GPUML_PARAMS_GMM, &p, prhs[1]);
+  int64_t kmax = 0;
+  if ((st = gpuml_gmm_check(n, d, &p, &opt, &kmax))) gpuml_mex_raise(st);  /* before allocating */
+  const int64_t nK = p.nG;
   const size_t rows = n > 0 ? (size_t)n : 1, dd = d > 0 ? (size_t)d : 1;
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
@@ -133,7 +87,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     mxArray *kt = mxCreateDoubleMatrix(1, (mwSize)nK, mxREAL);
     for (int64_t g = 0; g < nK; g++) {
       mxGetPr(b)[g] = bic[g];
-      mxGetPr(kt)[g] = (double)ks[g];
+      mxGetPr(kt)[g] = (double)p.G[g];
     }
     mxSetField(s, 0, "bic", b);
     mxSetField(s, 0, "K", kt);
@@ -142,7 +96,6 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     mxSetField(s, 0, "backend", mxCreateString(gpuml_backend_name(result.run.backend)));
     plhs[1] = s;
   }
-  mxFree(ks);
   mxFree(model.weights);
   mxFree(model.means);
   mxFree(model.covariances);

@@ -125,6 +125,49 @@ static inline void gpuml_mex_progress(void *ctx, const char *stage, int64_t done
   }
 }
 
+/* Sets the parameters of a cell {name, value, name, value, ...} (the options the user
+ * gave) by name: numbers and logicals as numbers, strings (or a cell of strings) as
+ * words. Raises the core's error for an unknown name or a value of the wrong kind. */
+static inline void gpuml_mex_set_params(gpuml_params_kind kind, void *params,
+                                        const mxArray *pairs) {
+  if (!mxIsCell(pairs) || mxGetNumberOfElements(pairs) % 2)
+    mexErrMsgIdAndTxt("gpuml:internal", "the parameters must come as name/value pairs");
+  const size_t count = mxGetNumberOfElements(pairs);
+  for (size_t i = 0; i < count; i += 2) {
+    char *name = mxArrayToString(mxGetCell(pairs, i));
+    const mxArray *v = mxGetCell(pairs, i + 1);
+    if (!name) mexErrMsgIdAndTxt("gpuml:internal", "a parameter name must be a string");
+    gpuml_status st;
+    if (mxIsChar(v) || mxIsCell(v)) {
+      const size_t nv = mxIsChar(v) ? 1 : mxGetNumberOfElements(v);
+      const char **words = (const char **)mxMalloc((nv ? nv : 1) * sizeof(char *));
+      for (size_t j = 0; j < nv; j++) {
+        const mxArray *w = mxIsChar(v) ? v : mxGetCell(v, j);
+        words[j] = w && mxIsChar(w) ? mxArrayToString(w) : NULL;
+        if (!words[j]) mexErrMsgIdAndTxt("gpuml:badOption", "%s must hold strings", name);
+      }
+      st = gpuml_params_set_strings(kind, params, name, words, (int64_t)nv);
+    } else if ((mxIsNumeric(v) || mxIsLogical(v)) && !mxIsComplex(v)) {
+      const size_t nv = mxGetNumberOfElements(v);
+      mxArray *as_double = NULL;  /* integer classes through Octave's own conversion */
+      if (!mxIsDouble(v) && !mxIsLogical(v)) {
+        mxArray *arg = (mxArray *)v;
+        mexCallMATLAB(1, &as_double, 1, &arg, "double");
+      }
+      double *d = (double *)mxMalloc((nv ? nv : 1) * sizeof(double));
+      for (size_t j = 0; j < nv; j++)
+        d[j] = as_double ? mxGetPr(as_double)[j]
+               : mxIsLogical(v) ? (mxGetLogicals(v)[j] ? 1 : 0) : mxGetPr(v)[j];
+      if (as_double) mxDestroyArray(as_double);
+      st = gpuml_params_set_numbers(kind, params, name, d, (int64_t)nv);
+    } else {
+      mexErrMsgIdAndTxt("gpuml:badOption", "%s must be a number, a logical or a string", name);
+      return;
+    }
+    if (st) gpuml_mex_raise(st);
+  }
+}
+
 /* Options for one call: backend from args, progress when verbose, Ctrl-C polling. */
 static inline void gpuml_mex_options(gpuml_options *opt, const mxArray *backend,
                               const mxArray *verbose, gpuml_mex_progress_state *ps) {

@@ -1,15 +1,13 @@
 /*
  * gpuml_tsne_mex: MEX gateway to gpuml_tsne_fit. Called by gpu_tsne.m.
  *
- *   [Y, itercosts, backend, method, learning_rate, neighbours, seconds] =
- *       gpuml_tsne_mex (X, params, init, method, seed, backend, verbose)
+ *   [Y, itercosts, backend, method, learning_rate, neighbours, seconds, costs_at] =
+ *       gpuml_tsne_mex (X, params, init_y, seed, backend, verbose)
  *
- * X: n x d double. params: [dims perplexity max_iter pca initial_dims learning_rate
- * exaggeration stop_lying_iter momentum final_momentum mom_switch_iter max_step_norm]
- * (learning_rate 0 = auto). init: "pca", "random" or an n x dims double matrix.
- * method, backend: strings. seed: a whole number. Y: n x dims double.
+ * X: n x d double. params: a cell {name, value, ...} of the parameters the user gave,
+ * by the core's names (the core holds the defaults). init_y: [] or the user's n x dims
+ * start. seed: a whole number. Y: n x dims double.
  */
-#include <limits.h>
 #include <math.h>
 #include "gpuml_mex.h"
 
@@ -37,85 +35,46 @@ static void tsne_report(void *ctx, const char *stage, int64_t done, int64_t tota
   }
 }
 
-static int as_int(double v) {
-  if (isnan(v)) return INT_MIN;
-  if (v > INT_MAX) return INT_MAX;
-  if (v < INT_MIN + 1.0) return INT_MIN + 1;
-  return (int)v;
-}
-
-static char *string_arg(const mxArray *a, const char *what) {
-  if (!mxIsChar(a) || mxGetM(a) > 1)
-    mexErrMsgIdAndTxt("gpuml:badOption", "%s must be a string", what);
-  char *s = mxArrayToString(a);
-  if (!s) mexErrMsgIdAndTxt("gpuml:noMemory", "cannot read %s", what);
-  return s;
-}
-
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 7)
+  if (nrhs != 6)
     mexErrMsgIdAndTxt("gpuml:tsne:nargs",
-                      "usage: gpuml_tsne_mex (X, params, init, method, seed, backend, verbose); "
+                      "usage: gpuml_tsne_mex (X, params, init_y, seed, backend, verbose); "
                       "call gpu_tsne instead");
-  if (nlhs > 7) mexErrMsgIdAndTxt("gpuml:tsne:nargs", "gpuml_tsne_mex returns at most 7 outputs");
-  const mxArray *x = prhs[0], *params = prhs[1], *init = prhs[2];
+  if (nlhs > 8) mexErrMsgIdAndTxt("gpuml:tsne:nargs", "gpuml_tsne_mex returns at most 8 outputs");
+  const mxArray *x = prhs[0], *init = prhs[2];
   gpuml_mex_check_matrix(x, "X", "tsne");
   if (!mxIsDouble(x)) mexErrMsgIdAndTxt("gpuml:tsne:badType", "X must be double (gpu_tsne converts it)");
-  if (!mxIsDouble(params) || mxGetNumberOfElements(params) != 12)
-    mexErrMsgIdAndTxt("gpuml:tsne:nargs", "params must hold 12 numbers");
-  if (!(mxIsNumeric(prhs[4]) || mxIsLogical(prhs[4])) || mxGetNumberOfElements(prhs[4]) != 1)
-    mexErrMsgIdAndTxt("gpuml:tsne:badSeed", "seed must be a single whole number");
+  if (!(mxIsNumeric(prhs[3]) || mxIsLogical(prhs[3])) || mxGetNumberOfElements(prhs[3]) != 1)
+    mexErrMsgIdAndTxt("gpuml:badSeed", "seed must be a single whole number");
 
   gpuml_options opt;
   tsne_progress progress;
-  gpuml_mex_options(&opt, prhs[5], prhs[6], &progress.base);
+  gpuml_mex_options(&opt, prhs[4], prhs[5], &progress.base);
   gpuml_tsne_result result;
   memset(&result, 0, sizeof result);
   progress.result = &result;
   progress.started = gpuml_mex_now();
   opt.progress = tsne_report;
   opt.callback_ctx = &progress;
-  const double seed = mxGetScalar(prhs[4]);
-  if (!(seed >= 0 && seed < 9007199254740992.0) || seed != floor(seed))
-    mexErrMsgIdAndTxt("gpuml:tsne:badSeed", "seed = %g must be a whole number in [0, 2^53)", seed);
-  opt.seed = (uint64_t)seed;
+  gpuml_status st = gpuml_options_set_seed(&opt, mxGetScalar(prhs[3]));
+  if (st) gpuml_mex_raise(st);
 
   gpuml_tsne_params p;
   gpuml_tsne_params_init(&p);
-  const double *v = mxGetPr(params);
-  p.dims = as_int(v[0]);
-  p.perplexity = v[1];
-  p.max_iter = as_int(v[2]);
-  p.pca = v[3] != 0;
-  p.initial_dims = as_int(v[4]);
-  p.learning_rate = v[5];
-  p.exaggeration = v[6];
-  p.stop_lying_iter = as_int(v[7]);
-  p.momentum = v[8];
-  p.final_momentum = v[9];
-  p.mom_switch_iter = as_int(v[10]);
-  p.max_step_norm = v[11];
-  char *name = string_arg(prhs[3], "method");
-  gpuml_status st = gpuml_tsne_parse_method(name, &p.method);
-  mxFree(name);
-  if (st) gpuml_mex_raise(st);
+  gpuml_mex_set_params(GPUML_PARAMS_TSNE, &p, prhs[1]);
   const int64_t n = (int64_t)mxGetM(x), d = (int64_t)mxGetN(x);
-  if (mxIsChar(init)) {
-    name = string_arg(init, "init");
-    st = gpuml_tsne_parse_init(name, &p.init);
-    mxFree(name);
-    if (st) gpuml_mex_raise(st);
-  } else {
+  if (!mxIsEmpty(init)) {
     if (!mxIsDouble(init) || mxIsComplex(init) || mxIsSparse(init))
       mexErrMsgIdAndTxt("gpuml:tsne:badInit", "init must be \"pca\", \"random\" or a real matrix");
     if ((int64_t)mxGetM(init) != n || (int64_t)mxGetN(init) != p.dims)
-      mexErrMsgIdAndTxt("gpuml:tsne:badInit", "init must be a %lld x %d matrix, not %d x %d",
-                        (long long)n, p.dims, (int)mxGetM(init), (int)mxGetN(init));
+      mexErrMsgIdAndTxt("gpuml:tsne:badInit", "init must be a %lld x %lld matrix, not %d x %d",
+                        (long long)n, (long long)p.dims, (int)mxGetM(init), (int)mxGetN(init));
     p.init = GPUML_TSNE_INIT_USER;
     p.init_y = mxGetPr(init);
   }
-  const int dims = p.dims >= 1 && p.dims <= 3 ? p.dims : 1;
-  const int ncost = gpuml_tsne_cost_count(p.max_iter > 0 ? p.max_iter : 1);
+  const int dims = p.dims >= 1 && p.dims <= 3 ? (int)p.dims : 1;
+  const int64_t ncost =
+      gpuml_tsne_cost_count(p.max_iter > 0 && p.max_iter <= INT32_MAX ? p.max_iter : 1);
   mxArray *y = mxCreateDoubleMatrix((mwSize)n, (mwSize)dims, mxREAL);
   mxArray *costs = mxCreateDoubleMatrix((mwSize)ncost, 1, mxREAL);
   st = gpuml_tsne_fit((const double *)gpuml_mex_data(x), n, d, &p, mxGetPr(y), mxGetPr(costs),
@@ -136,5 +95,10 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     plhs[6] = mxCreateDoubleMatrix(1, 2, mxREAL);
     mxGetPr(plhs[6])[0] = result.seconds_affinities;
     mxGetPr(plhs[6])[1] = result.seconds_optimisation;
+  }
+  if (nlhs > 7) {
+    plhs[7] = mxCreateDoubleMatrix((mwSize)ncost, 1, mxREAL);
+    for (int64_t i = 0; i < ncost; i++)
+      mxGetPr(plhs[7])[i] = (double)gpuml_tsne_cost_iteration(p.max_iter, i);
   }
 }
