@@ -56,11 +56,16 @@ int64_t gpuml_gmm_npar(gpuml_gmm_covariance covariance, int64_t G, int64_t d) {
 }
 
 /* The parameters by name (gpuml_params_set_*). */
-static const char *const gmm_covariances[] = {"full", "diag", "spherical", NULL};
+/* The structures by their names and by mclust's (VVV, VVI, VII). */
+static const char *const gmm_covariances[] = {"full", "diag", "spherical", "VVV", "VVI", "VII",
+                                              NULL};
+static const int gmm_covariance_values[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL,
+                                            GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
 const gm_param_spec gm_gmm_param_specs[] = {
     {GM_PARAM(gpuml_gmm_params, G, GM_PARAM_INT64_LIST),
      .count_offset = offsetof(gpuml_gmm_params, nG), .capacity = GPUML_GMM_MAX_G},
-    {GM_PARAM(gpuml_gmm_params, covariance, GM_PARAM_CHOICE), .choices = gmm_covariances},
+    {GM_PARAM(gpuml_gmm_params, covariance, GM_PARAM_CHOICE), .choices = gmm_covariances,
+     .choice_values = gmm_covariance_values},
     {GM_PARAM(gpuml_gmm_params, max_iter, GM_PARAM_INT64)},
     {GM_PARAM(gpuml_gmm_params, tol, GM_PARAM_REAL)},
     {GM_PARAM(gpuml_gmm_params, reg, GM_PARAM_REAL)},

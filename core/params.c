@@ -61,9 +61,10 @@ static int is_list(const gm_param_spec *s) {
 
 static int whole(double v) { return isfinite(v) && v == floor(v); }
 
+/* The value stored for a choice's name, or -1 for an unknown name. */
 static int choice_index(const gm_param_spec *s, const char *value) {
   for (int i = 0; s->choices && s->choices[i]; i++)
-    if (gm_same_name(s->choices[i], value)) return i;
+    if (gm_same_name(s->choices[i], value)) return s->choice_values ? s->choice_values[i] : i;
   return -1;
 }
 

@@ -34,6 +34,8 @@ typedef struct {
   size_t offset;              /* offsetof() the field in the params struct */
   const char *const *choices; /* CHOICE, CHOICE_LIST: the names, NULL-terminated, matched
                                  without regard to case; also accepted by set_strings */
+  const int *choice_values;   /* the value each name stores (NULL: its position), so that
+                                 several names can mean one value */
   const char *auto_name;      /* a number may also be given as this word ("auto") ... */
   double auto_value;          /* ... which stores this value */
   size_t count_offset;        /* lists: offsetof() the int64_t count */

@@ -1,7 +1,7 @@
 /* C tests of density peaks clustering through gpuml.h: rho, delta and nearest against a
  * brute force written from the definitions, ties, the dc estimate, centres, clusters,
- * halo, bad input and callbacks. The backend comes from GPUML_TEST_BACKEND ("cpu" by
- * default); with "cuda" every GPU result is also compared with the CPU backend. */
+ * halo, bad input and callbacks, on every backend of the parity harness (tests/harness.h);
+ * on the CUDA backend every result is also compared with the CPU backend's. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
-/* C tests of the Gaussian mixtures through gpuml.h. The backend comes from
- * GPUML_TEST_BACKEND ("cpu" by default; "cuda" on a GPU machine, where the fits are
- * also repeated on the CPU backend and compared). The mixtures always compute in fp64,
- * so GPUML_TEST_PRECISION changes nothing here. */
+/* C tests of the Gaussian mixtures through gpuml.h, on every backend of the parity
+ * harness (tests/harness.h); on the CUDA backend the fits are also repeated on the CPU
+ * backend and compared. The mixtures always compute in fp64, so GPUML_TEST_PRECISION
+ * changes nothing here. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

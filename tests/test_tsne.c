@@ -1,6 +1,6 @@
 /* C tests of t-SNE: the public gpuml_tsne_fit() and the internals it is built from (P,
- * PCA, the gradient). The backend comes from GPUML_TEST_BACKEND ("cpu" by default;
- * with "cuda" the GPU results are also compared with the CPU backend's). */
+ * PCA, the gradient), on every backend of the parity harness (tests/harness.h); on the
+ * CUDA backend the results are also compared with the CPU backend's. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,0 +1,1 @@
+../../tools/cuda.m4
