@@ -300,177 +300,202 @@ gpuml_status fused_lists(Context &ctx, const PointSet<In, T> &Qs, int64_t q0,
   return GPUML_OK;
 }
 
+// One search: the plan, the loading of the points, the loop over query tiles (the
+// candidates of each tile, then their exact re-ranking and output), the final copy.
+// Every device resource belongs to `ctx`, released whatever path the search takes.
 template <typename T, typename In>
-gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
-                     int64_t k, int64_t *index, In *dist, const gpuml_options *opt) {
-  const bool self = (query == NULL);
-  if (self) {
-    query = data;
-    m = n;
-  }
+struct KnnSearch {
+  // the call
+  const In *data, *query;
+  int64_t n, d, m, k;
+  int64_t *index;
+  In *dist;
+  const gpuml_options *opt;
+  bool self;
+  // the plan and the device state
   KnnPlan<T, In> p;
-  p.gemm = d >= kGemmMinDim;
-  const int64_t available = n - (self ? 1 : 0);
-  int64_t extra = kExtraCandidates;
-  if (extra > available - k) extra = available - k;
-  p.K = k + extra;
-  const char *force = getenv("GPUML_CUDA_KNN_SELECT");
-  p.small = p.K <= kSmallMaxK && !(force && strcmp(force, "general") == 0);
-  // The fused kernel (d < 16, K <= 32) needs the data resident. GPUML_CUDA_KNN_FUSED=0
-  // keeps the tile-by-tile path, GPUML_CUDA_KNN_SPLIT=0 plain SGEMM for fp32 (for
-  // comparisons).
-  const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED"), *split_knob = getenv("GPUML_CUDA_KNN_SPLIT");
-  p.fused = p.small && p.K <= kFusedMaxK && !p.gemm && n < 2147483647LL - kFusedAlign &&
-            !(fused_knob && strcmp(fused_knob, "0") == 0);
-  p.split = p.gemm && sizeof(T) == 4 && !(split_knob && strcmp(split_knob, "0") == 0);
-  p.tile = !p.fused && (p.gemm || !p.small);
-  if (p.K > 2147483647LL)
-    return gm_fail(GPUML_ERR_ARG, "knn:tooLarge", "k = %lld is too large for the GPU",
-                   (long long)k);
-  const int K = (int)p.K;
-
-  Context ctx("knn:cuda");
-  GM_TRY(ctx.init(opt, p.gemm));
-  GM_TRY(ctx.check(cudaDeviceGetAttribute(&p.sm_count, cudaDevAttrMultiProcessorCount,
-                                          opt->device),
-                   "cudaDeviceGetAttribute"));
-  if (p.fused && (plan_knn(p, n, d, m, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
-    p.fused = false;  // the data do not fit on the device: tile by tile instead
-    p.tile = p.gemm || !p.small;
-  }
-  if (!p.fused) GM_TRY(plan_knn(p, n, d, m, k, self, ctx.budget()));
-
-  Staging<In> sg;
-  sg.rows = p.raw_rows;
-  GM_TRY(ctx.alloc(&sg.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
+  int K = 0;
+  Context ctx{"knn:cuda"};
+  Staging<In> sg, sg2;
   double *centre = nullptr;
-  if (p.gemm) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
-  PointSet<In, T> R, Q;  // Q: the template of the query tiles
-  R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre; R.split = p.split;
-  Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre; Q.split = p.split;
-  GM_TRY(alloc_points(ctx, R, p.resident ? n : p.rt));
-  if (p.gemm && p.resident)
-    GM_TRY(load_resident_with_centre(ctx, sg, R, self ? nullptr : query, m, centre));
-  else if (p.gemm)
-    GM_TRY(compute_centre<In>(ctx, sg, data, n, self ? nullptr : query, m, d, centre));
-  else if (p.resident)
-    GM_TRY(load_points(ctx, sg, R, 0, n));
-
-  const int64_t qt = p.qt, rt = p.resident && !p.tile ? n : p.rt;
-  const size_t QK = (size_t)qt * (size_t)K;
-  T *G = nullptr, *Ld = nullptr, *Cd = nullptr;
-  int64_t *Li = nullptr, *Ci = nullptr, *offsets = nullptr, *T1i = nullptr;
+  PointSet<In, T> R, Q, Qb[2];  // Q: the template of the query tiles
+  int64_t qt = 0, rt = 0;
+  size_t QK = 0;
+  T *G = nullptr, *G2[2] = {nullptr, nullptr}, *Ld = nullptr, *Cd = nullptr, *Pd = nullptr;
+  int64_t *Li = nullptr, *Ci = nullptr, *Pi = nullptr, *offsets = nullptr, *T1i = nullptr;
   double *Rd = nullptr, *T1d = nullptr;
   int64_t *out_idx = nullptr;
   In *out_dist = nullptr;
   void *cub_tmp = nullptr;
-  const bool big_final = p.K > kBitonicMaxK;
+  size_t cub_bytes = 0;
+  bool big_final = false, overlap = false, prefetch = false, full_out = false;
+  int64_t splits = 1, fused_per = 0, gemm_count = 0;
   // Streams: the main one (GEMMs, reranking, outputs); `sel` for the warp selection
   // when it overlaps the next GEMM; `up` for loading the next query tile during the
   // search. Events order them.
-  cudaStream_t main_s = ctx.stream(), sel_s = main_s, up_s = main_s;
-  const bool overlap = overlap_gemm(p), prefetch = !p.q_view;
+  cudaStream_t main_s = nullptr, sel_s = nullptr, up_s = nullptr;
   cudaEvent_t g_done[2] = {}, s_done[2] = {}, sel_end = nullptr, q_ready[2] = {},
               q_free[2] = {};
-  if (overlap) {
-    GM_TRY(ctx.new_stream(&sel_s));
-    for (int b = 0; b < 2; b++) {
-      GM_TRY(ctx.new_event(&g_done[b]));
-      GM_TRY(ctx.new_event(&s_done[b]));
+
+  KnnSearch(const In *data_, int64_t n_, int64_t d_, const In *query_, int64_t m_, int64_t k_,
+            int64_t *index_, In *dist_, const gpuml_options *opt_)
+      : data(data_), query(query_), n(n_), d(d_), m(m_), k(k_), index(index_), dist(dist_),
+        opt(opt_), self(query_ == nullptr) {
+    if (self) {
+      query = data;
+      m = n;
     }
-    GM_TRY(ctx.new_event(&sel_end));
   }
-  PointSet<In, T> Qb[2] = {Q, Q};
-  Staging<In> sg2;
-  sg2.rows = p.raw_rows;
-  if (prefetch) {
-    GM_TRY(ctx.new_stream(&up_s));
-    for (int b = 0; b < 2; b++) {
-      GM_TRY(ctx.new_event(&q_ready[b]));
-      GM_TRY(ctx.new_event(&q_free[b]));
-      GM_TRY(alloc_points(ctx, Qb[b], p.qt));
+
+  // The kind of search and its tiles, from the device's free memory.
+  gpuml_status plan() {
+    p.gemm = d >= kGemmMinDim;
+    const int64_t available = n - (self ? 1 : 0);
+    int64_t extra = kExtraCandidates;
+    if (extra > available - k) extra = available - k;
+    p.K = k + extra;
+    const char *force = getenv("GPUML_CUDA_KNN_SELECT");
+    p.small = p.K <= kSmallMaxK && !(force && strcmp(force, "general") == 0);
+    // The fused kernel (d < 16, K <= 32) needs the data resident. GPUML_CUDA_KNN_FUSED=0
+    // keeps the tile-by-tile path, GPUML_CUDA_KNN_SPLIT=0 plain SGEMM for fp32 (for
+    // comparisons).
+    const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED"), *split_knob = getenv("GPUML_CUDA_KNN_SPLIT");
+    p.fused = p.small && p.K <= kFusedMaxK && !p.gemm && n < 2147483647LL - kFusedAlign &&
+              !(fused_knob && strcmp(fused_knob, "0") == 0);
+    p.split = p.gemm && sizeof(T) == 4 && !(split_knob && strcmp(split_knob, "0") == 0);
+    p.tile = !p.fused && (p.gemm || !p.small);
+    if (p.K > 2147483647LL)
+      return gm_fail(GPUML_ERR_ARG, "knn:tooLarge", "k = %lld is too large for the GPU",
+                     (long long)k);
+    K = (int)p.K;
+    GM_TRY(ctx.init(opt, p.gemm));
+    p.sm_count = ctx.props().multiProcessorCount;
+    if (p.fused && (plan_knn(p, n, d, m, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
+      p.fused = false;  // the data do not fit on the device: tile by tile instead
+      p.tile = p.gemm || !p.small;
     }
-    GM_TRY(ctx.alloc(&sg2.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
+    if (!p.fused) GM_TRY(plan_knn(p, n, d, m, k, self, ctx.budget()));
+    qt = p.qt;
+    rt = p.resident && !p.tile ? n : p.rt;
+    QK = (size_t)qt * (size_t)K;
+    big_final = p.K > kBitonicMaxK;
+    overlap = overlap_gemm(p);
+    prefetch = !p.q_view;
+    return GPUML_OK;
   }
+
+  // The points (resident, or their first tile), the streams and every buffer.
+  gpuml_status load() {
+    sg.rows = p.raw_rows;
+    GM_TRY(ctx.alloc(&sg.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
+    if (p.gemm) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
+    R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre; R.split = p.split;
+    Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre; Q.split = p.split;
+    GM_TRY(alloc_points(ctx, R, p.resident ? n : p.rt));
+    if (p.gemm && p.resident)
+      GM_TRY(load_resident_with_centre(ctx, sg, R, self ? nullptr : query, m, centre));
+    else if (p.gemm)
+      GM_TRY(compute_centre<In>(ctx, sg, data, n, self ? nullptr : query, m, d, centre));
+    else if (p.resident)
+      GM_TRY(load_points(ctx, sg, R, 0, n));
+
+    main_s = sel_s = up_s = ctx.stream();
+    if (overlap) {
+      GM_TRY(ctx.new_stream(&sel_s));
+      for (int b = 0; b < 2; b++) {
+        GM_TRY(ctx.new_event(&g_done[b]));
+        GM_TRY(ctx.new_event(&s_done[b]));
+      }
+      GM_TRY(ctx.new_event(&sel_end));
+    }
+    Qb[0] = Qb[1] = Q;
+    sg2.rows = p.raw_rows;
+    if (prefetch) {
+      GM_TRY(ctx.new_stream(&up_s));
+      for (int b = 0; b < 2; b++) {
+        GM_TRY(ctx.new_event(&q_ready[b]));
+        GM_TRY(ctx.new_event(&q_free[b]));
+        GM_TRY(alloc_points(ctx, Qb[b], p.qt));
+      }
+      GM_TRY(ctx.alloc(&sg2.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
+    }
+    if (p.tile) {
+      GM_TRY(ctx.alloc(&G2[0], (size_t)rt * (size_t)qt, "the distance tile"));
+      if (overlap) GM_TRY(ctx.alloc(&G2[1], (size_t)rt * (size_t)qt, "the second distance tile"));
+    }
+    G = G2[0];
+    GM_TRY(ctx.alloc(&Ld, QK, "the candidate lists"));
+    GM_TRY(ctx.alloc(&Li, QK, "the candidate lists"));
+    Pd = Ld;  // the fused kernel's partial lists (one set per reference split)
+    Pi = Li;
+    splits = p.fused ? fused_splits(p, n, qt, &fused_per) : 1;
+    if (splits > 1) {
+      GM_TRY(ctx.alloc(&Pd, QK * (size_t)splits, "the partial candidate lists"));
+      GM_TRY(ctx.alloc(&Pi, QK * (size_t)splits, "the partial candidate lists"));
+    }
+    if (!p.small) {
+      GM_TRY(ctx.alloc(&Cd, QK, "the selected candidates"));
+      GM_TRY(ctx.alloc(&Ci, QK, "the selected candidates"));
+    }
+    GM_TRY(ctx.alloc(&Rd, QK, "the exact distances"));
+    if (big_final) {
+      GM_TRY(ctx.alloc(&T1d, QK, "sorting space"));
+      GM_TRY(ctx.alloc(&T1i, QK, "sorting space"));
+    }
+    // The whole m x k result stays on the device when it fits (one copy at the end);
+    // otherwise each query tile's part is copied out as it is done.
+    const size_t out_bytes = (size_t)k * (8 + sizeof(In));
+    full_out = plan_bytes(p, n, d, k, self, qt, nullptr) + ((size_t)m - (size_t)qt) * out_bytes <=
+               ctx.budget();
+    const size_t out_rows = full_out ? (size_t)m : (size_t)qt;
+    GM_TRY(ctx.alloc(&out_idx, out_rows * (size_t)k, "the neighbour indices"));
+    GM_TRY(ctx.alloc(&out_dist, out_rows * (size_t)k, "the neighbour distances"));
+    if (big_final) {
+      GM_TRY(ctx.alloc(&offsets, (size_t)qt + 1, "segment offsets"));
+      HostArray<int64_t> h_off;
+      if (!h_off.alloc((size_t)qt + 1))
+        return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate segment offsets");
+      for (int64_t i = 0; i <= qt; i++) h_off.p[i] = i * p.K;
+      GM_TRY(ctx.check(cudaMemcpyAsync(offsets, h_off.p, ((size_t)qt + 1) * 8,
+                                       cudaMemcpyHostToDevice, ctx.stream()),
+                       "copying segment offsets"));
+      GM_TRY(ctx.sync("copying segment offsets"));
+      cub_bytes = p.cub_bytes;
+      char *tmp = nullptr;
+      GM_TRY(ctx.alloc(&tmp, cub_bytes, "sorting space"));
+      cub_tmp = tmp;
+    }
+    return GPUML_OK;
+  }
+
   // Queues the load of the query tile at q0 into slot b on the `up` stream, once the
   // tile that used the slot before is done with it.
-  auto load_queries = [&](int64_t q0, int b) -> gpuml_status {
+  gpuml_status load_queries(int64_t q0, int b) {
     const int64_t qn = m - q0 < qt ? m - q0 : qt;
     GM_TRY(ctx.check(cudaStreamWaitEvent(up_s, q_free[b], 0), "cudaStreamWaitEvent"));
     GM_TRY(load_points(ctx, sg2, Qb[b], q0, qn, up_s));
     return ctx.check(cudaEventRecord(q_ready[b], up_s), "cudaEventRecord");
-  };
-  T *G2[2] = {nullptr, nullptr};
-  if (p.tile) {
-    GM_TRY(ctx.alloc(&G2[0], (size_t)rt * (size_t)qt, "the distance tile"));
-    if (overlap) GM_TRY(ctx.alloc(&G2[1], (size_t)rt * (size_t)qt, "the second distance tile"));
-  }
-  G = G2[0];
-  GM_TRY(ctx.alloc(&Ld, QK, "the candidate lists"));
-  GM_TRY(ctx.alloc(&Li, QK, "the candidate lists"));
-  T *Pd = Ld;  // the fused kernel's partial lists (one set per reference split)
-  int64_t *Pi = Li;
-  int64_t fused_per = 0;
-  const int64_t splits = p.fused ? fused_splits(p, n, qt, &fused_per) : 1;
-  if (splits > 1) {
-    GM_TRY(ctx.alloc(&Pd, QK * (size_t)splits, "the partial candidate lists"));
-    GM_TRY(ctx.alloc(&Pi, QK * (size_t)splits, "the partial candidate lists"));
-  }
-  if (!p.small) {
-    GM_TRY(ctx.alloc(&Cd, QK, "the selected candidates"));
-    GM_TRY(ctx.alloc(&Ci, QK, "the selected candidates"));
-  }
-  GM_TRY(ctx.alloc(&Rd, QK, "the exact distances"));
-  if (big_final) {
-    GM_TRY(ctx.alloc(&T1d, QK, "sorting space"));
-    GM_TRY(ctx.alloc(&T1i, QK, "sorting space"));
-  }
-  // The whole m x k result stays on the device when it fits (one copy at the end);
-  // otherwise each query tile's part is copied out as it is done.
-  const size_t out_bytes = (size_t)k * (8 + sizeof(In));
-  const bool full_out = plan_bytes(p, n, d, k, self, qt, nullptr) + ((size_t)m - (size_t)qt) * out_bytes <=
-                        ctx.budget();
-  const size_t out_rows = full_out ? (size_t)m : (size_t)qt;
-  GM_TRY(ctx.alloc(&out_idx, out_rows * (size_t)k, "the neighbour indices"));
-  GM_TRY(ctx.alloc(&out_dist, out_rows * (size_t)k, "the neighbour distances"));
-  size_t cub_bytes = 0;
-  if (big_final) {
-    GM_TRY(ctx.alloc(&offsets, (size_t)qt + 1, "segment offsets"));
-    HostArray<int64_t> h_off;
-    if (!h_off.alloc((size_t)qt + 1))
-      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate segment offsets");
-    for (int64_t i = 0; i <= qt; i++) h_off.p[i] = i * p.K;
-    GM_TRY(ctx.check(cudaMemcpyAsync(offsets, h_off.p, ((size_t)qt + 1) * 8,
-                                     cudaMemcpyHostToDevice, ctx.stream()),
-                     "copying segment offsets"));
-    GM_TRY(ctx.sync("copying segment offsets"));
-    cub_bytes = p.cub_bytes;
-    char *tmp = nullptr;
-    GM_TRY(ctx.alloc(&tmp, cub_bytes, "sorting space"));
-    cub_tmp = tmp;
   }
 
-  if (prefetch) GM_TRY(load_queries(0, 0));
-  int64_t gemm_count = 0;
-  for (int64_t q0 = 0, tile = 0; q0 < m; q0 += qt, tile++) {
-    const int64_t qn = m - q0 < qt ? m - q0 : qt;
+  gpuml_status interrupted() {
+    return gm_interrupted(opt) ? gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "kNN search interrupted")
+                               : GPUML_OK;
+  }
+
+  // Each query's K candidates for the query tile at q0 (the fused kernel, or distance
+  // tiles over the references with a selection after each); *cand: where they are.
+  gpuml_status candidates(const PointSet<In, T> &Qs, int64_t q0, int64_t qn, int64_t **cand) {
     const size_t qK = (size_t)qn * (size_t)K;
-    const int slot = (int)(tile % 2);
-    if (prefetch)
-      GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, q_ready[slot], 0), "cudaStreamWaitEvent"));
-    const PointSet<In, T> &Qs = p.q_view ? R : Qb[slot];
     const In *xq = Qs.x_at(q0);
     const T *pq = p.gemm ? Qs.p_at(q0) : nullptr;
     const T *nq = p.gemm ? Qs.norm_at(q0) : nullptr;
-
-    int64_t *cand = Li;  // each query's K candidates after the last tile
+    *cand = Li;  // each query's K candidates after the last tile
     if (p.fused) {
       GM_TRY(fused_lists<T, In>(ctx, Qs, q0, qn, R, n, d, self, K, splits, fused_per,
                                 Pd, Pi, Ld, Li));
-      if (gm_interrupted(opt))
-        return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "kNN search interrupted");
+      return interrupted();
     }
-    for (int64_t r0 = 0; r0 < n && !p.fused; r0 += rt) {
+    for (int64_t r0 = 0; r0 < n; r0 += rt) {
       const int64_t rn = n - r0 < rt ? n - r0 : rt;
       GM_TRY(load_points(ctx, sg, R, r0, rn));
       const int fresh = r0 == 0;
@@ -504,7 +529,7 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
         GM_TRY(ctx.launched("kNN radix selection"));
         if (r0 + rn >= n) {
           // The last tile: the candidates need no order (the exact distances decide it).
-          cand = Ci;
+          *cand = Ci;
         } else if (!big_final) {
           GM_TRY(sort_segments<T>(ctx, Cd, Ci, p.K, qn, Ld, Li));
         } else {
@@ -515,19 +540,24 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
                            "sorting candidates (cub::DeviceSegmentedSort)"));
         }
       }
-      if (gm_interrupted(opt))
-        return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "kNN search interrupted");
+      GM_TRY(interrupted());
     }
-
     if (overlap) GM_TRY(ctx.order(sel_s, main_s, sel_end));  // the lists are complete
-    // Exact distances of the candidates, from the points as given; last tile first.
+    return GPUML_OK;
+  }
+
+  // The exact distances of the candidates (from the points as given), the final order by
+  // (distance, index), the tile's output.
+  gpuml_status finish_tile(const PointSet<In, T> &Qs, int64_t q0, int64_t qn, int64_t *cand) {
+    const size_t qK = (size_t)qn * (size_t)K;
+    const In *xq = Qs.x_at(q0);
     fill_double_kernel<<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(
         Rd, (int64_t)qK, HUGE_VAL);
     GM_TRY(ctx.launched("initialising exact distances"));
     const int64_t rerank_step = p.resident ? n : rt;  // resident: one pass over all rows
     for (int64_t r0 = ((n - 1) / rerank_step) * rerank_step; r0 >= 0; r0 -= rerank_step) {
       const int64_t rn = n - r0 < rerank_step ? n - r0 : rerank_step;
-      GM_TRY(load_points(ctx, sg, R, r0, rn));
+      GM_TRY(load_points(ctx, sg, R, r0, rn));  // last tile first: it is still loaded
       rerank_kernel<In><<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(
           cand, p.K, qn, R.x_at(r0), r0, rn, xq, d, ((size_t)d * sizeof(In)) % 16 == 0, Rd);
       GM_TRY(ctx.launched("exact distances"));
@@ -551,35 +581,61 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
           full_out ? m : qn);
       GM_TRY(ctx.launched("writing the neighbours"));
     }
-    if (prefetch) {
-      // This slot's queries are no longer needed once the work queued so far is done;
-      // the next tile loads into the other slot meanwhile.
-      GM_TRY(ctx.check(cudaEventRecord(q_free[slot], main_s), "cudaEventRecord"));
-      if (q0 + qt < m) GM_TRY(load_queries(q0 + qt, 1 - slot));
-    }
-    if (!full_out) {
-      GM_TRY(ctx.check(cudaMemcpy2DAsync(index + q0, (size_t)m * 8, out_idx, (size_t)qn * 8,
-                                         (size_t)qn * 8, (size_t)k, cudaMemcpyDeviceToHost,
-                                         ctx.stream()),
-                       "copying neighbour indices to the host"));
-      GM_TRY(ctx.check(cudaMemcpy2DAsync(dist + q0, (size_t)m * sizeof(In), out_dist,
-                                         (size_t)qn * sizeof(In), (size_t)qn * sizeof(In),
-                                         (size_t)k, cudaMemcpyDeviceToHost, ctx.stream()),
-                       "copying neighbour distances to the host"));
-    }
-    GM_TRY(ctx.sync("kNN search"));
-    gm_progress(opt, "knn", q0 + qn, m);
+    return GPUML_OK;
   }
-  if (full_out) {
+
+  // A query tile's neighbours to the host, when the result does not stay on the device.
+  gpuml_status copy_tile(int64_t q0, int64_t qn) {
+    if (full_out) return GPUML_OK;
+    GM_TRY(ctx.check(cudaMemcpy2DAsync(index + q0, (size_t)m * 8, out_idx, (size_t)qn * 8,
+                                       (size_t)qn * 8, (size_t)k, cudaMemcpyDeviceToHost,
+                                       ctx.stream()),
+                     "copying neighbour indices to the host"));
+    return ctx.check(cudaMemcpy2DAsync(dist + q0, (size_t)m * sizeof(In), out_dist,
+                                       (size_t)qn * sizeof(In), (size_t)qn * sizeof(In),
+                                       (size_t)k, cudaMemcpyDeviceToHost, ctx.stream()),
+                     "copying neighbour distances to the host");
+  }
+
+  gpuml_status run() {
+    GM_TRY(plan());
+    GM_TRY(load());
+    if (prefetch) GM_TRY(load_queries(0, 0));
+    for (int64_t q0 = 0, tile = 0; q0 < m; q0 += qt, tile++) {
+      const int64_t qn = m - q0 < qt ? m - q0 : qt;
+      const int slot = (int)(tile % 2);
+      if (prefetch)
+        GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, q_ready[slot], 0), "cudaStreamWaitEvent"));
+      const PointSet<In, T> &Qs = p.q_view ? R : Qb[slot];
+      int64_t *cand = nullptr;
+      GM_TRY(candidates(Qs, q0, qn, &cand));
+      GM_TRY(finish_tile(Qs, q0, qn, cand));
+      if (prefetch) {
+        // This slot's queries are no longer needed once the work queued so far is done;
+        // the next tile loads into the other slot meanwhile.
+        GM_TRY(ctx.check(cudaEventRecord(q_free[slot], main_s), "cudaEventRecord"));
+        if (q0 + qt < m) GM_TRY(load_queries(q0 + qt, 1 - slot));
+      }
+      GM_TRY(copy_tile(q0, qn));
+      GM_TRY(ctx.sync("kNN search"));
+      gm_progress(opt, "knn", q0 + qn, m);
+    }
+    if (!full_out) return GPUML_OK;
     GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)m * (size_t)k * 8,
                                      cudaMemcpyDeviceToHost, ctx.stream()),
                      "copying neighbour indices to the host"));
     GM_TRY(ctx.check(cudaMemcpyAsync(dist, out_dist, (size_t)m * (size_t)k * sizeof(In),
                                      cudaMemcpyDeviceToHost, ctx.stream()),
                      "copying neighbour distances to the host"));
-    GM_TRY(ctx.sync("copying the neighbours to the host"));
+    return ctx.sync("copying the neighbours to the host");
   }
-  return GPUML_OK;
+};
+
+template <typename T, typename In>
+gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
+                     int64_t k, int64_t *index, In *dist, const gpuml_options *opt) {
+  KnnSearch<T, In> search(data, n, d, query, m, k, index, dist, opt);
+  return search.run();
 }
 
 }  // namespace
