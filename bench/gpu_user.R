@@ -7,7 +7,7 @@
 # Per-iteration costs of EM come from fits of many iterations (5 and 105 at tol = 0, best
 # of 3 each): (t105 - t5) / 100, never from the difference of two single runs.
 #
-#   Rscript bench/gpu_user.R [--data DIR] [--only case1,case2] [--skip case1,...]
+#   Rscript bench/gpu_user.R [--data DIR] [--only case1,case2] [--skip case1,...] [--repeat N]
 #   Rscript bench/gpu_user.R --case NAME [--data DIR]    (one fresh-session first call)
 # DIR holds Fashion-MNIST's four IDX .gz files (default: /usr/share/datasets/fashion-mnist,
 # else ./bench-data). Prints "USER <case> first <s> warm <s>" lines and a table last.
@@ -50,7 +50,7 @@ blobs2 <- function(n, d, seed = 1) {
 em_iteration <- function(x, G, model) {
   # seconds per EM iteration from fits of 5 and 105 iterations (tol 0), best of 3 each
   fit_time <- function(iters) {
-    min(replicate(3, system.time(gpu_gmm(x, G = G, modelNames = model, max_iter = iters,
+    min(replicate(3, system.time(gpu_gmm(x, G = G, covariance = model, max_iter = iters,
                                          tol = 0, backend = "cuda"))[["elapsed"]]))
   }
   (fit_time(105) - fit_time(5)) / 100
@@ -117,6 +117,7 @@ if (!is.null(only)) names_run <- intersect(strsplit(only, ",")[[1]], names_run)
 skip <- arg_value("--skip")
 if (!is.null(skip)) names_run <- setdiff(names_run, strsplit(skip, ",")[[1]])
 
+repeats <- as.integer(arg_value("--repeat", "3"))
 info <- gpuml_info()
 cat(sprintf("gpuml %s on %s (compute capability %s, %.0f GB), CUDA %s\n", info$version,
             info$device_name, info$compute_capability, info$device_memory_gb,
@@ -134,7 +135,7 @@ for (name in names_run) {
   x <- case$data()
   warm <- tryCatch({
     time_call(case, x)  # this session's own first call, not reported
-    min(replicate(3, time_call(case, x)))
+    min(replicate(repeats, time_call(case, x)))
   }, error = function(e) {
     message(name, ": ", conditionMessage(e))
     NA_real_
@@ -144,7 +145,7 @@ for (name in names_run) {
   cat(sprintf("USER %s first %.4f warm %.4f target %.4f\n", name, first, warm, case$target))
   rows[[name]] <- c(first = first, warm = warm, target = case$target)
 }
-cat("\n| case (from R, double input) | first call of a session (s) | warm, best of 3 (s) | target (s) |\n")
+cat(sprintf("\n| case (from R, double input) | first call of a session (s) | warm, best of %d (s) | target (s) |\n", repeats))
 cat("|---|---|---|---|\n")
 for (name in names(rows)) {
   r <- rows[[name]]
