@@ -102,20 +102,26 @@ fi
 
 if [ "$HAVE_R" = yes ] && [ "$gpu" = no ]; then
   # The R package by itself, as an R user installs it: R CMD build of R-package/ alone,
-  # R CMD INSTALL of the tarball without CUDA into a library of its own, then a kNN.
-  echo "== R package by itself (R CMD build R-package; R CMD INSTALL --without-cuda; a kNN)"
+  # R CMD INSTALL of the tarball without CUDA into a library of its own, then a kNN; and
+  # R CMD INSTALL of the folder itself (its links to the core), cleaned afterwards.
+  echo "== R package by itself (R CMD build R-package; R CMD INSTALL --without-cuda of the tarball and of the folder; a kNN each)"
   tmp=$(mktemp -d)
   here=$PWD
   log=$log_dir/r-standalone.log
+  knn_from() {  # library
+    R_LIBS="$1" "$R" --no-echo --no-restore -e '
+      library(gpuml)
+      r <- gpu_knn(as.matrix(iris[, 1:4]), k = 3)
+      stopifnot(identical(dim(r$nn.index), c(150L, 3L)), r$backend == "cpu",
+                !gpuml_info()$cuda_compiled)
+      cat("standalone package: kNN ok\n")'
+  }
   if (cd "$tmp" && env -u GPUML_PREBUILT "$R" CMD build --no-build-vignettes "$here/R-package") > "$log" 2>&1 &&
-     mkdir -p "$tmp/lib" &&
+     mkdir -p "$tmp/lib" "$tmp/lib2" &&
      env -u GPUML_PREBUILT "$R" CMD INSTALL --configure-args=--without-cuda -l "$tmp/lib" "$tmp"/gpuml_*.tar.gz >> "$log" 2>&1 &&
-     R_LIBS="$tmp/lib" "$R" --no-echo --no-restore -e '
-       library(gpuml)
-       r <- gpu_knn(as.matrix(iris[, 1:4]), k = 3)
-       stopifnot(identical(dim(r$nn.index), c(150L, 3L)), r$backend == "cpu",
-                 !gpuml_info()$cuda_compiled)
-       cat("standalone package: kNN ok\n")' >> "$log" 2>&1; then
+     knn_from "$tmp/lib" >> "$log" 2>&1 &&
+     env -u GPUML_PREBUILT "$R" CMD INSTALL --preclean --clean --configure-args=--without-cuda -l "$tmp/lib2" "$here/R-package" >> "$log" 2>&1 &&
+     knn_from "$tmp/lib2" >> "$log" 2>&1; then
     echo "R standalone: 1 passed, 0 failed"
     passed=$((passed + 1))
   else

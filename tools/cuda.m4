@@ -23,7 +23,7 @@ AC_ARG_WITH([cuda],
   [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@], [build the CUDA backend (default: when nvcc is found; DIR is the toolkit root; GPUML_CUDA=no in the environment disables it)])],
   [], [with_cuda=check])
 AC_ARG_WITH([cuda-arch],
-  [AS_HELP_STRING([--with-cuda-arch=ARCHS], [device code: native, all, or a list such as sm_80,sm_90 (default: native when a GPU is present, else all)])],
+  [AS_HELP_STRING([--with-cuda-arch=ARCHS], [device code: native, portable, all, or a list such as sm_80,sm_90 (default: native when a GPU is present, else portable)])],
   [cuda_arch_request="$withval"], [cuda_arch_request=""])
 test "x$GPUML_CUDA" = xno && with_cuda=no
 HAVE_CUDA=no

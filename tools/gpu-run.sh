@@ -1,6 +1,6 @@
 #!/bin/sh
 # The GPU machine's run, from the repository root:  sh tools/gpu-run.sh
-#   1. configure (CUDA for sm_90) and build the library and the C tests
+#   1. configure (CUDA for sm_90, or GPU_RUN_ARCH) and build the library and the C tests
 #   2. the C tests with the CUDA backend: double, single, a 64 MB memory limit, forced
 #      small tiles (reloaded and resident) and the general (radix) selection forced
 #   3. compute-sanitizer memcheck and racecheck on small runs of every path
@@ -9,6 +9,7 @@
 #      (PyTorch cdist + topk), then a table: case | gpuml ms | torch ms | ratio
 #   6. kNN variants for the bench notes, and a kernel-time breakdown with ncu
 # Environment:
+#   GPU_RUN_ARCH=sm_90     the device code to build (configure's --with-cuda-arch)
 #   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
 #   GPU_RUN_STEPS="build tests sanitize algos bench variants"   only these steps
 #   GPU_RUN_ALGOS="dpc gmm tsne"   the other algorithms' programs (tests, sanitizer,
@@ -34,7 +35,7 @@ if want build; then
   step "configure and build"
   ldconfig -p 2>/dev/null | grep -qE 'lib(open)?blas\.so' || [ -n "${LIBRARY_PATH:-}" ] ||
     echo "no system BLAS: source tools/gpu-r-env.sh first, or configure will fail"
-  if ! ./configure --with-cuda-arch=sm_90 > "$LOG/configure.log" 2>&1; then
+  if ! ./configure --with-cuda-arch="${GPU_RUN_ARCH:-sm_90}" > "$LOG/configure.log" 2>&1; then
     tail -n 20 "$LOG/configure.log"
     fail "configure"
     echo "$failures step(s) failed"
