@@ -176,7 +176,10 @@ static int sanitize_runs(int quick) {
   int bad = 0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     if (quick && cases[c].k > 1000) continue; /* the largest k are slow under racecheck */
-    for (int prec = 0; prec < 2; prec++) {
+    static const gpuml_precision precisions[] = {GPUML_PRECISION_DOUBLE, GPUML_PRECISION_SINGLE,
+                                                 GPUML_PRECISION_AUTO};
+    static const char *precision_names[] = {"double", "single", "auto"};
+    for (int prec = 0; prec < 3; prec++) {
       int64_t n = cases[c].n, d = cases[c].d, k = cases[c].k;
       int64_t m = cases[c].self ? n : cases[c].m;
       double *data = malloc(sizeof(double) * n * d), *query = malloc(sizeof(double) * m * d);
@@ -184,7 +187,7 @@ static int sanitize_runs(int quick) {
       for (int64_t i = 0; i < m * d; i++) query[i] = uniform();
       int64_t *i1 = malloc(sizeof(int64_t) * m * k), *i2 = malloc(sizeof(int64_t) * m * k);
       double *d1 = malloc(sizeof(double) * m * k), *d2 = malloc(sizeof(double) * m * k);
-      gpuml_options g = opts(GPUML_BACKEND_CUDA, prec ? GPUML_PRECISION_SINGLE : GPUML_PRECISION_DOUBLE);
+      gpuml_options g = opts(GPUML_BACKEND_CUDA, precisions[prec]);
       gpuml_options cpu = opts(GPUML_BACKEND_CPU, GPUML_PRECISION_DOUBLE);
       const double *q = cases[c].self ? NULL : query;
       gpuml_status s1 = gpuml_knn_search(data, n, d, q, m, k, i1, d1, &g, NULL);
@@ -194,14 +197,14 @@ static int sanitize_runs(int quick) {
         if (i1[i] != i2[i]) diff++;
       printf("sanitize knn n=%lld m=%lld d=%lld k=%lld self=%d %s: %s, %lld indices differ\n",
              (long long)n, (long long)m, (long long)d, (long long)k, cases[c].self,
-             prec ? "single" : "double", s1 ? gpuml_last_error() : "ok", (long long)diff);
+             precision_names[prec], s1 ? gpuml_last_error() : "ok", (long long)diff);
       if (s1 || s2 || diff) bad++;
       /* distances too */
       int64_t dm = cases[c].self ? n : m;
       double *o1 = malloc(sizeof(double) * n * dm);
       s1 = gpuml_dist_compute(data, n, d, cases[c].self ? NULL : query, m, 0, o1, &g, NULL);
       printf("sanitize dist n=%lld m=%lld d=%lld %s: %s\n", (long long)n, (long long)dm,
-             (long long)d, prec ? "single" : "double", s1 ? gpuml_last_error() : "ok");
+             (long long)d, precision_names[prec], s1 ? gpuml_last_error() : "ok");
       if (s1) bad++;
       free(o1);
       free(data); free(query); free(i1); free(i2); free(d1); free(d2);

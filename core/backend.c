@@ -30,10 +30,10 @@ void gm_run_info_fill(gpuml_run_info *run, const gpuml_options *used, gm_dtype d
   run->backend = cuda ? GPUML_BACKEND_CUDA : GPUML_BACKEND_CPU;
   run->device = cuda ? used->device : -1;
   /* single input always runs in single precision; the CPU computes double input in
-   * double whatever was asked */
-  run->precision = dtype == GM_F32 ? GPUML_PRECISION_SINGLE
-                   : cuda          ? used->precision
-                                   : GPUML_PRECISION_DOUBLE;
+   * double whatever was asked; auto gives the double-precision answer */
+  run->precision = dtype == GM_F32                                   ? GPUML_PRECISION_SINGLE
+                   : cuda && used->precision == GPUML_PRECISION_SINGLE ? GPUML_PRECISION_SINGLE
+                                                                      : GPUML_PRECISION_DOUBLE;
   run->threads = gm_threads(used);
   run->seconds = gm_seconds() - t0;
 }

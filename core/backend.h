@@ -27,9 +27,11 @@ typedef struct gm_neighbour_ops {
   gpuml_status (*dist)(const gm_matrix *x, const gm_matrix *y, int squared, void *out,
                        const gpuml_options *opt);
   /* index and dist (rows(query) x k; query NULL: the data against itself, self
-   * excluded by index), as gpuml_knn_search() defines them. */
+   * excluded by index), as gpuml_knn_search() defines them; *rechecked (may be NULL):
+   * the queries searched again in fp64 (gpuml_knn_result.rechecked). */
   gpuml_status (*knn)(const gm_matrix *data, const gm_matrix *query, int64_t k,
-                      int64_t *index, void *dist, const gpuml_options *opt);
+                      int64_t *index, void *dist, const gpuml_options *opt,
+                      int64_t *rechecked);
 } gm_neighbour_ops;
 
 /* Density peaks: the passes over pairs. rho_grid (cells of side >= dc; NULL for the

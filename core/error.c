@@ -60,11 +60,12 @@ gpuml_status gpuml_parse_backend(const char *name, gpuml_backend *out) {
 }
 
 gpuml_status gpuml_parse_precision(const char *name, gpuml_precision *out) {
-  if (name && gm_same_name(name, "double")) *out = GPUML_PRECISION_DOUBLE;
+  if (name && gm_same_name(name, "auto")) *out = GPUML_PRECISION_AUTO;
+  else if (name && gm_same_name(name, "double")) *out = GPUML_PRECISION_DOUBLE;
   else if (name && gm_same_name(name, "single")) *out = GPUML_PRECISION_SINGLE;
   else
     return gm_fail(GPUML_ERR_ARG, "badPrecision",
-                   "unknown precision \"%s\": use \"double\" or \"single\"",
+                   "unknown precision \"%s\": use \"auto\", \"double\" or \"single\"",
                    name ? name : "(null)");
   return GPUML_OK;
 }

@@ -52,9 +52,13 @@ static gpuml_status knn_run(const gm_matrix *data, const gm_matrix *query, int64
     return st;
   gm_shard_plan plan;
   if ((st = gm_shard_plan_make(&used, data->rows, &plan))) return st;
-  st = plan.count > 1 ? gm_knn_sharded(b, &plan, data, query, k, index, dist, &used)
-                      : b->neighbours->knn(data, query, k, index, dist, &used);
-  if (!st && result) gm_run_info_fill(&result->run, &used, data->dtype, t0);
+  int64_t rechecked = 0;
+  st = plan.count > 1 ? gm_knn_sharded(b, &plan, data, query, k, index, dist, &used, &rechecked)
+                      : b->neighbours->knn(data, query, k, index, dist, &used, &rechecked);
+  if (!st && result) {
+    gm_run_info_fill(&result->run, &used, data->dtype, t0);
+    result->rechecked = rechecked;
+  }
   return st;
 }
 

@@ -19,6 +19,7 @@ typedef struct {
   int64_t *index;                /* per shard: m x kcap (global indices) */
   void *dist;                    /* per shard: m x kcap, in the data's type */
   int64_t *kshard;               /* neighbours found per shard */
+  int64_t *rechecked;            /* per shard: queries searched again in fp64 */
   int64_t kcap;
 } shard_job;
 
@@ -43,7 +44,8 @@ static gpuml_status search_shard(void *ctx, int s, const gpuml_options *opt) {
   const gm_matrix R = {rows, rn, d, D->dtype};
   int64_t *idx = job->index + (size_t)s * (size_t)m * (size_t)job->kcap;
   char *dst = (char *)job->dist + (size_t)s * (size_t)m * (size_t)job->kcap * vs;
-  gpuml_status st = job->b->neighbours->knn(&R, job->query, ks, idx, dst, opt);
+  gpuml_status st = job->b->neighbours->knn(&R, job->query, ks, idx, dst, opt,
+                                            &job->rechecked[s]);
   free(rows);
   if (st) return st;
   for (int64_t e = 0; e < m * ks; e++) idx[e] += r0;
@@ -97,24 +99,30 @@ gpuml_status gm_knn_merge(const gm_knn_list *lists, int count, int64_t m, int64_
 
 gpuml_status gm_knn_sharded(const gm_backend *b, const gm_shard_plan *plan,
                             const gm_matrix *data, const gm_matrix *query, int64_t k,
-                            int64_t *index, void *dist, const gpuml_options *used) {
+                            int64_t *index, void *dist, const gpuml_options *used,
+                            int64_t *rechecked) {
   const int self = query == NULL;
   const gm_matrix *Q = self ? data : query;
   const int64_t m = Q->rows, S = plan->count;
   const size_t vs = value_size(data->dtype);
-  shard_job job = {b, data, Q, self, k, plan, NULL, NULL, NULL, k + (self ? 1 : 0)};
+  shard_job job = {b, data, Q, self, k, plan, NULL, NULL, NULL, NULL, k + (self ? 1 : 0)};
   job.index = gm_alloc((size_t)S * (size_t)m * (size_t)job.kcap, sizeof *job.index);
   job.dist = gm_alloc((size_t)S * (size_t)m * (size_t)job.kcap, vs);
   job.kshard = gm_alloc((size_t)S, sizeof *job.kshard);
+  job.rechecked = gm_alloc((size_t)S, sizeof *job.rechecked);
   gm_knn_list *lists = gm_alloc((size_t)S, sizeof *lists);
   int64_t *found = gm_alloc((size_t)m, sizeof *found);
   gpuml_status st = GPUML_OK;
-  if (!job.index || !job.dist || !job.kshard || !lists || !found) {
+  if (!job.index || !job.dist || !job.kshard || !job.rechecked || !lists || !found) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the shards' lists",
                  (double)S * (double)m * (double)job.kcap * (8.0 + (double)vs) / 1e6);
     goto done;
   }
   if ((st = gm_shards_run(plan, used, search_shard, &job, "knn"))) goto done;
+  if (rechecked) {
+    *rechecked = 0;
+    for (int64_t s = 0; s < S; s++) *rechecked += job.rechecked[s];
+  }
   for (int64_t s = 0; s < S; s++)
     lists[s] = (gm_knn_list){job.index + (size_t)s * (size_t)m * (size_t)job.kcap,
                              (const char *)job.dist + (size_t)s * (size_t)m * (size_t)job.kcap * vs,
@@ -130,6 +138,7 @@ done:
   free(job.index);
   free(job.dist);
   free(job.kshard);
+  free(job.rechecked);
   free(lists);
   free(found);
   return st;

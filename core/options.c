@@ -14,7 +14,7 @@ void gpuml_options_init(gpuml_options *opt) {
   if (!opt) return;
   memset(opt, 0, sizeof *opt);
   opt->backend = GPUML_BACKEND_AUTO;
-  opt->precision = GPUML_PRECISION_DOUBLE;
+  opt->precision = GPUML_PRECISION_AUTO;
   opt->seed = 42;
 }
 
@@ -33,7 +33,8 @@ gpuml_status gm_check_options(const gpuml_options *opt) {
   if (opt->backend != GPUML_BACKEND_AUTO && opt->backend != GPUML_BACKEND_CPU &&
       opt->backend != GPUML_BACKEND_CUDA)
     return gm_fail(GPUML_ERR_ARG, "badBackend", "unknown backend code %d", (int)opt->backend);
-  if (opt->precision != GPUML_PRECISION_DOUBLE && opt->precision != GPUML_PRECISION_SINGLE)
+  if (opt->precision != GPUML_PRECISION_DOUBLE && opt->precision != GPUML_PRECISION_SINGLE &&
+      opt->precision != GPUML_PRECISION_AUTO)
     return gm_fail(GPUML_ERR_ARG, "badPrecision", "unknown precision code %d",
                    (int)opt->precision);
   if (opt->threads < 0)

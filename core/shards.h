@@ -67,7 +67,8 @@ gpuml_status gm_knn_merge(const gm_knn_list *lists, int count, int64_t m, int64_
 struct gm_backend;
 gpuml_status gm_knn_sharded(const struct gm_backend *b, const gm_shard_plan *plan,
                             const gm_matrix *data, const gm_matrix *query, int64_t k,
-                            int64_t *index, void *dist, const gpuml_options *used);
+                            int64_t *index, void *dist, const gpuml_options *used,
+                            int64_t *rechecked);
 
 #ifdef __cplusplus
 }

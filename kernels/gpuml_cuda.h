@@ -20,11 +20,12 @@ int gm_cuda_probe(gpuml_info *info);
 void gm_cuda_release(int device);
 
 /* kernels/dist.cu, kernels/knn.cu: opt->precision picks fp32 or fp64 accumulation for
- * double input. */
+ * double input (auto: fp64 for distances; for kNN the certified fp32 search of knn.cu). */
 gpuml_status gm_cuda_dist(const gm_matrix *x, const gm_matrix *y, int squared, void *out,
                           const gpuml_options *opt);
 gpuml_status gm_cuda_knn(const gm_matrix *data, const gm_matrix *query, int64_t k,
-                         int64_t *index, void *dist, const gpuml_options *opt);
+                         int64_t *index, void *dist, const gpuml_options *opt,
+                         int64_t *rechecked);
 
 /* kernels/dpc.cu: exact fp64 decisions, as on the CPU. */
 gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t d,

@@ -10,6 +10,14 @@
 // are recomputed exactly in fp64 from the points as given and sorted by (distance,
 // index), which reproduces the CPU backend's answer.
 //
+// Precision auto, double input, d >= 16 (the default from R and Octave): the candidates
+// come from the fp32 (split TF32) GEMM, and each query's list is certified: from a bound
+// E on the rounding error of every approximate squared distance (certify_kernel), a list
+// whose K-th value exceeds its k-th by more than 2E provably holds the k nearest by the
+// exact fp64 distance; the fp64 re-ranking then gives exactly the fp64 answer. The rare
+// query whose list cannot be certified (near ties within the fp32 error) is searched
+// again with the fp64 GEMM (recheck_in_fp64), so the answer is the fp64 one always.
+//
 // Internal knobs (environment) that force the paths the test sizes would not reach:
 //   GPUML_CUDA_TILE=N           tiles of at most N rows, data reloaded per tile
 //   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile rows with the data resident
@@ -17,6 +25,7 @@
 //   GPUML_CUDA_KNN_FUSED=0      the tile-by-tile path where the fused kernel would run
 //   GPUML_CUDA_FUSED_SPLIT=N    the fused kernel with the references split every ~N points
 //   GPUML_CUDA_KNN_SPLIT=0      plain SGEMM instead of the split TF32 GEMM (fp32)
+//   GPUML_CUDA_KNN_RECHECK=all  precision auto: every query searched again in fp64
 #include "gpuml_cuda.h"
 #include "knn_fused.cuh"
 
@@ -32,11 +41,70 @@ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 constexpr int64_t kFusedQueryTile = 131072;  // a query tile's work stays near a second
 
+// ---- The certificate of precision auto ------------------------------------------------
+// The largest squared norm of the centred references, as float bits (norms are >= 0, so
+// their bits order like their values).
+__global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
+                                unsigned *__restrict__ max_bits) {
+  float m = 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows;
+       i += (int64_t)gridDim.x * blockDim.x)
+    m = fmaxf(m, norm[i]);
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
+  if ((threadIdx.x & 31) == 0) atomicMax(max_bits, __float_as_uint(m));
+}
+
+// fail[q] = 0 when query q's sorted list of K approximate squared distances (Ld) provably
+// holds its k nearest points by the exact fp64 distance, else 1.
+//
+// The bound. v_q, v_r are the centred points (fp64), a >= |v_q|, b >= |v_r| (from the
+// stored norms, rounded up). The GEMM sees y = fl32(v) split as hi + lo (TF32 roundings),
+// so |hi + lo - v| <= delta |v| componentwise with delta = 2^-24 + 2^-22 (1 + 2^-24).
+// The products hi*hi, hi*lo, lo*hi are exact in fp32 (11-bit significands); their 3d-term
+// sum is accumulated in fp32 with a unit roundoff taken as 2^-22, twice the 2^-23 of the
+// truncating adders that Fasi, Higham, Mikaitis and Pranesh measured in tensor cores
+// (2021), whatever the summation order; the dropped lo*lo terms add 2^-22 |y_q||y_r|.
+// The stored norms carry 2 delta + 2^-24, the two final fp32 additions 2^-24 each, and
+// the fp64 reference distance itself at most (d + 1) 2^-53 of its value. Summed (with
+// d < 2^20):
+//     |approx - exact| <= E = 2^-22 (5 (a^2 + b^2) + (6 d + 12) a b),
+// also for a value that the cancellation guard recomputed in fp64 (error 2^-24 of it).
+// With b the largest reference norm, E holds for every reference of the query. A point
+// outside the list has approx >= L_K, so exact >= L_K - E; the k listed points with the
+// smallest approx have exact <= L_k + E. If L_K - L_k > 2E, no point outside the list
+// can be among the k nearest (ties included). A list that holds every point (K = n, or
+// n - 1 in a self-search) is complete.
+__global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64_t qn,
+                               const float *__restrict__ nq, const unsigned *__restrict__ max_bits,
+                               int64_t d, int complete, int recheck_all,
+                               unsigned char *__restrict__ fail) {
+  const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (q >= qn) return;
+  if (recheck_all || !complete) {
+    const double up = 1.0 + 0x1p-20;  // the stored norms rounded up to bounds
+    const double a = sqrt((double)nq[q]) * up, b = sqrt((double)__uint_as_float(*max_bits)) * up;
+    const double E = 0x1p-22 * (5.0 * (a * a + b * b) + (6.0 * (double)d + 12.0) * a * b);
+    const double gap = (double)Ld[q * K + K - 1] - (double)Ld[q * K + k - 1];
+    fail[q] = recheck_all || !(gap > 2.0 * E);
+  } else {
+    fail[q] = 0;
+  }
+}
+
+// Whether a search of In data computed in T is the certified one of precision auto:
+// fp32 candidates of double data in the GEMM form (d >= 16; the bound assumes d < 2^20).
+template <typename T, typename In>
+inline bool certified_search(const gpuml_options *opt, int64_t d) {
+  return sizeof(T) == 4 && sizeof(In) == 8 && opt->precision == GPUML_PRECISION_AUTO &&
+         d >= kGemmMinDim && d < ((int64_t)1 << 20);
+}
+
 template <typename T, typename In>
 struct KnnPlan {
   bool small = false, gemm = false, tile = false, resident = false, q_view = false;
   bool fused = false;  // knn_fused.cuh: distances and selection in one kernel (d < 16)
   bool split = false;  // fp32 GEMM form through the split TF32 GEMM (points.cuh)
+  bool certify = false;  // precision auto: fp32 lists of double data, each certified
   int sm_count = 1;
   int64_t K = 0, rt = 0, qt = 0, raw_rows = 0;
   size_t cub_bytes = 0;
@@ -330,6 +398,14 @@ struct KnnSearch {
   size_t cub_bytes = 0;
   bool big_final = false, overlap = false, prefetch = false, full_out = false;
   int64_t splits = 1, fused_per = 0, gemm_count = 0;
+  // precision auto: the largest reference norm, each tile's certificate flags, and the
+  // queries whose lists were not certified (searched again in fp64 afterwards)
+  unsigned *max_norm_bits = nullptr;
+  unsigned char *fail_d = nullptr;
+  HostArray<unsigned char> fail_h;
+  HostArray<int64_t> recheck;
+  int64_t recheck_count = 0;
+  bool recheck_all = false;
   // Streams: the main one (GEMMs, reranking, outputs); `sel` for the warp selection
   // when it overlaps the next GEMM; `up` for loading the next query tile during the
   // search. Events order them.
@@ -363,6 +439,9 @@ struct KnnSearch {
     p.fused = p.small && p.K <= kFusedMaxK && !p.gemm && n < 2147483647LL - kFusedAlign &&
               !(fused_knob && strcmp(fused_knob, "0") == 0);
     p.split = p.gemm && sizeof(T) == 4 && !(split_knob && strcmp(split_knob, "0") == 0);
+    p.certify = certified_search<T, In>(opt, d);
+    const char *recheck_knob = getenv("GPUML_CUDA_KNN_RECHECK");
+    recheck_all = p.certify && recheck_knob && strcmp(recheck_knob, "all") == 0;
     p.tile = !p.fused && (p.gemm || !p.small);
     if (p.K > 2147483647LL)
       return gm_fail(GPUML_ERR_ARG, "knn:tooLarge", "k = %lld is too large for the GPU",
@@ -442,6 +521,14 @@ struct KnnSearch {
       GM_TRY(ctx.alloc(&T1d, QK, "sorting space"));
       GM_TRY(ctx.alloc(&T1i, QK, "sorting space"));
     }
+    if (p.certify) {
+      GM_TRY(ctx.alloc(&max_norm_bits, 1, "the largest norm"));
+      GM_TRY(ctx.check(cudaMemsetAsync(max_norm_bits, 0, sizeof(unsigned), ctx.stream()),
+                       "clearing the largest norm"));
+      GM_TRY(ctx.alloc(&fail_d, (size_t)qt, "certificate flags"));
+      if (!fail_h.alloc((size_t)qt) || !recheck.alloc((size_t)m))
+        return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate certificate flags");
+    }
     // The whole m x k result stays on the device when it fits (one copy at the end);
     // otherwise each query tile's part is copied out as it is done.
     const size_t out_bytes = (size_t)k * (8 + sizeof(In));
@@ -498,6 +585,11 @@ struct KnnSearch {
     for (int64_t r0 = 0; r0 < n; r0 += rt) {
       const int64_t rn = n - r0 < rt ? n - r0 : rt;
       GM_TRY(load_points(ctx, sg, R, r0, rn));
+      if (p.certify && q0 == 0) {  // every reference passes here in the first query tile
+        max_norm_kernel<<<grid_1d(rn, 256) < 1024u ? grid_1d(rn, 256) : 1024u, 256, 0,
+                          ctx.stream()>>>((const float *)R.norm_at(r0), rn, max_norm_bits);
+        GM_TRY(ctx.launched("the largest norm"));
+      }
       const int fresh = r0 == 0;
       const In *xr = R.x_at(r0);
       const T *pr = p.gemm ? R.p_at(r0) : nullptr;
@@ -527,7 +619,7 @@ struct KnnSearch {
         select_large_kernel<T, In><<<(unsigned)qn, kSelectThreads, 0, ctx.stream()>>>(
             Ld, Li, p.K, G, rn, r0, p.gemm, nr, nq, xr, xq, d, q0, self, Cd, Ci);
         GM_TRY(ctx.launched("kNN radix selection"));
-        if (r0 + rn >= n) {
+        if (r0 + rn >= n && !p.certify) {
           // The last tile: the candidates need no order (the exact distances decide it).
           *cand = Ci;
         } else if (!big_final) {
@@ -544,6 +636,24 @@ struct KnnSearch {
     }
     if (overlap) GM_TRY(ctx.order(sel_s, main_s, sel_end));  // the lists are complete
     return GPUML_OK;
+  }
+
+  // precision auto: each query's certificate (certify_kernel), to the host.
+  gpuml_status certify(const PointSet<In, T> &Qs, int64_t q0, int64_t qn) {
+    const int64_t available = n - (self ? 1 : 0);
+    certify_kernel<<<grid_1d(qn, 256), 256, 0, ctx.stream()>>>(
+        (const float *)Ld, K, (int)k, qn, (const float *)Qs.norm_at(q0), max_norm_bits, d,
+        p.K >= available, recheck_all, fail_d);
+    GM_TRY(ctx.launched("certifying the candidates"));
+    return ctx.check(cudaMemcpyAsync(fail_h.p, fail_d, (size_t)qn, cudaMemcpyDeviceToHost,
+                                     ctx.stream()),
+                     "copying the certificates");
+  }
+
+  // After the tile's sync: the queries whose lists were not certified.
+  void note_uncertified(int64_t q0, int64_t qn) {
+    for (int64_t i = 0; i < qn; i++)
+      if (fail_h.p[i]) recheck.p[recheck_count++] = q0 + i;
   }
 
   // The exact distances of the candidates (from the points as given), the final order by
@@ -609,6 +719,7 @@ struct KnnSearch {
       const PointSet<In, T> &Qs = p.q_view ? R : Qb[slot];
       int64_t *cand = nullptr;
       GM_TRY(candidates(Qs, q0, qn, &cand));
+      if (p.certify) GM_TRY(certify(Qs, q0, qn));
       GM_TRY(finish_tile(Qs, q0, qn, cand));
       if (prefetch) {
         // This slot's queries are no longer needed once the work queued so far is done;
@@ -618,6 +729,7 @@ struct KnnSearch {
       }
       GM_TRY(copy_tile(q0, qn));
       GM_TRY(ctx.sync("kNN search"));
+      if (p.certify) note_uncertified(q0, qn);
       gm_progress(opt, "knn", q0 + qn, m);
     }
     if (!full_out) return GPUML_OK;
@@ -633,24 +745,83 @@ struct KnnSearch {
 
 template <typename T, typename In>
 gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
-                     int64_t k, int64_t *index, In *dist, const gpuml_options *opt) {
-  KnnSearch<T, In> search(data, n, d, query, m, k, index, dist, opt);
-  return search.run();
+                     int64_t k, int64_t *index, In *dist, const gpuml_options *opt,
+                     int64_t *rechecked);
+
+// The queries listed in `rows` (of the m x d query matrix, or of the data in a
+// self-search), searched again with the fp64 GEMM; their rows of the output replaced.
+// In a self-search each is a query against all n points for k + 1 neighbours, its own
+// index then dropped (or, when duplicates with smaller indices push it beyond k + 1, the
+// last one): the first k of the others in the order (distance, index).
+gpuml_status recheck_in_fp64(const double *data, int64_t n, int64_t d, const double *query,
+                             int64_t m, int64_t k, const int64_t *rows, int64_t count,
+                             int64_t *index, double *dist, const gpuml_options *opt) {
+  const bool self = query == nullptr;
+  const double *src = self ? data : query;
+  const int64_t ld = self ? n : m, kk = self ? k + 1 : k;
+  HostArray<double> sub, sub_dist;
+  HostArray<int64_t> sub_idx;
+  if (!sub.alloc((size_t)count * (size_t)d) || !sub_idx.alloc((size_t)count * (size_t)kk) ||
+      !sub_dist.alloc((size_t)count * (size_t)kk))
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the queries to recheck");
+  for (int64_t t = 0; t < d; t++)
+    for (int64_t i = 0; i < count; i++)
+      sub.p[i + t * count] = src[rows[i] + t * ld];
+  gpuml_options o = *opt;
+  o.precision = GPUML_PRECISION_DOUBLE;
+  GM_TRY((knn_run<double, double>(data, n, d, sub.p, count, kk, sub_idx.p, sub_dist.p, &o,
+                                  nullptr)));
+  for (int64_t i = 0; i < count; i++) {
+    const int64_t row = rows[i];
+    for (int64_t j = 0, out = 0; j < kk && out < k; j++) {
+      const int64_t nb = sub_idx.p[i + j * count];
+      if (self && nb == row) continue;
+      index[row + out * m] = nb;
+      dist[row + out * m] = sub_dist.p[i + j * count];
+      out++;
+    }
+  }
+  return GPUML_OK;
+}
+
+template <typename T, typename In>
+gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
+                     int64_t k, int64_t *index, In *dist, const gpuml_options *opt,
+                     int64_t *rechecked) {
+  if (rechecked) *rechecked = 0;
+  HostArray<int64_t> rows;
+  int64_t count = 0;
+  {
+    KnnSearch<T, In> search(data, n, d, query, m, k, index, dist, opt);
+    GM_TRY(search.run());
+    count = search.recheck_count;
+    rows.p = search.recheck.p;  // kept past the search, whose device resources go now
+    search.recheck.p = nullptr;
+  }
+  if (count == 0) return GPUML_OK;
+  if (rechecked) *rechecked = count;
+  if constexpr (sizeof(In) == 8 && sizeof(T) == 4) {
+    return recheck_in_fp64(data, n, d, query, query ? m : n, k, rows.p, count, index, dist, opt);
+  }
+  return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");
 }
 
 }  // namespace
 }  // namespace gm
 
 extern "C" gpuml_status gm_cuda_knn(const gm_matrix *dm, const gm_matrix *qm, int64_t k,
-                                    int64_t *index, void *dist, const gpuml_options *opt) {
+                                    int64_t *index, void *dist, const gpuml_options *opt,
+                                    int64_t *rechecked) {
   const void *data = dm->values, *query = qm ? qm->values : nullptr;
   const int64_t n = dm->rows, d = dm->cols, m = qm ? qm->rows : 0;
+  if (rechecked) *rechecked = 0;
   if (dm->dtype == GM_F32)
     return gm::knn_run<float, float>((const float *)data, n, d, (const float *)query, m, k,
-                                     index, (float *)dist, opt);
-  if (opt->precision == GPUML_PRECISION_SINGLE)
+                                     index, (float *)dist, opt, rechecked);
+  if (opt->precision == GPUML_PRECISION_SINGLE ||
+      gm::certified_search<float, double>(opt, d))
     return gm::knn_run<float, double>((const double *)data, n, d, (const double *)query, m, k,
-                                      index, (double *)dist, opt);
+                                      index, (double *)dist, opt, rechecked);
   return gm::knn_run<double, double>((const double *)data, n, d, (const double *)query, m, k,
-                                     index, (double *)dist, opt);
+                                     index, (double *)dist, opt, rechecked);
 }

@@ -39,6 +39,16 @@
 ## to gain, else CPU), @qcode{"cpu"} or @qcode{"cuda"} (an error when gpuml has no
 ## usable GPU).
 ##
+## @item @qcode{"precision"}
+## How the GPU computes for double input (the CPU always works in double):
+## @qcode{"auto"} (default) gives exactly the double-precision answer, from
+## single-precision tensor-core candidates whose rounding error is bounded for
+## each query; a query that the bound cannot settle (near ties, many duplicates)
+## is searched again in double precision.  @qcode{"double"} computes in double
+## throughout (the same answer, slower); @qcode{"single"} keeps the
+## single-precision candidates without the proof.  Single input always runs in
+## single precision.
+##
 ## @item @qcode{"verbose"}
 ## @code{true} to print progress (default @code{false}).
 ## @end table
@@ -56,8 +66,9 @@
 ## ordered by the smaller index, so results are deterministic.
 ##
 ## @item info
-## Struct with field @code{backend}: the backend that ran, @qcode{"cpu"} or
-## @qcode{"cuda"}.
+## Struct with fields @code{backend}: the backend that ran, @qcode{"cpu"} or
+## @qcode{"cuda"}; and @code{rechecked}: the number of queries searched again in
+## double precision (@qcode{"precision"} @qcode{"auto"} on the GPU; 0 otherwise).
 ## @end table
 ##
 ## Press Ctrl-C to interrupt a long search.
@@ -105,15 +116,16 @@ function [idx, dist, info] = gpu_knn (data, varargin)
       args(1) = [];
     endif
   endif
-  opts = gpuml_parse_options ("gpu_knn", struct ("backend", "auto", "verbose", false),
-                              args);
+  opts = gpuml_parse_options ("gpu_knn", struct ("backend", "auto", "precision", "auto",
+                                                 "verbose", false), args);
   [data, query] = gpuml_float (data, query);
   try
-    [idx, dist, backend] = gpuml_knn_mex (data, query, k, opts.backend, opts.verbose);
+    [idx, dist, backend, rechecked] = gpuml_knn_mex (data, query, k, opts.backend,
+                                                     opts.verbose, opts.precision);
   catch err
     gpuml_rethrow (err, "gpu_knn", "gpuml_knn_mex");
   end_try_catch
-  info = struct ("backend", backend);
+  info = struct ("backend", backend, "rechecked", rechecked);
 
 endfunction
 
@@ -310,7 +322,7 @@ endfunction
 ## the backend that ran; verbose prints progress
 %!test
 %! [~, ~, info] = gpu_knn (rand (20, 2), [], 3, "backend", "cpu");
-%! assert (info, struct ("backend", "cpu"));
+%! assert (info, struct ("backend", "cpu", "rechecked", 0));
 %! [~, ~, info] = gpu_knn (rand (20, 2), [], 3);
 %! assert (any (strcmp (info.backend, {"cpu", "cuda"})));
 %! out = evalc ('gpu_knn (rand (50, 2), [], 3, "verbose", true, "backend", "cpu");');
@@ -319,6 +331,31 @@ endfunction
 %! assert (isempty (out));
 
 ## with a GPU, the CUDA backend gives the CPU's answers, ties included
+## precision: every choice gives the brute-force answer; info counts the rechecks
+%!test
+%! rand ("seed", 24);
+%! x = rand (800, 20);  q = rand (60, 20);
+%! [ri, rd] = brute_knn (x, q, 5, false);
+%! for p = {"auto", "double", "single"}
+%!   [idx, dist, info] = gpu_knn (x, q, 5, "backend", B, "precision", p{1});
+%!   assert (idx, ri);
+%!   assert (dist, rd, 1e-10);
+%!   assert (info.rechecked >= 0 && info.rechecked <= 60);
+%! endfor
+
+## precision auto on the GPU: points at distances 1 + j 1e-12 around point 1 (below
+## fp32 rounding) are rechecked in fp64 and come back in the exact order
+%!testif ; gpuml_info ().device_count > 0
+%! rand ("seed", 25);  randn ("seed", 25);
+%! y = rand (300, 32);
+%! u = randn (30, 32);  u = u ./ sqrt (sum (u .^ 2, 2));
+%! y(2:31,:) = y(1,:) + u .* (1 + (1:30)' * 1e-12);
+%! [idx, dist, info] = gpu_knn (y, [], 10, "backend", "cuda");
+%! [ri, rd] = brute_knn (y, y, 10, true);
+%! assert (info.rechecked >= 1);
+%! assert (idx, ri);
+%! assert (dist, rd, 1e-12);
+
 %!testif ; gpuml_info ().device_count > 0
 %! rand ("state", 18);  randn ("state", 18);
 %! for d = [2 3 50]
@@ -376,6 +413,9 @@ endfunction
 %!error id=gpuml:knn:badType gpu_knn (sparse (rand (5, 2)), [], 1)
 %!error id=gpuml:knn:badType gpu_knn ({1, 2}, [], 1)
 ## options
+%!error id=gpuml:badPrecision gpu_knn (rand (5, 2), [], 1, "precision", "half")
+%!error <use "auto", "double" or "single"> gpu_knn (rand (5, 2), [], 1, "precision", "half")
+%!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "precision", 2)
 %!error id=gpuml:badBackend gpu_knn (rand (5, 2), [], 1, "backend", "gpu")
 %!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "backend", 2)
 %!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "algorithm", "kd_tree")

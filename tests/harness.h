@@ -10,7 +10,7 @@
  *                         here that cannot run is a failure, not a skip (for the GPU
  *                         machine, where CUDA must run)
  *   GPUML_TEST_BACKEND    the older single-backend form, the same as GPUML_TEST_BACKENDS
- *   GPUML_TEST_PRECISION  "double" (default) or "single" */
+ *   GPUML_TEST_PRECISION  "auto" (default), "double" or "single" */
 #ifndef GPUML_HARNESS_H
 #define GPUML_HARNESS_H
 #include <stdlib.h>
@@ -28,7 +28,7 @@ typedef struct {
 } harness_backend;
 
 static harness_backend harness_list[2];
-static gpuml_precision harness_precision = GPUML_PRECISION_DOUBLE;
+static gpuml_precision harness_precision = GPUML_PRECISION_AUTO;
 static char harness_why[256];
 
 /* Reads the environment; call once at the start of main(). */
@@ -50,7 +50,10 @@ static inline void harness_init(void) {
     harness_list[1].required = harness_list[1].wanted;
   }
   const char *precision = getenv("GPUML_TEST_PRECISION");
-  if (precision && strcmp(precision, "single") == 0) harness_precision = GPUML_PRECISION_SINGLE;
+  if (precision && *precision && gpuml_parse_precision(precision, &harness_precision) != GPUML_OK) {
+    fprintf(stderr, "GPUML_TEST_PRECISION: %s\n", gpuml_last_error());
+    exit(2);
+  }
 }
 
 /* Options for a run on backend b at the harness precision. */

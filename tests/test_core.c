@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* setenv */
 /* C tests of distances and kNN through gpuml.h: every case runs on each backend of the
  * parity harness (tests/harness.h) and is compared with brute force. */
 #include <math.h>
@@ -8,7 +9,7 @@
 
 /* The backend and precision of the cases being run (main() loops over the backends). */
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
-static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
+static gpuml_precision test_precision = GPUML_PRECISION_AUTO;
 
 /* Tolerances: fp64 on any backend is near exact; fp32 on the GPU is not. */
 static double rel_tol(void) { return test_precision == GPUML_PRECISION_SINGLE ? 2e-4 : 1e-10; }
@@ -79,15 +80,19 @@ static void ref_knn(const double *data, int64_t n, int64_t d, const double *quer
   free(all);
 }
 
-static void check_knn_case(const char *name, const double *data, int64_t n, int64_t d,
-                           const double *query, int64_t m, int64_t k) {
+/* Checks one search against brute force; returns the queries rechecked in fp64 (-1 when
+ * the call failed). */
+static int64_t check_knn_case(const char *name, const double *data, int64_t n, int64_t d,
+                              const double *query, int64_t m, int64_t k) {
   int64_t rows = query ? m : n;
   int64_t *idx = malloc(sizeof(int64_t) * rows * k), *ridx = malloc(sizeof(int64_t) * rows * k);
   double *dist = malloc(sizeof(double) * rows * k), *rdist = malloc(sizeof(double) * rows * k);
   gpuml_options opt = options();
   gpuml_knn_result res;
+  res.rechecked = -1;
   gpuml_status st = gpuml_knn_search(data, n, d, query, m, k, idx, dist, &opt, &res);
   CHECK(st == GPUML_OK, "%s: status %d (%s)", name, st, gpuml_last_error());
+  if (st != GPUML_OK) res.rechecked = -1;
   if (st == GPUML_OK) {
     ref_knn(data, n, d, query, m, k, ridx, rdist);
     int64_t bad_index = 0, bad_dist = 0, unsorted = 0;
@@ -107,11 +112,14 @@ static void check_knn_case(const char *name, const double *data, int64_t n, int6
     CHECK(res.run.backend == (test_backend == GPUML_BACKEND_CUDA ? GPUML_BACKEND_CUDA
                                                                   : GPUML_BACKEND_CPU),
           "%s: ran on %s", name, gpuml_backend_name(res.run.backend));
+    CHECK(res.rechecked >= 0 && res.rechecked <= rows, "%s: %lld queries rechecked of %lld",
+          name, (long long)res.rechecked, (long long)rows);
   }
   free(idx);
   free(ridx);
   free(dist);
   free(rdist);
+  return res.rechecked;
 }
 
 static void test_knn_random(void) {
@@ -195,6 +203,82 @@ static void test_knn_far_from_origin(void) {
   double *data = random_matrix(800, 50, 1e4, 1);
   check_knn_case("knn data near 1e4", data, 800, 50, NULL, 0, 5);
   free(data);
+}
+
+/* Whether this run is the GPU's certified search (precision auto, double input). */
+static int certified_run(void) {
+  return test_backend == GPUML_BACKEND_CUDA && test_precision == GPUML_PRECISION_AUTO;
+}
+
+/* Precision auto's proof at work: near ties that fp32 cannot separate must be rechecked
+ * in fp64 (and still give the brute-force answer); well-separated random data need no
+ * recheck; forcing every query through the recheck changes nothing. */
+static void test_knn_certified(void) {
+  /* 40 points around point 0, at distances 1 + j 1e-12 in random directions: far below
+   * the fp32 rounding of the distances, so point 0's list cannot be certified. */
+  const int64_t n = 400, d = 32, ring = 40;
+  double *x = random_matrix(n, d, 0, 1);
+  for (int64_t j = 1; j <= ring; j++) {
+    double u[32], norm = 0;
+    for (int64_t t = 0; t < d; t++) {
+      u[t] = uniform() - 0.5;
+      norm += u[t] * u[t];
+    }
+    norm = sqrt(norm);
+    for (int64_t t = 0; t < d; t++)
+      x[j + t * n] = x[0 + t * n] + (1 + (double)j * 1e-12) * u[t] / norm;
+  }
+  int64_t r = check_knn_case("knn near ties at 1e-12", x, n, d, NULL, 0, 10);
+  if (certified_run())
+    CHECK(r >= 1, "knn near ties at 1e-12: %lld queries rechecked, expected at least 1",
+          (long long)r);
+  double *q = random_matrix(1, d, 0, 1);
+  for (int64_t t = 0; t < d; t++) q[t] = x[0 + t * n];
+  r = check_knn_case("knn near ties at 1e-12, a query", x, n, d, q, 1, 10);
+  if (certified_run()) CHECK(r == 1, "knn near-tie query: %lld rechecked, expected 1", (long long)r);
+  free(q);
+  free(x);
+
+  /* Random data, well separated at fp32 resolution: nothing to recheck. */
+  double *y = random_matrix(3000, 24, 0, 1);
+  r = check_knn_case("knn certified random d=24", y, 3000, 24, NULL, 0, 8);
+  if (certified_run())
+    CHECK(r >= 0 && r <= 30, "knn certified random: %lld of 3000 rechecked", (long long)r);
+  free(y);
+
+  /* Far from the origin and wide. */
+  double *far = random_matrix(500, 64, 1e6, 1);
+  check_knn_case("knn data near 1e6", far, 500, 64, NULL, 0, 7);
+  free(far);
+  double *wide = random_matrix(300, 2000, 0, 1), *wq = random_matrix(20, 2000, 0, 1);
+  check_knn_case("knn d=2000", wide, 300, 2000, NULL, 0, 5);
+  check_knn_case("knn d=2000 queries", wide, 300, 2000, wq, 20, 299);
+  free(wide);
+  free(wq);
+
+  /* Every query through the fp64 recheck (GPUML_CUDA_KNN_RECHECK=all): the same answers,
+   * self-searches (the own index dropped from k + 1) and queries, k up to n - 1. */
+  setenv("GPUML_CUDA_KNN_RECHECK", "all", 1);
+  double *z = random_matrix(600, 20, 0, 1), *zq = random_matrix(50, 20, 0, 1);
+  const int64_t ks[] = {1, 10, 599};
+  for (size_t i = 0; i < 3; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "knn all rechecked, self k=%lld", (long long)ks[i]);
+    r = check_knn_case(name, z, 600, 20, NULL, 0, ks[i]);
+    if (certified_run() && ks[i] < 599)
+      CHECK(r == 600, "%s: %lld rechecked, expected 600", name, (long long)r);
+  }
+  r = check_knn_case("knn all rechecked, queries", z, 600, 20, zq, 50, 17);
+  if (certified_run()) CHECK(r == 50, "knn all rechecked, queries: %lld", (long long)r);
+  /* duplicates with smaller indices push a point's own index beyond k + 1 */
+  double *dup = malloc(sizeof(double) * 64 * 20);
+  for (int64_t i = 0; i < 64; i++)
+    for (int64_t t = 0; t < 20; t++) dup[i + t * 64] = (double)((i % 4) * (t % 3));
+  check_knn_case("knn all rechecked, duplicates", dup, 64, 20, NULL, 0, 5);
+  unsetenv("GPUML_CUDA_KNN_RECHECK");
+  free(dup);
+  free(z);
+  free(zq);
 }
 
 static void test_knn_deterministic(void) {
@@ -446,6 +530,7 @@ int main(void) {
     test_knn_wide_and_large_k();
     test_knn_ties();
     test_knn_far_from_origin();
+    test_knn_certified();
     test_knn_deterministic();
     test_knn_float();
     test_callbacks();

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The GPU machine's run, from the repository root:  sh tools/gpu-run.sh
 #   1. configure (CUDA for sm_90, or GPU_RUN_ARCH) and build the library and the C tests
-#   2. the C tests with the CUDA backend: double, single, a 64 MB memory limit, forced
-#      small tiles (reloaded and resident) and the general (radix) selection forced
+#   2. the C tests with the CUDA backend: auto (certified kNN), double, single, a 64 MB
+#      memory limit, forced small tiles (reloaded and resident), the general (radix)
+#      selection forced, every certified query rechecked
 #   3. compute-sanitizer memcheck and racecheck on small runs of every path
 #   4. the other algorithms' C benchmarks (bench/*_gpu.c) and their scikit-learn peers
 #   5. bench/knn_gpu.c (gpuml, C API, host arrays in and out) and bench/knn_torch.py
@@ -84,10 +85,18 @@ if want tests; then
   #   GPUML_CUDA_KNN_FUSED=0     the tile-by-tile path instead of the fused kernel
   #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernel with the references split (merge path)
   #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
+  #   GPUML_CUDA_KNN_RECHECK=all every query of precision auto rechecked in fp64
+  run_tests test_core auto GPUML_TEST_PRECISION=auto
   run_tests test_core double GPUML_TEST_PRECISION=double
   run_tests test_core single GPUML_TEST_PRECISION=single
+  run_tests test_core auto-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_RECHECK=all
   # GPU_RUN_KNN_CONFIGS=0: kNN in the two precisions only (the other programs all run).
   [ "${GPU_RUN_KNN_CONFIGS:-1}" = 0 ] || {
+  run_tests test_core auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
+  run_tests test_core auto-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_TILE=300
+  run_tests test_core auto-resident-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
+  run_tests test_core auto-general-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SELECT=general GPUML_CUDA_TILE=257
+  run_tests test_core auto-sgemm GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SPLIT=0
   run_tests test_core double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_core single-64M GPUML_TEST_PRECISION=single GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_core double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300
@@ -107,6 +116,7 @@ if want tests; then
     prog=$(basename "$t")
     [ "$prog" = test_core ] && continue
     case " $ALGOS rng " in *" ${prog#test_} "*) ;; *) continue ;; esac
+    run_tests "$prog" auto GPUML_TEST_PRECISION=auto
     run_tests "$prog" double GPUML_TEST_PRECISION=double
     run_tests "$prog" single GPUML_TEST_PRECISION=single
     run_tests "$prog" double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
@@ -121,15 +131,20 @@ if want sanitize; then
     fail "compute-sanitizer not found"
   else
     # racecheck leaves out the largest k (--quick): they take minutes under it.
-    for run in "memcheck default full" "memcheck split full" "memcheck tiles full" \
-               "memcheck resident-tiles full" "racecheck default quick" "racecheck split quick" \
-               "racecheck tiles quick"; do
+    # GPU_RUN_SANITIZE="memcheck default full,racecheck tiles quick": only these runs
+    runs=${GPU_RUN_SANITIZE:-memcheck default full,memcheck recheck full,memcheck split full,memcheck tiles full,memcheck resident-tiles full,racecheck default quick,racecheck split quick,racecheck tiles quick}
+    old_ifs=$IFS
+    IFS=,
+    set -- $runs
+    IFS=$old_ifs
+    for run in "$@"; do
       set -- $run
       tool=$1
       mode=$3
       case $2 in
         default) set -- ;;
         tiles) set -- GPUML_CUDA_TILE=200 ;;
+        recheck) set -- GPUML_CUDA_KNN_RECHECK=all ;;
         split) set -- GPUML_CUDA_FUSED_SPLIT=150 ;;
         resident-tiles) set -- GPUML_CUDA_REF_TILE=200 GPUML_CUDA_QUERY_TILE=64 ;;
       esac

@@ -36,6 +36,13 @@ as_backend <- function(backend) {
   backend
 }
 
+# One string, for an argument whose words the core checks (precision, ...).
+as_word <- function(x, what) {
+  if (!is.character(x) || length(x) != 1L || is.na(x))
+    stop(sprintf("%s must be one string", what), call. = FALSE)
+  x
+}
+
 as_flag <- function(x, what) {
   if (!(is.logical(x) || is.numeric(x)) || length(x) != 1L || is.na(x))
     stop(sprintf("%s must be TRUE or FALSE", what), call. = FALSE)

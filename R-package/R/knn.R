@@ -1,4 +1,5 @@
-gpu_knn <- function(data, query = NULL, k = 10, backend = "auto", verbose = FALSE) {
+gpu_knn <- function(data, query = NULL, k = 10, backend = "auto", precision = "auto",
+                    verbose = FALSE) {
   data <- as_double_matrix(data, "data")
   if (!is.null(query)) {
     query <- as_double_matrix(query, "query")
@@ -6,10 +7,13 @@ gpu_knn <- function(data, query = NULL, k = 10, backend = "auto", verbose = FALS
   if (!is.numeric(k) || length(k) != 1L || !is.finite(k) || k != round(k))
     stop("k must be a single whole number", call. = FALSE)
   verbose <- as_flag(verbose, "verbose")
-  res <- .Call(gpuml_r_knn, data, query, as.double(k), as_backend(backend), verbose,
-               gpuml_threads())
-  if (verbose) message(sprintf("knn: %d queries, k = %d on %s", nrow(res$nn.index),
-                               ncol(res$nn.index), res$backend))
+  res <- .Call(gpuml_r_knn, data, query, as.double(k), as_backend(backend),
+               as_word(precision, "precision"), verbose, gpuml_threads())
+  if (verbose) message(sprintf("knn: %d queries, k = %d on %s%s", nrow(res$nn.index),
+                               ncol(res$nn.index), res$backend,
+                               if (res$rechecked > 0)
+                                 sprintf(" (%.0f rechecked in fp64)", res$rechecked)
+                               else ""))
   structure(res, class = "gpu_knn")
 }
 

@@ -173,10 +173,12 @@ SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP backend, SEXP verbose, SEXP
 
 /* data, query: double matrices (query may be NULL for a self-search); k: a double.
  * Returns list(nn.index = m x k integer (1-based), nn.dist = m x k double, backend). */
-SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP verbose,
+SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP verbose,
                  SEXP threads) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  if (gpuml_parse_precision(CHAR(STRING_ELT(precision, 0)), &opt.precision) != GPUML_OK)
+    Rf_error("%s", gpuml_last_error());
   const int64_t n = nrows_of(data), d = ncols_of(data);
   const int has_query = !Rf_isNull(query);
   const int64_t m = has_query ? nrows_of(query) : n;
@@ -195,14 +197,16 @@ SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP verbose,
   int *ip = INTEGER(idx);
   const size_t count = (size_t)m * (size_t)kcols;
   for (size_t i = 0; i < count; i++) ip[i] = (int)(index0[i] + 1);
-  SEXP res = PROTECT(Rf_allocVector(VECSXP, 3));
-  SEXP names = PROTECT(Rf_allocVector(STRSXP, 3));
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, 4));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, 4));
   SET_VECTOR_ELT(res, 0, idx);
   SET_VECTOR_ELT(res, 1, dist);
   SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(result.run.backend)));
+  SET_VECTOR_ELT(res, 3, Rf_ScalarReal((double)result.rechecked));
   SET_STRING_ELT(names, 0, Rf_mkChar("nn.index"));
   SET_STRING_ELT(names, 1, Rf_mkChar("nn.dist"));
   SET_STRING_ELT(names, 2, Rf_mkChar("backend"));
+  SET_STRING_ELT(names, 3, Rf_mkChar("rechecked"));
   Rf_setAttrib(res, R_NamesSymbol, names);
   UNPROTECT(4);
   return res;
@@ -278,7 +282,7 @@ SEXP gpuml_r_info(void) {
 
 static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
-    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 6},
+    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 7},
     {"gpuml_r_info", (DL_FUNC)&gpuml_r_info, 0},
     {"gpuml_r_params_defaults", (DL_FUNC)&gpuml_r_params_defaults, 1},
     /* density peaks (gpuml_r_dpc.c) */

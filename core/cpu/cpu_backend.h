@@ -13,7 +13,8 @@ extern "C" {
 gpuml_status gm_cpu_dist(const gm_matrix *x, const gm_matrix *y, int squared, void *out,
                          const gpuml_options *opt);
 gpuml_status gm_cpu_knn(const gm_matrix *data, const gm_matrix *query, int64_t k,
-                        int64_t *index, void *dist, const gpuml_options *opt);
+                        int64_t *index, void *dist, const gpuml_options *opt,
+                        int64_t *rechecked);
 gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,
                                 const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                 int gaussian, double dc, double cut, double *rho,

@@ -187,7 +187,9 @@ done:
 }
 
 gpuml_status gm_cpu_knn(const gm_matrix *data, const gm_matrix *query, int64_t k,
-                        int64_t *index, void *dist, const gpuml_options *opt) {
+                        int64_t *index, void *dist, const gpuml_options *opt,
+                        int64_t *rechecked) {
+  if (rechecked) *rechecked = 0; /* the CPU computes in fp64 throughout */
   const int64_t n = data->rows, d = data->cols, m = query ? query->rows : n;
   if (data->dtype == GM_F64)
     return knn_cpu(data->values, n, d, query ? query->values : NULL, m, k, index, dist, NULL,

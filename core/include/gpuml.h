@@ -54,8 +54,16 @@ typedef enum {
 } gpuml_backend;
 
 typedef enum {
-  GPUML_PRECISION_DOUBLE = 0, /* accumulate in fp64 (the CPU backend always does) */
-  GPUML_PRECISION_SINGLE = 1  /* fp32 accumulation on the GPU, TF32 off */
+  GPUML_PRECISION_DOUBLE = 0, /* accumulate in fp64 throughout (the CPU backend always
+                                 does) */
+  GPUML_PRECISION_SINGLE = 1, /* fp32 accumulation on the GPU (kNN: fp32 candidates
+                                 re-ranked in fp64, no proof that none was missed) */
+  GPUML_PRECISION_AUTO = 2    /* the default: double input gets the double-precision
+                                 answer the fastest exact way the backend has. kNN on the
+                                 GPU (d >= 16): fp32 tensor-core candidates whose rounding
+                                 error is bounded per query; a query whose list is not
+                                 proven to hold its k nearest is searched again in fp64.
+                                 Elsewhere the same as double. */
 } gpuml_precision;
 
 /* Called between blocks of work, always from the calling thread. `stage` is a short
@@ -88,8 +96,8 @@ typedef struct {
   void *callback_ctx;                 /* passed to both callbacks */
 } gpuml_options;
 
-/* Fills *opt with the defaults: backend auto, device 0 (no device list), double
- * precision, default threads, seed 42, silent, no limit, no callbacks. */
+/* Fills *opt with the defaults: backend auto, device 0 (no device list), precision
+ * auto, default threads, seed 42, silent, no limit, no callbacks. */
 void gpuml_options_init(gpuml_options *opt);
 
 /* The seed rule of every algorithm, for front ends that hold numbers as doubles: a whole
@@ -203,6 +211,8 @@ typedef struct {
 
 typedef struct {
   gpuml_run_info run;
+  int64_t rechecked; /* queries searched again in fp64 because the fast candidates could not
+                        be proven complete (CUDA, precision auto); 0 otherwise */
 } gpuml_knn_result;
 
 /*

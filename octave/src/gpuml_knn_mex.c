@@ -1,11 +1,13 @@
 /*
  * gpuml_knn_mex: MEX gateway to gpuml_knn_search / gpuml_knn_search_f. Called by gpu_knn.m.
  *
- *   [idx, dist, backend_used] = gpuml_knn_mex (data, query, k, backend, verbose)
+ *   [idx, dist, backend_used, rechecked] = gpuml_knn_mex (data, query, k, backend, verbose,
+ *                                                         precision)
  *
  * data: n x d, query: m x d or [] (0 x 0) to search the data against itself; both
  * double or both single. idx: m x k double, 1-based. dist: m x k, of the class of
- * data. backend_used: "cpu" or "cuda".
+ * data. backend_used: "cpu" or "cuda". rechecked: queries searched again in fp64
+ * (precision "auto" on the GPU).
  */
 #include <math.h>
 #include "gpuml_mex.h"
@@ -24,11 +26,11 @@ static int64_t knn_k(const mxArray *a) {
 }
 
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 5)
+  if (nrhs != 6)
     mexErrMsgIdAndTxt("gpuml:knn:nargs",
-                      "usage: [idx, dist, backend] = gpuml_knn_mex (data, query, k, backend, "
-                      "verbose); call gpu_knn instead");
-  if (nlhs > 3) mexErrMsgIdAndTxt("gpuml:knn:nargs", "gpuml_knn_mex returns at most 3 outputs");
+                      "usage: [idx, dist, backend, rechecked] = gpuml_knn_mex (data, query, k, "
+                      "backend, verbose, precision); call gpu_knn instead");
+  if (nlhs > 4) mexErrMsgIdAndTxt("gpuml:knn:nargs", "gpuml_knn_mex returns at most 4 outputs");
   const mxArray *data = prhs[0], *query = prhs[1];
   gpuml_mex_check_matrix(data, "data", "knn");
   const int self = mxGetM(query) == 0 && mxGetN(query) == 0 && mxIsNumeric(query);
@@ -44,6 +46,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_options opt;
   gpuml_mex_progress_state ps;
   gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
+  opt.precision = gpuml_mex_precision(prhs[5]);
 
   const int64_t n = (int64_t)mxGetM(data), d = (int64_t)mxGetN(data);
   const int64_t m = self ? n : (int64_t)mxGetM(query);
@@ -93,4 +96,5 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   if (nlhs > 1) plhs[1] = dist;
   else mxDestroyArray(dist);
   if (nlhs > 2) plhs[2] = mxCreateString(gpuml_backend_name(result.run.backend));
+  if (nlhs > 3) plhs[3] = mxCreateDoubleScalar((double)result.rechecked);
 }

@@ -78,6 +78,19 @@ static inline gpuml_backend gpuml_mex_backend(const mxArray *a) {
   return b;
 }
 
+static inline gpuml_precision gpuml_mex_precision(const mxArray *a) {
+  if (!mxIsChar(a) || mxGetM(a) > 1)
+    mexErrMsgIdAndTxt("gpuml:badOption",
+                      "precision must be a string: \"auto\", \"double\" or \"single\"");
+  char *name = mxArrayToString(a);
+  if (!name) mexErrMsgIdAndTxt("gpuml:noMemory", "cannot read the precision name");
+  gpuml_precision p = GPUML_PRECISION_AUTO;
+  gpuml_status st = gpuml_parse_precision(name, &p);
+  mxFree(name);
+  if (st) gpuml_mex_raise(st);
+  return p;
+}
+
 static inline int gpuml_mex_flag(const mxArray *a, const char *what) {
   if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxGetNumberOfElements(a) != 1 || mxIsComplex(a))
     mexErrMsgIdAndTxt("gpuml:badOption", "%s must be a logical scalar (true or false)", what);

@@ -11,7 +11,8 @@ test_that("gpu_knn returns the documented structure", {
   r <- gpu_knn(x, k = 4, backend = backend())
   expect_s3_class(r, "gpu_knn")
   expect_type(r, "list")
-  expect_named(r, c("nn.index", "nn.dist", "backend"))
+  expect_named(r, c("nn.index", "nn.dist", "backend", "rechecked"))
+  expect_true(is.numeric(r$rechecked) && length(r$rechecked) == 1 && r$rechecked >= 0)
   expect_true(is.integer(r$nn.index) && is.matrix(r$nn.index))
   expect_true(is.double(r$nn.dist) && is.matrix(r$nn.dist))
   expect_equal(dim(r$nn.index), c(50L, 4L))
@@ -231,4 +232,41 @@ test_that("verbose reports progress and the backend", {
   expect_identical(r$nn.index, gpu_knn(x, k = 3, backend = "cpu")$nn.index)
   quiet <- capture.output(r2 <- gpu_knn(x, k = 3, backend = "cpu"), type = "message")
   expect_length(quiet, 0)
+})
+
+test_that("precision: auto, double and single give the exact answer; bad names are errors", {
+  set.seed(22)
+  x <- matrix(rnorm(1500 * 24), ncol = 24)
+  q <- matrix(rnorm(100 * 24), ncol = 24)
+  ref <- knn_ref(x, q, k = 6)
+  for (p in c("auto", "double", "single", "AUTO")) {
+    r <- gpu_knn(x, q, k = 6, backend = backend(), precision = p)
+    expect_knn_equal(r, ref)
+  }
+  expect_identical(gpu_knn(x, k = 5, backend = "cpu", precision = "single")$rechecked, 0)
+  expect_error(gpu_knn(x, k = 5, precision = "half"),
+               "unknown precision \"half\": use \"auto\", \"double\" or \"single\"")
+  expect_error(gpu_knn(x, k = 5, precision = c("auto", "double")), "precision must be one string")
+  expect_error(gpu_knn(x, k = 5, precision = NA_character_), "precision must be one string")
+})
+
+test_that("precision auto on the GPU: the fp64 answer, near ties rechecked in fp64", {
+  skip_if_no_cuda()
+  set.seed(23)
+  x <- matrix(runif(4000 * 40), ncol = 40)
+  a <- gpu_knn(x, k = 12, backend = "cuda", precision = "auto")
+  b <- gpu_knn(x, k = 12, backend = "cuda", precision = "double")
+  expect_identical(a$nn.index, b$nn.index)
+  expect_identical(a$nn.dist, b$nn.dist)
+  expect_knn_equal(a, gpu_knn(x, k = 12, backend = "cpu"))
+  expect_lt(a$rechecked, 40)
+  # 30 points around point 1 at distances 1 + j 1e-12: fp32 cannot order them
+  y <- matrix(runif(300 * 32), ncol = 32)
+  u <- matrix(rnorm(30 * 32), ncol = 32)
+  u <- u / sqrt(rowSums(u^2))
+  y[2:31, ] <- sweep(u * (1 + (1:30) * 1e-12), 2, y[1, ], "+")
+  r <- gpu_knn(y, k = 10, backend = "cuda")
+  expect_gte(r$rechecked, 1)
+  expect_knn_equal(r, knn_ref(y, k = 10))
+  expect_identical(r$nn.index[1, ], 2:11)
 })
