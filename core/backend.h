@@ -32,6 +32,16 @@ typedef struct gm_neighbour_ops {
   gpuml_status (*knn)(const gm_matrix *data, const gm_matrix *query, int64_t k,
                       int64_t *index, void *dist, const gpuml_options *opt,
                       int64_t *rechecked);
+  /* The kNN index (gpuml_knn_index_build): a resident copy of data for repeated
+   * searches, or NULL where the backend searches the host copy each time (the CPU).
+   * *state is what resident_knn and resident_free take, *bytes the device memory held. */
+  gpuml_status (*resident_build)(const gm_matrix *data, const gpuml_options *opt,
+                                 void **state, size_t *bytes);
+  /* knn() on the data of resident_build, `data` being the same host matrix. */
+  gpuml_status (*resident_knn)(const void *state, const gm_matrix *data,
+                               const gm_matrix *query, int64_t k, int64_t *index, void *dist,
+                               const gpuml_options *opt, int64_t *rechecked);
+  void (*resident_free)(void *state);
 } gm_neighbour_ops;
 
 /* Density peaks: the passes over pairs. rho_grid (cells of side >= dc; NULL for the

@@ -2,6 +2,7 @@
  * resolves to. */
 #include <stdlib.h>
 #include "backend.h"
+#include "metric.h"
 
 static gpuml_status dist_run(const gm_matrix *x, const gm_matrix *y, int squared, void *out,
                              const gpuml_options *opt, gpuml_dist_result *result) {
@@ -11,6 +12,10 @@ static gpuml_status dist_run(const gm_matrix *x, const gm_matrix *y, int squared
   if (!st) st = gm_check_options(opt);
   if (st) return st;
   if (!out) return gm_fail(GPUML_ERR_ARG, "dist:badOutput", "the output array must not be NULL");
+  if (squared && opt->metric != GPUML_METRIC_EUCLIDEAN)
+    return gm_fail(GPUML_ERR_ARG, "dist:badSquared",
+                   "squared distances are defined for the Euclidean metric only, not for \"%s\"",
+                   gpuml_metric_name(opt->metric));
   const int64_t n = x->rows, cols = y ? y->rows : x->rows;
   if (n > INT64_MAX / cols || n * cols > (int64_t)(SIZE_MAX / 8))
     return gm_fail(GPUML_ERR_ARG, "dist:tooLarge",
@@ -22,7 +27,19 @@ static gpuml_status dist_run(const gm_matrix *x, const gm_matrix *y, int squared
   if ((st = gm_backend_resolve(opt, GM_ALGO_NEIGHBOURS, (double)n * (double)cols * (double)x->cols,
                                "dist", &used, &b)))
     return st;
-  st = b->neighbours->dist(x, y, squared, out, &used);
+  gm_matrix X, Y;
+  void *owned_x = NULL, *owned_y = NULL;
+  if ((st = gm_metric_rows(x, used.metric, "x", "dist", &X, &owned_x)) ||
+      (y && (st = gm_metric_rows(y, used.metric, "y", "dist", &Y, &owned_y)))) {
+    free(owned_x);
+    return st;
+  }
+  /* Other metrics come from the squared Euclidean distances of their rows. */
+  const int euclidean = used.metric == GPUML_METRIC_EUCLIDEAN;
+  st = b->neighbours->dist(&X, y ? &Y : NULL, squared || !euclidean, out, &used);
+  free(owned_x);
+  free(owned_y);
+  if (!st) gm_metric_finish(out, (size_t)n * (size_t)cols, x->dtype, used.metric, 1);
   if (!st && result) gm_run_info_fill(&result->run, &used, x->dtype, t0);
   return st;
 }

@@ -69,3 +69,22 @@ gpuml_status gpuml_parse_precision(const char *name, gpuml_precision *out) {
                    name ? name : "(null)");
   return GPUML_OK;
 }
+
+const char *gpuml_metric_name(gpuml_metric metric) {
+  switch (metric) {
+    case GPUML_METRIC_EUCLIDEAN: return "euclidean";
+    case GPUML_METRIC_COSINE: return "cosine";
+  }
+  return "unknown";
+}
+
+gpuml_status gpuml_parse_metric(const char *name, gpuml_metric *out) {
+  static const gpuml_metric all[] = {GPUML_METRIC_EUCLIDEAN, GPUML_METRIC_COSINE};
+  for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+    if (gm_same_name(name, gpuml_metric_name(all[i]))) {
+      *out = all[i];
+      return GPUML_OK;
+    }
+  return gm_fail(GPUML_ERR_ARG, "badMetric", "unknown metric \"%s\": use \"euclidean\" or \"cosine\"",
+                 name ? name : "(null)");
+}

@@ -1,6 +1,8 @@
 /* gpuml_knn_search(): argument checks, then the kNN of the backend the call resolves to. */
 #include <stdlib.h>
+#include <string.h>
 #include "backend.h"
+#include "metric.h"
 #include "shards.h"
 
 gpuml_status gpuml_knn_check(int64_t n, int64_t d, int64_t query_rows, int64_t k,
@@ -33,6 +35,37 @@ gpuml_status gpuml_knn_check(int64_t n, int64_t d, int64_t query_rows, int64_t k
   return GPUML_OK;
 }
 
+/* The search of data already in the metric's form (gm_metric_rows) for the caller's
+ * queries: the queries put in that form, the backend's search (of the resident copy
+ * when there is one, else sharded over the devices or plain), the metric's distances. */
+static gpuml_status search_prepared(const gm_backend *b, const void *resident,
+                                    const gm_matrix *data, const gm_matrix *query, int64_t k,
+                                    int64_t *index, void *dist, const gpuml_options *used,
+                                    int64_t *rechecked) {
+  gm_matrix Q;
+  void *owned_query = NULL;
+  gpuml_status st;
+  if (query && (st = gm_metric_rows(query, used->metric, "query", "knn", &Q, &owned_query)))
+    return st;
+  const gm_matrix *q = query ? &Q : NULL;
+  if (resident) {
+    st = b->neighbours->resident_knn(resident, data, q, k, index, dist, used, rechecked);
+  } else {
+    gm_shard_plan plan;
+    st = gm_shard_plan_make(used, data->rows, &plan);
+    if (!st)
+      st = plan.count > 1 ? gm_knn_sharded(b, &plan, data, q, k, index, dist, used, rechecked)
+                          : b->neighbours->knn(data, q, k, index, dist, used, rechecked);
+  }
+  free(owned_query);
+  if (!st && used->metric != GPUML_METRIC_EUCLIDEAN) {
+    const int64_t rows = query ? query->rows : data->rows;
+    gm_metric_finish(dist, (size_t)rows * (size_t)k, data->dtype, used->metric, 0);
+    gm_knn_order_ties(index, dist, rows, k, data->dtype);
+  }
+  return st;
+}
+
 static gpuml_status knn_run(const gm_matrix *data, const gm_matrix *query, int64_t k,
                             int64_t *index, void *dist, const gpuml_options *opt,
                             gpuml_knn_result *result) {
@@ -50,11 +83,12 @@ static gpuml_status knn_run(const gm_matrix *data, const gm_matrix *query, int64
                                (double)rows * (double)data->rows * (double)data->cols, "knn",
                                &used, &b)))
     return st;
-  gm_shard_plan plan;
-  if ((st = gm_shard_plan_make(&used, data->rows, &plan))) return st;
+  gm_matrix D;
+  void *owned_data = NULL;
+  if ((st = gm_metric_rows(data, used.metric, "data", "knn", &D, &owned_data))) return st;
   int64_t rechecked = 0;
-  st = plan.count > 1 ? gm_knn_sharded(b, &plan, data, query, k, index, dist, &used, &rechecked)
-                      : b->neighbours->knn(data, query, k, index, dist, &used, &rechecked);
+  st = search_prepared(b, NULL, &D, query, k, index, dist, &used, &rechecked);
+  free(owned_data);
   if (!st && result) {
     gm_run_info_fill(&result->run, &used, data->dtype, t0);
     result->rechecked = rechecked;
@@ -74,4 +108,133 @@ gpuml_status gpuml_knn_search_f(const float *data, int64_t n, int64_t d, const f
                                 const gpuml_options *opt, gpuml_knn_result *result) {
   const gm_matrix D = {data, n, d, GM_F32}, Q = {query, m, d, GM_F32};
   return knn_run(&D, query ? &Q : NULL, k, index, dist, opt, result);
+}
+
+/* ---- the kNN index ------------------------------------------------------------------ */
+
+struct gpuml_knn_index {
+  double *host;             /* the data in the metric's form, n x d, owned */
+  gm_matrix data;           /* host as a matrix */
+  gpuml_options used;       /* backend, device, precision and metric it was built with */
+  const gm_backend *backend;
+  void *resident;           /* the backend's resident copy, NULL where it keeps none */
+  size_t device_bytes;
+  double build_seconds;
+};
+
+gpuml_status gpuml_knn_index_build(const double *data, int64_t n, int64_t d,
+                                   const gpuml_options *opt, gpuml_knn_index **out) {
+  gm_clear_error();
+  if (!out) return gm_fail(GPUML_ERR_ARG, "knn:badOutput", "the index pointer must not be NULL");
+  *out = NULL;
+  gpuml_status st = gm_check_options(opt);
+  if (st) return st;
+  const gm_matrix D = {data, n, d, GM_F64};
+  if ((st = gm_check_values(&D, "data", "knn"))) return st;
+  if (d > 0x7fffffff)
+    return gm_fail(GPUML_ERR_ARG, "knn:badData", "%lld columns is more than supported",
+                   (long long)d);
+  if (opt->ndevices != 0)
+    return gm_fail(GPUML_ERR_ARG, "knn:badDevice",
+                   "an index lives on one device: give `device`, not a device list");
+  const double t0 = gm_seconds();
+  gpuml_knn_index *ix = calloc(1, sizeof *ix);
+  if (!ix) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the index");
+  /* Sized for searches of the data against itself. */
+  if ((st = gm_backend_resolve(opt, GM_ALGO_NEIGHBOURS, (double)n * (double)n * (double)d,
+                               "knn", &ix->used, &ix->backend))) {
+    free(ix);
+    return st;
+  }
+  gm_matrix prepared;
+  void *owned = NULL;
+  if ((st = gm_metric_rows(&D, ix->used.metric, "data", "knn", &prepared, &owned))) {
+    free(ix);
+    return st;
+  }
+  ix->host = owned ? owned : gm_alloc((size_t)n * (size_t)d, sizeof(double));
+  if (!ix->host) {
+    free(ix);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the index's copy of the data",
+                   (double)n * (double)d * 8 / 1e6);
+  }
+  if (!owned) memcpy(ix->host, data, (size_t)n * (size_t)d * sizeof(double));
+  ix->data = (gm_matrix){ix->host, n, d, GM_F64};
+  const gm_neighbour_ops *ops = ix->backend->neighbours;
+  if (ops->resident_build &&
+      (st = ops->resident_build(&ix->data, &ix->used, &ix->resident, &ix->device_bytes))) {
+    free(ix->host);
+    free(ix);
+    return st;
+  }
+  ix->build_seconds = gm_seconds() - t0;
+  *out = ix;
+  return GPUML_OK;
+}
+
+static gpuml_status check_index(const gpuml_knn_index *ix) {
+  return ix ? GPUML_OK
+            : gm_fail(GPUML_ERR_ARG, "knn:badIndex",
+                    "the kNN index no longer exists (it was freed, or restored from a saved "
+                    "session): build it again");
+}
+
+gpuml_status gpuml_knn_index_check(const gpuml_knn_index *ix, int64_t query_rows, int64_t k,
+                                   const gpuml_options *opt) {
+  gm_clear_error();
+  gpuml_status st = check_index(ix);
+  return st ? st : gpuml_knn_check(ix->data.rows, ix->data.cols, query_rows, k, opt);
+}
+
+gpuml_status gpuml_knn_index_search(const gpuml_knn_index *ix, const double *query, int64_t m,
+                                    int64_t k, int64_t *index, double *dist,
+                                    const gpuml_options *opt, gpuml_knn_result *result) {
+  gm_clear_error();
+  gpuml_status st = check_index(ix);
+  if (st) return st;
+  const gm_matrix Q = {query, m, ix->data.cols, GM_F64};
+  if (query && (st = gm_check_values(&Q, "query", "knn"))) return st;
+  if ((st = gpuml_knn_index_check(ix, query ? m : -1, k, opt))) return st;
+  if (!index || !dist)
+    return gm_fail(GPUML_ERR_ARG, "knn:badOutput", "the output arrays must not be NULL");
+  const double t0 = gm_seconds();
+  /* The index's backend, device, precision and metric; the call's threads, memory
+   * limit, verbosity and callbacks. */
+  gpuml_options used = *opt;
+  used.backend = ix->used.backend;
+  used.device = ix->used.device;
+  used.ndevices = 0;
+  used.precision = ix->used.precision;
+  used.metric = ix->used.metric;
+  int64_t rechecked = 0;
+  st = search_prepared(ix->backend, ix->resident, &ix->data, query ? &Q : NULL, k, index, dist,
+                       &used, &rechecked);
+  if (!st && result) {
+    gm_run_info_fill(&result->run, &used, GM_F64, t0);
+    result->rechecked = rechecked;
+  }
+  return st;
+}
+
+gpuml_status gpuml_knn_index_describe(const gpuml_knn_index *ix, gpuml_knn_index_info *info) {
+  gm_clear_error();
+  gpuml_status st = check_index(ix);
+  if (st) return st;
+  if (!info) return gm_fail(GPUML_ERR_ARG, "knn:badOutput", "info must not be NULL");
+  memset(info, 0, sizeof *info);
+  gm_run_info_fill(&info->run, &ix->used, GM_F64, 0);
+  info->run.seconds = ix->build_seconds;
+  info->rows = ix->data.rows;
+  info->cols = ix->data.cols;
+  info->metric = ix->used.metric;
+  info->host_bytes = (size_t)ix->data.rows * (size_t)ix->data.cols * sizeof(double) + sizeof *ix;
+  info->device_bytes = ix->device_bytes;
+  return GPUML_OK;
+}
+
+void gpuml_knn_index_free(gpuml_knn_index *ix) {
+  if (!ix) return;
+  if (ix->resident) ix->backend->neighbours->resident_free(ix->resident);
+  free(ix->host);
+  free(ix);
 }

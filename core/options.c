@@ -37,6 +37,8 @@ gpuml_status gm_check_options(const gpuml_options *opt) {
       opt->precision != GPUML_PRECISION_AUTO)
     return gm_fail(GPUML_ERR_ARG, "badPrecision", "unknown precision code %d",
                    (int)opt->precision);
+  if (opt->metric != GPUML_METRIC_EUCLIDEAN && opt->metric != GPUML_METRIC_COSINE)
+    return gm_fail(GPUML_ERR_ARG, "badMetric", "unknown metric code %d", (int)opt->metric);
   if (opt->threads < 0)
     return gm_fail(GPUML_ERR_ARG, "badThreads", "threads = %d must be 0 (default) or positive",
                    opt->threads);

@@ -26,6 +26,14 @@ gpuml_status gm_cuda_dist(const gm_matrix *x, const gm_matrix *y, int squared, v
 gpuml_status gm_cuda_knn(const gm_matrix *data, const gm_matrix *query, int64_t k,
                          int64_t *index, void *dist, const gpuml_options *opt,
                          int64_t *rechecked);
+/* The kNN index's resident points (kernels/knn.cu), as core/backend.h describes them. */
+gpuml_status gm_cuda_knn_resident_build(const gm_matrix *data, const gpuml_options *opt,
+                                        void **state, size_t *bytes);
+gpuml_status gm_cuda_knn_resident_search(const void *state, const gm_matrix *data,
+                                         const gm_matrix *query, int64_t k, int64_t *index,
+                                         void *dist, const gpuml_options *opt,
+                                         int64_t *rechecked);
+void gm_cuda_knn_resident_free(void *state);
 
 /* kernels/dpc.cu: exact fp64 decisions, as on the CPU. */
 gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t d,

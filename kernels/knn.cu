@@ -26,6 +26,7 @@
 //   GPUML_CUDA_FUSED_SPLIT=N    the fused kernel with the references split every ~N points
 //   GPUML_CUDA_KNN_SPLIT=0      plain SGEMM instead of the split TF32 GEMM (fp32)
 //   GPUML_CUDA_KNN_RECHECK=all  precision auto: every query searched again in fp64
+#include <new>
 #include "gpuml_cuda.h"
 #include "knn_fused.cuh"
 
@@ -105,6 +106,7 @@ struct KnnPlan {
   bool fused = false;  // knn_fused.cuh: distances and selection in one kernel (d < 16)
   bool split = false;  // fp32 GEMM form through the split TF32 GEMM (points.cuh)
   bool certify = false;  // precision auto: fp32 lists of double data, each certified
+  bool prepared = false;  // the references are a kNN index's resident set (no upload)
   int sm_count = 1;
   int64_t K = 0, rt = 0, qt = 0, raw_rows = 0;
   size_t cub_bytes = 0;
@@ -160,7 +162,7 @@ size_t plan_bytes(const KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t k, bool
   const size_t pb = point_bytes<In, T>(d, p.gemm, p.split);
   const size_t K = (size_t)p.K;
   size_t s = (size_t)p.raw_rows * (size_t)d * sizeof(In) + (size_t)d * 4 * 8 + 4096;
-  s += (p.resident ? (size_t)n : (size_t)p.rt) * pb;
+  if (!p.prepared) s += (p.resident ? (size_t)n : (size_t)p.rt) * pb;
   // Queries not held in the data set: two tiles (the next one loads during the search)
   // and a second staging buffer.
   if (!(self && p.resident))
@@ -211,7 +213,7 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
   const int64_t rt_knob = env_int("GPUML_CUDA_REF_TILE"), qt_knob = env_int("GPUML_CUDA_QUERY_TILE");
   if (rt_knob && p.tile) rt_pref = min64(n, rt_knob);
   if (qt_knob) qt_pref = min64(m, qt_knob);
-  for (int res = knob ? 0 : 1; res >= 0; res--) {
+  for (int res = knob && !p.prepared ? 0 : 1; res >= 0; res--) {
     p.resident = res != 0;
     p.rt = p.resident && !p.tile ? n : rt_pref;
     for (;;) {
@@ -224,7 +226,7 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
       }
       const int64_t qt = lo;
       const int64_t want = min64(m, p.resident ? 256 : 64);
-      if (qt >= 1 && (qt >= want || (!p.resident && p.rt <= 32))) {
+      if (qt >= 1 && (qt >= want || p.prepared || (!p.resident && p.rt <= 32))) {
         p.qt = qt;
         p.q_view = self && p.resident;
         plan_bytes(p, n, d, k, self, qt, &p.cub_bytes);
@@ -371,6 +373,19 @@ gpuml_status fused_lists(Context &ctx, const PointSet<In, T> &Qs, int64_t q0,
 // One search: the plan, the loading of the points, the loop over query tiles (the
 // candidates of each tile, then their exact re-ranking and output), the final copy.
 // Every device resource belongs to `ctx`, released whatever path the search takes.
+// A kNN index's points on the device (gpuml_knn_index_build): the reference set of the
+// search, loaded once with its centre (of the data alone), in memory of its own
+// (cudaMalloc, not the context's pool, so that freeing a context leaves it in place).
+struct ResidentPoints {
+  int device = 0;
+  bool fp32 = false;  // compute type float (certified or single precision), else double
+  int64_t n = 0, d = 0;
+  bool gemm = false, split = false;
+  void *x = nullptr, *p = nullptr, *norm = nullptr;
+  double *centre = nullptr;
+  size_t bytes = 0;
+};
+
 template <typename T, typename In>
 struct KnnSearch {
   // the call
@@ -380,6 +395,7 @@ struct KnnSearch {
   In *dist;
   const gpuml_options *opt;
   bool self;
+  const ResidentPoints *rp;  // the index's references, or NULL: upload the data
   // the plan and the device state
   KnnPlan<T, In> p;
   int K = 0;
@@ -414,9 +430,10 @@ struct KnnSearch {
               q_free[2] = {};
 
   KnnSearch(const In *data_, int64_t n_, int64_t d_, const In *query_, int64_t m_, int64_t k_,
-            int64_t *index_, In *dist_, const gpuml_options *opt_)
+            int64_t *index_, In *dist_, const gpuml_options *opt_,
+            const ResidentPoints *rp_ = nullptr)
       : data(data_), query(query_), n(n_), d(d_), m(m_), k(k_), index(index_), dist(dist_),
-        opt(opt_), self(query_ == nullptr) {
+        opt(opt_), self(query_ == nullptr), rp(rp_) {
     if (self) {
       query = data;
       m = n;
@@ -440,6 +457,10 @@ struct KnnSearch {
               !(fused_knob && strcmp(fused_knob, "0") == 0);
     p.split = p.gemm && sizeof(T) == 4 && !(split_knob && strcmp(split_knob, "0") == 0);
     p.certify = certified_search<T, In>(opt, d);
+    if (rp) {  // the layout the index was loaded in
+      p.prepared = true;
+      p.split = rp->split;
+    }
     const char *recheck_knob = getenv("GPUML_CUDA_KNN_RECHECK");
     recheck_all = p.certify && recheck_knob && strcmp(recheck_knob, "all") == 0;
     p.tile = !p.fused && (p.gemm || !p.small);
@@ -467,16 +488,25 @@ struct KnnSearch {
   gpuml_status load() {
     sg.rows = p.raw_rows;
     GM_TRY(ctx.alloc(&sg.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
-    if (p.gemm) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
+    if (p.gemm && !rp) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
+    if (rp) centre = rp->centre;
     R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre; R.split = p.split;
     Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre; Q.split = p.split;
-    GM_TRY(alloc_points(ctx, R, p.resident ? n : p.rt));
-    if (p.gemm && p.resident)
-      GM_TRY(load_resident_with_centre(ctx, sg, R, self ? nullptr : query, m, centre));
-    else if (p.gemm)
-      GM_TRY(compute_centre<In>(ctx, sg, data, n, self ? nullptr : query, m, d, centre));
-    else if (p.resident)
-      GM_TRY(load_points(ctx, sg, R, 0, n));
+    if (rp) {  // loaded when the index was built
+      R.x = (In *)rp->x;
+      R.p = (T *)rp->p;
+      R.norm = (T *)rp->norm;
+      R.cap = R.count = n;
+      R.first = 0;
+    } else {
+      GM_TRY(alloc_points(ctx, R, p.resident ? n : p.rt));
+      if (p.gemm && p.resident)
+        GM_TRY(load_resident_with_centre(ctx, sg, R, self ? nullptr : query, m, centre));
+      else if (p.gemm)
+        GM_TRY(compute_centre<In>(ctx, sg, data, n, self ? nullptr : query, m, d, centre));
+      else if (p.resident)
+        GM_TRY(load_points(ctx, sg, R, 0, n));
+    }
 
     main_s = sel_s = up_s = ctx.stream();
     if (overlap) {
@@ -746,7 +776,7 @@ struct KnnSearch {
 template <typename T, typename In>
 gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
                      int64_t k, int64_t *index, In *dist, const gpuml_options *opt,
-                     int64_t *rechecked);
+                     int64_t *rechecked, const ResidentPoints *rp = nullptr);
 
 // The queries listed in `rows` (of the m x d query matrix, or of the data in a
 // self-search), searched again with the fp64 GEMM; their rows of the output replaced.
@@ -787,12 +817,12 @@ gpuml_status recheck_in_fp64(const double *data, int64_t n, int64_t d, const dou
 template <typename T, typename In>
 gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
                      int64_t k, int64_t *index, In *dist, const gpuml_options *opt,
-                     int64_t *rechecked) {
+                     int64_t *rechecked, const ResidentPoints *rp) {
   if (rechecked) *rechecked = 0;
   HostArray<int64_t> rows;
   int64_t count = 0;
   {
-    KnnSearch<T, In> search(data, n, d, query, m, k, index, dist, opt);
+    KnnSearch<T, In> search(data, n, d, query, m, k, index, dist, opt, rp);
     GM_TRY(search.run());
     count = search.recheck_count;
     rows.p = search.recheck.p;  // kept past the search, whose device resources go now
@@ -824,4 +854,121 @@ extern "C" gpuml_status gm_cuda_knn(const gm_matrix *dm, const gm_matrix *qm, in
                                       index, (double *)dist, opt, rechecked);
   return gm::knn_run<double, double>((const double *)data, n, d, (const double *)query, m, k,
                                      index, (double *)dist, opt, rechecked);
+}
+
+// ---- the kNN index's resident points -------------------------------------------------
+
+namespace gm {
+namespace {
+
+void free_resident(ResidentPoints *rp) {
+  if (!rp) return;
+  int prev = -1;
+  const bool restore = cudaGetDevice(&prev) == cudaSuccess;
+  if (cudaSetDevice(rp->device) == cudaSuccess) {
+    cudaFree(rp->x);
+    cudaFree(rp->p);
+    cudaFree(rp->norm);
+    cudaFree(rp->centre);
+  }
+  if (restore) cudaSetDevice(prev);
+  cudaGetLastError();
+  delete rp;
+}
+
+// Loads the n x d data as the search's reference set (KnnSearch::load with the data
+// resident), into memory of the index's own.
+template <typename T, typename In>
+gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_options *opt,
+                            ResidentPoints *rp) {
+  rp->device = opt->device;
+  rp->fp32 = sizeof(T) == 4;
+  rp->n = n;
+  rp->d = d;
+  rp->gemm = d >= kGemmMinDim;
+  const char *split_knob = getenv("GPUML_CUDA_KNN_SPLIT");
+  rp->split = rp->gemm && sizeof(T) == 4 && !(split_knob && strcmp(split_knob, "0") == 0);
+  Context ctx{"knn:cuda"};
+  GM_TRY(ctx.init(opt, 0));
+  const size_t width = rp->split ? 4 * (size_t)d : (size_t)d;
+  const size_t x_bytes = (size_t)n * (size_t)d * sizeof(In);
+  const size_t p_bytes = rp->gemm ? (size_t)n * width * sizeof(T) : 0;
+  const size_t norm_bytes = rp->gemm ? (size_t)n * sizeof(T) : 0;
+  const size_t need = x_bytes + p_bytes + norm_bytes + (size_t)d * 8;
+  if (need > ctx.budget())
+    return gm_fail(GPUML_ERR_NOMEM, "knn:cuda",
+                   "the index needs %.1f MB of GPU memory and %.1f MB are available: free GPU "
+                   "memory, raise gpu_memory_limit or build it with backend \"cpu\"",
+                   (double)need / 1e6, (double)ctx.budget() / 1e6);
+  ctx.device().trim(0);  // the pool's cached blocks give way to the index's own memory
+  auto own = [&](void **ptr, size_t bytes) -> gpuml_status {
+    if (bytes == 0) return GPUML_OK;
+    GM_TRY(ctx.check(cudaMalloc(ptr, bytes), "allocating the index"));
+    rp->bytes += bytes;
+    return GPUML_OK;
+  };
+  GM_TRY(own(&rp->x, x_bytes));
+  GM_TRY(own(&rp->p, p_bytes));
+  GM_TRY(own(&rp->norm, norm_bytes));
+  if (rp->gemm) GM_TRY(own((void **)&rp->centre, (size_t)d * 8));
+  Staging<In> sg;
+  size_t raw_bytes = ctx.budget() / 8 < ((size_t)64 << 20) ? ctx.budget() / 8 : ((size_t)64 << 20);
+  sg.rows = staging_rows<In>(raw_bytes, d, n);
+  GM_TRY(ctx.alloc(&sg.raw, (size_t)sg.rows * (size_t)d, "the staging buffer"));
+  PointSet<In, T> R;
+  R.host = data; R.ld = n; R.d = d; R.gemm = rp->gemm; R.split = rp->split;
+  R.centre = rp->centre;
+  R.x = (In *)rp->x; R.p = (T *)rp->p; R.norm = (T *)rp->norm;
+  R.cap = n;
+  if (rp->gemm)
+    GM_TRY(load_resident_with_centre(ctx, sg, R, (const In *)nullptr, 0, rp->centre));
+  else
+    GM_TRY(load_points(ctx, sg, R, 0, n));
+  return ctx.sync("loading the index");
+}
+
+}  // namespace
+}  // namespace gm
+
+// Double data only (the index's host copy); the compute type as gm_cuda_knn picks it.
+extern "C" gpuml_status gm_cuda_knn_resident_build(const gm_matrix *data, const gpuml_options *opt,
+                                                   void **state, size_t *bytes) {
+  *state = nullptr;
+  *bytes = 0;
+  if (data->dtype != GM_F64)
+    return gm_fail(GPUML_ERR_ARG, "knn:badData", "internal: an index holds double data");
+  gm::ResidentPoints *rp = new (std::nothrow) gm::ResidentPoints;
+  if (!rp) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the index");
+  const double *x = (const double *)data->values;
+  const bool fp32 = opt->precision == GPUML_PRECISION_SINGLE ||
+                    gm::certified_search<float, double>(opt, data->cols);
+  gpuml_status st = fp32 ? gm::build_resident<float, double>(x, data->rows, data->cols, opt, rp)
+                         : gm::build_resident<double, double>(x, data->rows, data->cols, opt, rp);
+  if (st) {
+    gm::free_resident(rp);
+    return st;
+  }
+  *state = rp;
+  *bytes = rp->bytes;
+  return GPUML_OK;
+}
+
+extern "C" gpuml_status gm_cuda_knn_resident_search(const void *state, const gm_matrix *dm,
+                                                    const gm_matrix *qm, int64_t k,
+                                                    int64_t *index, void *dist,
+                                                    const gpuml_options *opt,
+                                                    int64_t *rechecked) {
+  const gm::ResidentPoints *rp = (const gm::ResidentPoints *)state;
+  const double *data = (const double *)dm->values, *query = qm ? (const double *)qm->values : nullptr;
+  const int64_t m = qm ? qm->rows : 0;
+  if (rechecked) *rechecked = 0;
+  if (rp->fp32)
+    return gm::knn_run<float, double>(data, dm->rows, dm->cols, query, m, k, index,
+                                      (double *)dist, opt, rechecked, rp);
+  return gm::knn_run<double, double>(data, dm->rows, dm->cols, query, m, k, index,
+                                     (double *)dist, opt, rechecked, rp);
+}
+
+extern "C" void gm_cuda_knn_resident_free(void *state) {
+  gm::free_resident((gm::ResidentPoints *)state);
 }

@@ -66,6 +66,13 @@ typedef enum {
                                  Elsewhere the same as double. */
 } gpuml_precision;
 
+/* The distance of kNN searches and distance matrices. */
+typedef enum {
+  GPUML_METRIC_EUCLIDEAN = 0, /* ||x - y|| */
+  GPUML_METRIC_COSINE = 1     /* 1 - cos(x, y) = ||x/||x|| - y/||y|| ||^2 / 2, in [0, 2]; a
+                                 row of zeros is an error ("<stage>:zeroRow") */
+} gpuml_metric;
+
 /* Called between blocks of work, always from the calling thread. `stage` is a short
  * name ("knn", "dist"); done <= total counts units of that stage. */
 typedef void (*gpuml_progress_fn)(void *ctx, const char *stage, int64_t done, int64_t total);
@@ -85,6 +92,7 @@ typedef struct {
                                  the lists exactly (the answer of one device) */
   int ndevices;              /* in: 0 = `device` alone; GPUML_ALL_DEVICES = every device */
   gpuml_precision precision; /* in */
+  gpuml_metric metric;       /* in: kNN, distances and the kNN index; default euclidean */
   int threads;               /* in: OpenMP threads; 0 = the OpenMP default */
   uint64_t seed;             /* in: for randomised algorithms */
   int verbose;               /* in: 0 silent; >0 the progress callback is called */
@@ -97,7 +105,7 @@ typedef struct {
 } gpuml_options;
 
 /* Fills *opt with the defaults: backend auto, device 0 (no device list), precision
- * auto, default threads, seed 42, silent, no limit, no callbacks. */
+ * auto, metric euclidean, default threads, seed 42, silent, no limit, no callbacks. */
 void gpuml_options_init(gpuml_options *opt);
 
 /* The seed rule of every algorithm, for front ends that hold numbers as doubles: a whole
@@ -123,6 +131,9 @@ const char *gpuml_status_string(gpuml_status status);
 const char *gpuml_backend_name(gpuml_backend backend);
 gpuml_status gpuml_parse_backend(const char *name, gpuml_backend *out);
 gpuml_status gpuml_parse_precision(const char *name, gpuml_precision *out);
+/* "euclidean", "cosine" <-> enum (case-insensitive; "badMetric" for another name). */
+const char *gpuml_metric_name(gpuml_metric metric);
+gpuml_status gpuml_parse_metric(const char *name, gpuml_metric *out);
 
 typedef struct {
   char version[16];
@@ -249,6 +260,46 @@ gpuml_status gpuml_knn_search_f(const float *data, int64_t n, int64_t d, const f
  * it allocates the m x k outputs. */
 gpuml_status gpuml_knn_check(int64_t n, int64_t d, int64_t query_rows, int64_t k,
                              const gpuml_options *opt);
+
+/* A kNN index: data prepared once and searched by many calls. On the GPU the points stay
+ * resident on the device in the layout the search wants (centred, in the compute
+ * precision, with their norms), so a search uploads only its queries; on the CPU the index
+ * holds the prepared copy. The index owns a host copy of the data (scaled to unit rows
+ * for the cosine metric), used for the CPU search and the GPU's exact fp64 re-checks: the
+ * caller's matrix may be freed after the build. Its device memory is its own, not the
+ * context's pool: gpuml_context_free() and gpuml_shutdown() leave it in place. */
+typedef struct gpuml_knn_index gpuml_knn_index;
+
+typedef struct {
+  gpuml_run_info run;         /* the backend and device it lives on, the precision and
+                                 the time the build took */
+  int64_t rows, cols;
+  gpuml_metric metric;
+  size_t host_bytes;          /* host memory it holds */
+  size_t device_bytes;        /* device memory it holds (0 on the CPU) */
+} gpuml_knn_index_info;
+
+/* Builds an index of data (n x d) with opt's backend, device, precision and metric
+ * (opt->ndevices must be 0: an index lives on one device). The checks of
+ * gpuml_knn_search() on the data (and "knn:zeroRow" for cosine) apply. *out receives the
+ * index (NULL on failure); gpuml_knn_index_free() releases it. */
+gpuml_status gpuml_knn_index_build(const double *data, int64_t n, int64_t d,
+                                   const gpuml_options *opt, gpuml_knn_index **out);
+/* gpuml_knn_search() against the index: query (m x d, the index's column count) or NULL
+ * for the indexed data against itself. The backend, device, precision and metric are the
+ * index's; opt gives the threads, the memory limit, verbosity and callbacks (and its
+ * backend, device, precision and metric are ignored). The same answers as
+ * gpuml_knn_search() on the same data and options. */
+gpuml_status gpuml_knn_index_search(const gpuml_knn_index *ix, const double *query, int64_t m,
+                                    int64_t k, int64_t *index, double *dist,
+                                    const gpuml_options *opt, gpuml_knn_result *result);
+/* The checks of gpuml_knn_index_search() that need no data (query_rows < 0: the data
+ * against itself), for front ends that allocate the outputs first. */
+gpuml_status gpuml_knn_index_check(const gpuml_knn_index *ix, int64_t query_rows, int64_t k,
+                                   const gpuml_options *opt);
+gpuml_status gpuml_knn_index_describe(const gpuml_knn_index *ix, gpuml_knn_index_info *info);
+/* Releases the index and its device memory (NULL is a no-op). */
+void gpuml_knn_index_free(gpuml_knn_index *ix);
 
 /* =====================================================================================
  * Density peaks clustering (Rodriguez & Laio 2014): core/dpc.c, kernels/dpc.cu
