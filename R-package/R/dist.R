@@ -1,12 +1,13 @@
-gpu_dist <- function(x, y = NULL, squared = FALSE, backend = "auto", verbose = FALSE) {
+gpu_dist <- function(x, y = NULL, squared = FALSE, backend = "auto", metric = "euclidean",
+                     verbose = FALSE) {
   x <- as_double_matrix(x, "x")
   if (!is.null(y)) {
     y <- as_double_matrix(y, "y")
   }
   squared <- as_flag(squared, "squared")
   verbose <- as_flag(verbose, "verbose")
-  res <- .Call(gpuml_r_dist, x, y, squared, as_backend(backend), verbose,
-               gpuml_threads())
+  res <- .Call(gpuml_r_dist, x, y, squared, as_word(metric, "metric"), as_backend(backend),
+               verbose, gpuml_threads())
   if (verbose) message(sprintf("dist: %d x %d on %s", nrow(res$dist), ncol(res$dist),
                                res$backend))
   out <- res$dist

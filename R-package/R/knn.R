@@ -1,14 +1,25 @@
 gpu_knn <- function(data, query = NULL, k = 10, backend = "auto", precision = "auto",
-                    verbose = FALSE) {
-  data <- as_double_matrix(data, "data")
-  if (!is.null(query)) {
-    query <- as_double_matrix(query, "query")
-  }
+                    metric = "euclidean", verbose = FALSE) {
   if (!is.numeric(k) || length(k) != 1L || !is.finite(k) || k != round(k))
     stop("k must be a single whole number", call. = FALSE)
   verbose <- as_flag(verbose, "verbose")
-  res <- .Call(gpuml_r_knn, data, query, as.double(k), as_backend(backend),
-               as_word(precision, "precision"), verbose, gpuml_threads())
+  if (inherits(data, "gpu_knn_index")) {
+    fixed <- c("backend", "precision", "metric")[c(!missing(backend), !missing(precision),
+                                                   !missing(metric))]
+    if (length(fixed))
+      stop(sprintf("%s belong%s to the index: give %s to gpu_knn_index()",
+                   paste(fixed, collapse = ", "), if (length(fixed) == 1L) "s" else "",
+                   if (length(fixed) == 1L) "it" else "them"), call. = FALSE)
+    if (!is.null(query)) query <- as_double_matrix(query, "query")
+    res <- .Call(gpuml_r_knn_index_search, data$ptr, query, as.double(k), verbose,
+                 gpuml_threads())
+  } else {
+    data <- as_double_matrix(data, "data")
+    if (!is.null(query)) query <- as_double_matrix(query, "query")
+    res <- .Call(gpuml_r_knn, data, query, as.double(k), as_backend(backend),
+                 as_word(precision, "precision"), as_word(metric, "metric"), verbose,
+                 gpuml_threads())
+  }
   if (verbose) message(sprintf("knn: %d queries, k = %d on %s%s", nrow(res$nn.index),
                                ncol(res$nn.index), res$backend,
                                if (res$rechecked > 0)
@@ -31,4 +42,40 @@ print.gpu_knn <- function(x, n = 6L, ...) {
     if (m > length(show)) cat(sprintf("... %d more rows\n", m - length(show)))
   }
   invisible(x)
+}
+
+gpu_knn_index <- function(data, metric = "euclidean", backend = "auto", precision = "auto",
+                          verbose = FALSE) {
+  data <- as_double_matrix(data, "data")
+  verbose <- as_flag(verbose, "verbose")
+  ptr <- .Call(gpuml_r_knn_index_build, data, as_backend(backend),
+               as_word(precision, "precision"), as_word(metric, "metric"), verbose,
+               gpuml_threads())
+  ix <- structure(list(ptr = ptr), class = "gpu_knn_index")
+  if (verbose) print(ix)
+  ix
+}
+
+predict.gpu_knn_index <- function(object, newdata = NULL, k = 10, verbose = FALSE, ...) {
+  gpu_knn(object, newdata, k = k, verbose = verbose)
+}
+
+print.gpu_knn_index <- function(x, ...) {
+  info <- .Call(gpuml_r_knn_index_info, x$ptr)
+  if (is.null(info)) {
+    cat("kNN index (freed, or restored from a saved session: build it again)\n")
+  } else {
+    cat(sprintf("kNN index of %.0f points in %.0f dimensions, metric %s, on %s%s\n",
+                info$rows, info$cols, info$metric, info$backend,
+                if (info$backend == "cuda") sprintf(" (device %d)", info$device) else ""))
+    cat(sprintf("memory: %.1f MB on the host, %.1f MB on the device; built in %.3f s\n",
+                info$host_bytes / 1e6, info$device_bytes / 1e6, info$build_seconds))
+  }
+  invisible(x)
+}
+
+gpu_free <- function(x) {
+  if (!inherits(x, "gpu_knn_index"))
+    stop("gpu_free() takes a kNN index (from gpu_knn_index())", call. = FALSE)
+  invisible(.Call(gpuml_r_knn_index_free, x$ptr))
 }

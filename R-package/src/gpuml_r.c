@@ -39,7 +39,8 @@ static void r_progress(void *ctx, const char *stage, int64_t done, int64_t total
 
 void gpuml_r_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options_init(opt);
-  if (gpuml_parse_backend(CHAR(STRING_ELT(backend, 0)), &opt->backend) != GPUML_OK)
+  if (!Rf_isNull(backend) &&
+      gpuml_parse_backend(CHAR(STRING_ELT(backend, 0)), &opt->backend) != GPUML_OK)
     Rf_error("%s", gpuml_last_error());
   opt->threads = Rf_asInteger(threads);
   if (opt->threads == NA_INTEGER) opt->threads = 0;
@@ -47,6 +48,15 @@ void gpuml_r_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP thread
   opt->progress = r_progress;
   opt->interrupted = gpuml_r_interrupted;
   opt->callback_ctx = NULL;
+}
+
+void gpuml_r_words(gpuml_options *opt, SEXP precision, SEXP metric) {
+  if (!Rf_isNull(precision) &&
+      gpuml_parse_precision(CHAR(STRING_ELT(precision, 0)), &opt->precision) != GPUML_OK)
+    Rf_error("%s", gpuml_last_error());
+  if (!Rf_isNull(metric) &&
+      gpuml_parse_metric(CHAR(STRING_ELT(metric, 0)), &opt->metric) != GPUML_OK)
+    Rf_error("%s", gpuml_last_error());
 }
 
 /* Called after the core has returned and freed everything: R may now longjmp. */
@@ -148,9 +158,11 @@ SEXP gpuml_r_params_defaults(SEXP algo) {
 /* ---- entry points ------------------------------------------------------------------ */
 
 /* x, y: double matrices (y may be NULL); returns list(dist = n x m matrix, backend). */
-SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP backend, SEXP verbose, SEXP threads) {
+SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP metric, SEXP backend, SEXP verbose,
+                  SEXP threads) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_r_words(&opt, R_NilValue, metric);
   const int64_t n = nrows_of(x), d = ncols_of(x);
   const int has_y = !Rf_isNull(y);
   const int64_t m = has_y ? nrows_of(y) : n;
@@ -171,44 +183,49 @@ SEXP gpuml_r_dist(SEXP x, SEXP y, SEXP squared, SEXP backend, SEXP verbose, SEXP
   return res;
 }
 
-/* data, query: double matrices (query may be NULL for a self-search); k: a double.
- * Returns list(nn.index = m x k integer (1-based), nn.dist = m x k double, backend). */
-SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP verbose,
-                 SEXP threads) {
-  gpuml_options opt;
-  gpuml_r_options(&opt, backend, verbose, threads);
-  if (gpuml_parse_precision(CHAR(STRING_ELT(precision, 0)), &opt.precision) != GPUML_OK)
-    Rf_error("%s", gpuml_last_error());
-  const int64_t n = nrows_of(data), d = ncols_of(data);
-  const int has_query = !Rf_isNull(query);
-  const int64_t m = has_query ? nrows_of(query) : n;
-  if (has_query) gpuml_r_stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", d));
-  const int64_t kk = gpuml_r_int64(Rf_asReal(k));
-  /* The core accepts no k beyond n; sizing the buffers by min(k, n) keeps an absurd k
-   * from failing in the allocation before the core can explain it. */
-  int64_t kcols = kk < 1 ? 1 : (kk > n ? (n < 1 ? 1 : n) : kk);
-  SEXP idx = PROTECT(Rf_allocMatrix(INTSXP, (int)m, (int)kcols));
-  SEXP dist = PROTECT(Rf_allocMatrix(REALSXP, (int)m, (int)kcols));
-  int64_t *index0 = (int64_t *)R_alloc((size_t)m * (size_t)kcols, sizeof(int64_t));
-  gpuml_knn_result result;
-  gpuml_status st = gpuml_knn_search(REAL(data), n, d, has_query ? REAL(query) : NULL, m, kk,
-                                     index0, REAL(dist), &opt, &result);
-  gpuml_r_stop_on_failure(st);
+SEXP gpuml_r_knn_list(SEXP idx, SEXP dist, const int64_t *index0,
+                      const gpuml_knn_result *result) {
   int *ip = INTEGER(idx);
-  const size_t count = (size_t)m * (size_t)kcols;
-  for (size_t i = 0; i < count; i++) ip[i] = (int)(index0[i] + 1);
+  const R_xlen_t count = XLENGTH(idx);
+  for (R_xlen_t i = 0; i < count; i++) ip[i] = (int)(index0[i] + 1);
   SEXP res = PROTECT(Rf_allocVector(VECSXP, 4));
   SEXP names = PROTECT(Rf_allocVector(STRSXP, 4));
   SET_VECTOR_ELT(res, 0, idx);
   SET_VECTOR_ELT(res, 1, dist);
-  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(result.run.backend)));
-  SET_VECTOR_ELT(res, 3, Rf_ScalarReal((double)result.rechecked));
+  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(result->run.backend)));
+  SET_VECTOR_ELT(res, 3, Rf_ScalarReal((double)result->rechecked));
   SET_STRING_ELT(names, 0, Rf_mkChar("nn.index"));
   SET_STRING_ELT(names, 1, Rf_mkChar("nn.dist"));
   SET_STRING_ELT(names, 2, Rf_mkChar("backend"));
   SET_STRING_ELT(names, 3, Rf_mkChar("rechecked"));
   Rf_setAttrib(res, R_NamesSymbol, names);
-  UNPROTECT(4);
+  UNPROTECT(2);
+  return res;
+}
+
+/* data, query: double matrices (query may be NULL for a self-search); k: a double.
+ * Returns list(nn.index = m x k integer (1-based), nn.dist = m x k double, backend,
+ * rechecked). */
+SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
+                 SEXP verbose, SEXP threads) {
+  gpuml_options opt;
+  gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_r_words(&opt, precision, metric);
+  const int64_t n = nrows_of(data), d = ncols_of(data);
+  const int has_query = !Rf_isNull(query);
+  const int64_t m = has_query ? nrows_of(query) : n;
+  if (has_query) gpuml_r_stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", d));
+  const int64_t kk = gpuml_r_int64(Rf_asReal(k));
+  gpuml_r_stop_on_failure(gpuml_knn_check(n, d, has_query ? m : -1, kk, &opt));
+  SEXP idx = PROTECT(Rf_allocMatrix(INTSXP, (int)m, (int)kk));
+  SEXP dist = PROTECT(Rf_allocMatrix(REALSXP, (int)m, (int)kk));
+  int64_t *index0 = (int64_t *)R_alloc((size_t)m * (size_t)kk, sizeof(int64_t));
+  gpuml_knn_result result;
+  gpuml_status st = gpuml_knn_search(REAL(data), n, d, has_query ? REAL(query) : NULL, m, kk,
+                                     index0, REAL(dist), &opt, &result);
+  gpuml_r_stop_on_failure(st);
+  SEXP res = gpuml_r_knn_list(idx, dist, index0, &result);
+  UNPROTECT(2);
   return res;
 }
 
@@ -281,8 +298,13 @@ SEXP gpuml_r_info(void) {
 /* ---- registration ------------------------------------------------------------------ */
 
 static const R_CallMethodDef call_methods[] = {
-    {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 6},
-    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 7},
+    {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 7},
+    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 8},
+    /* the kNN index (gpuml_r_knn_index.c) */
+    {"gpuml_r_knn_index_build", (DL_FUNC)&gpuml_r_knn_index_build, 6},
+    {"gpuml_r_knn_index_search", (DL_FUNC)&gpuml_r_knn_index_search, 5},
+    {"gpuml_r_knn_index_info", (DL_FUNC)&gpuml_r_knn_index_info, 1},
+    {"gpuml_r_knn_index_free", (DL_FUNC)&gpuml_r_knn_index_free, 1},
     {"gpuml_r_info", (DL_FUNC)&gpuml_r_info, 0},
     {"gpuml_r_params_defaults", (DL_FUNC)&gpuml_r_params_defaults, 1},
     /* density peaks (gpuml_r_dpc.c) */

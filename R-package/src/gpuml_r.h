@@ -8,9 +8,16 @@
 #include <Rinternals.h>
 #include "gpuml.h"
 
-/* Options for one call: backend (a string), verbose (a logical) and threads (an
- * integer, NA = default), with R's interrupt check and the default progress printer. */
+/* Options for one call: backend (a string, or NULL to keep the default), verbose (a
+ * logical) and threads (an integer, NA = default), with R's interrupt check and the
+ * default progress printer. */
 void gpuml_r_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads);
+/* The precision and metric words (each a string, or NULL to keep the default). */
+void gpuml_r_words(gpuml_options *opt, SEXP precision, SEXP metric);
+/* A search's outputs as R's list(nn.index (1-based), nn.dist, backend, rechecked);
+ * idx (integer) and dist (double) are the m x k matrices, index0 the 0-based indices. */
+SEXP gpuml_r_knn_list(SEXP idx, SEXP dist, const int64_t *index0,
+                      const gpuml_knn_result *result);
 /* The interrupt callback on its own, for glue with a progress printer of its own. */
 int gpuml_r_interrupted(void *ctx);
 /* Raises the core's error (or R's interrupt) after the core has freed everything. */
@@ -26,6 +33,11 @@ void gpuml_r_set_params(gpuml_params_kind kind, void *params, SEXP list);
 SEXP gpuml_r_params_values(gpuml_params_kind kind, const void *params);
 
 SEXP gpuml_r_params_defaults(SEXP algo);
+SEXP gpuml_r_knn_index_build(SEXP data, SEXP backend, SEXP precision, SEXP metric,
+                             SEXP verbose, SEXP threads);
+SEXP gpuml_r_knn_index_search(SEXP index, SEXP query, SEXP k, SEXP verbose, SEXP threads);
+SEXP gpuml_r_knn_index_info(SEXP index);
+SEXP gpuml_r_knn_index_free(SEXP index);
 SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
 SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP params,
                      SEXP backend, SEXP verbose, SEXP threads);
