@@ -3,9 +3,9 @@
 ## @deftypefnx {} {@var{D} =} gpu_dist (@var{X}, @var{Y})
 ## @deftypefnx {} {@var{D} =} gpu_dist (@dots{}, @var{name}, @var{value}, @dots{})
 ## @deftypefnx {} {[@var{D}, @var{info}] =} gpu_dist (@dots{})
-## Euclidean distances between the rows of @var{X}, or between the rows of @var{X}
-## and those of @var{Y}, on the GPU when there is one and on the CPU (OpenMP)
-## otherwise, with the same results.
+## Euclidean (or cosine) distances between the rows of @var{X}, or between the
+## rows of @var{X} and those of @var{Y}, on the GPU when there is one and on the
+## CPU (OpenMP) otherwise, with the same results.
 ##
 ## @strong{Inputs}
 ##
@@ -24,8 +24,15 @@
 ## @strong{Options} (name/value pairs; names are case-insensitive)
 ##
 ## @table @asis
+## @item @qcode{"metric"}
+## @qcode{"euclidean"} (default) or @qcode{"cosine"}:
+## @code{1 - dot (@var{x}, @var{y}) / (norm (@var{x}) * norm (@var{y}))}, in
+## [0, 2].  A row of zeros has no direction, so it is an error with the cosine
+## metric.
+##
 ## @item @qcode{"squared"}
-## @code{true} to return squared distances (default @code{false}).
+## @code{true} to return squared Euclidean distances (default @code{false}; an
+## error with the cosine metric).
 ##
 ## @item @qcode{"backend"}
 ## @qcode{"auto"} (default: CUDA when available and the problem is large enough
@@ -41,8 +48,8 @@
 ## @table @var
 ## @item D
 ## @var{n}-by-@var{m} matrix (@var{n}-by-@var{n} for @var{X} alone) with
-## @code{@var{D}(i, j) = norm (@var{X}(i,:) - @var{Y}(j,:))}, of the class of the
-## inputs.  Never negative or NaN; exactly 0 for identical rows.  For @var{X} alone
+## @code{@var{D}(i, j) = norm (@var{X}(i,:) - @var{Y}(j,:))} (or the cosine
+## distance of the two rows), of the class of the inputs.  Never negative or NaN; exactly 0 for identical rows.  For @var{X} alone
 ## @var{D} is exactly symmetric with a zero diagonal.
 ##
 ## @item info
@@ -69,6 +76,11 @@
 ##         0
 ##        25
 ##       100
+## C = gpu_dist ([1 0; 0 2; 3 3], "metric", "cosine")
+##   @result{} C =
+##        0        1.0000   0.2929
+##        1.0000   0        0.2929
+##        0.2929   0.2929   0
 ## @end group
 ## @end example
 ##
@@ -88,12 +100,13 @@ function [D, info] = gpu_dist (X, varargin)
     args(1) = [];
   endif
   opts = gpuml_parse_options ("gpu_dist",
-                              struct ("squared", false, "backend", "auto",
-                                      "verbose", false),
+                              struct ("metric", "euclidean", "squared", false,
+                                      "backend", "auto", "verbose", false),
                               args);
   [X, Y] = gpuml_float (X, Y);
   try
-    [D, backend] = gpuml_dist_mex (X, Y, opts.squared, opts.backend, opts.verbose);
+    [D, backend] = gpuml_dist_mex (X, Y, opts.squared, opts.backend, opts.verbose,
+                                   opts.metric);
   catch err
     gpuml_rethrow (err, "gpu_dist", "gpuml_dist_mex");
   end_try_catch
@@ -114,6 +127,11 @@ endfunction
 %!  for j = 1:rows (Y)
 %!    D(:,j) = sqrt (sum ((X - Y(j,:)) .^ 2, 2));
 %!  endfor
+%!endfunction
+
+%!function D = brute_cosine (X, Y)
+%!  unit = @(x) x ./ sqrt (sum (x .^ 2, 2));
+%!  D = 1 - unit (X) * unit (Y)';
 %!endfunction
 
 ## X alone and X against Y, against a brute-force computation
@@ -206,6 +224,28 @@ endfunction
 %! assert (gpu_dist (uint8 ([1 2; 3 4]), [1 2]), [0; sqrt(8)]);
 %! assert (gpu_dist (logical ([1 0; 0 1])), [0 sqrt(2); sqrt(2) 0]);
 
+## cosine against brute force: X alone (exactly symmetric, zero diagonal) and X
+## against Y, small and large d, double and single
+%!test
+%! rand ("state", 10);  randn ("state", 10);
+%! for d = [2 3 150]
+%!   X = randn (45, d);  Y = 1e3 * randn (25, d);
+%!   D = gpu_dist (X, "metric", "cosine", "backend", B);
+%!   assert (D, brute_cosine (X, X), 1e-12);
+%!   assert (isequal (D, D.') && all (diag (D) == 0));
+%!   assert (all (D(:) >= 0 & D(:) <= 2));
+%!   assert (gpu_dist (X, Y, "metric", "COSINE", "backend", B), brute_cosine (X, Y), 1e-12);
+%!   Ds = gpu_dist (single (X), single (Y), "metric", "cosine", "backend", B);
+%!   assert (class (Ds), "single");
+%!   assert (double (Ds), brute_cosine (X, Y), 1e-5);
+%! endfor
+%! ## the length of a row does not count
+%! assert (gpu_dist ([1 1; 2 0], [5 5; -3 0], "metric", "cosine"), [0 1+sqrt(0.5); 1-sqrt(0.5) 2], 1e-15);
+%! assert (gpu_dist (X, "metric", "euclidean"), gpu_dist (X));
+
+## the cosine example of the help text
+%!assert (gpu_dist ([1 0; 0 2; 3 3], "metric", "cosine"), [0 1 1-sqrt(0.5); 1 0 1-sqrt(0.5); 1-sqrt(0.5) 1-sqrt(0.5) 0], 1e-15)
+
 ## one row, one column
 %!assert (gpu_dist ([1 2 3]), 0)
 %!assert (gpu_dist ([1; 4; 6]), [0 3 5; 3 0 2; 5 2 0])
@@ -264,6 +304,13 @@ endfunction
 %!error id=gpuml:badOption gpu_dist (rand (5, 2), "squared", "yes")
 %!error id=gpuml:badOption gpu_dist (rand (5, 2), "sqaured", true)
 %!error id=gpuml:badOption gpu_dist (rand (5, 2), "squared")
+%!error id=gpuml:badMetric gpu_dist (rand (5, 2), "metric", "cityblock")
+%!error <unknown metric "cityblock"> gpu_dist (rand (5, 2), "metric", "cityblock")
+%!error id=gpuml:badOption gpu_dist (rand (5, 2), "metric", 1)
+%!error id=gpuml:dist:zeroRow gpu_dist ([1 2; 0 0; 3 4], "metric", "cosine")
+%!error id=gpuml:dist:zeroRow gpu_dist ([1 2; 3 4], [0 0], "metric", "cosine")
+%!error <row 2 of the .* all zeros> gpu_dist ([1 2; 0 0; 3 4], "metric", "cosine")
+%!error id=gpuml:dist:badSquared gpu_dist (rand (5, 2), "metric", "cosine", "squared", true)
 %!error id=gpuml:dist:badType gpu_dist ([1 2; 3 4] + 1i)
 %!error id=gpuml:dist:badType gpu_dist (sparse ([1 2; 3 4]))
 %!error id=gpuml:dist:badType gpu_dist ({1, 2})

@@ -4,9 +4,10 @@
 ## @deftypefnx {} {@var{idx} =} gpu_knn (@var{data}, @var{query}, @var{k})
 ## @deftypefnx {} {@var{idx} =} gpu_knn (@dots{}, @var{name}, @var{value}, @dots{})
 ## @deftypefnx {} {[@var{idx}, @var{dist}, @var{info}] =} gpu_knn (@dots{})
-## Exact @var{k} nearest neighbours (Euclidean) of each row of @var{query} among
-## the rows of @var{data}, on the GPU when there is one and on the CPU (OpenMP)
-## otherwise, with the same results.
+## @deftypefnx {} {[@var{idx}, @var{dist}, @var{info}] =} gpu_knn (@var{ix}, @var{query}, @var{k})
+## Exact @var{k} nearest neighbours (Euclidean or cosine distance) of each row of
+## @var{query} among the rows of @var{data}, on the GPU when there is one and on
+## the CPU (OpenMP) otherwise, with the same results.
 ##
 ## The search is brute force and exact.  The @var{m}-by-@var{n} distance matrix is
 ## never held in memory, so large problems fit; any @var{k} up to the number of
@@ -29,6 +30,16 @@
 ## @item k
 ## Number of neighbours, 1 <= @var{k} <= @var{n} (@var{n} - 1 for a self-search).
 ## Default 10.
+##
+## @item ix
+## In place of @var{data}: a kNN index built by @code{gpu_knn_index}, which keeps
+## the data prepared (on the GPU: resident in its memory) for repeated searches.
+## @var{query} must have the index's number of columns, or be @code{[]} to search
+## the indexed data against itself.  The answers are those of @code{gpu_knn} on
+## the indexed data with the index's backend, precision and metric, which are
+## therefore options of @code{gpu_knn_index}, not of the search (only
+## @qcode{"verbose"} is taken).  The search is in double precision: a single
+## @var{query} is converted to double.
 ## @end table
 ##
 ## @strong{Options} (name/value pairs; names are case-insensitive)
@@ -48,6 +59,12 @@
 ## throughout (the same answer, slower); @qcode{"single"} keeps the
 ## single-precision candidates without the proof.  Single input always runs in
 ## single precision.
+##
+## @item @qcode{"metric"}
+## @qcode{"euclidean"} (default): @code{norm (@var{x} - @var{y})}; or
+## @qcode{"cosine"}: @code{1 - dot (@var{x}, @var{y}) / (norm (@var{x}) * norm (@var{y}))},
+## in [0, 2], the same for every positive multiple of a row.  A row of zeros has no
+## direction, so it is an error with the cosine metric.
 ##
 ## @item @qcode{"verbose"}
 ## @code{true} to print progress (default @code{false}).
@@ -92,10 +109,24 @@
 ##   @result{} 2   1   1   3
 ## info.backend
 ##   @result{} cpu
+##
+## ## the same search through an index, then a query of it
+## ix = gpu_knn_index (data, "backend", "cpu");
+## isequal (gpu_knn (ix, [], 1), idx)
+##   @result{} 1
+## gpu_knn (ix, [4 4], 2)
+##   @result{} 4   3
+## gpu_knn_free (ix);
+##
+## ## cosine distance: the direction of a row, not its length
+## gpu_knn ([1 0; 10 1; 0 3], [3 0.1], 2, "metric", "cosine")
+##   @result{} 1   2
+## gpu_knn ([1 0; 10 1; 0 3], [3 0.1], 2)
+##   @result{} 1   3
 ## @end group
 ## @end example
 ##
-## @seealso{gpu_dist, gpuml_info}
+## @seealso{gpu_knn_index, gpu_knn_free, gpu_dist, gpuml_info}
 ## @end deftypefn
 
 function [idx, dist, info] = gpu_knn (data, varargin)
@@ -116,15 +147,38 @@ function [idx, dist, info] = gpu_knn (data, varargin)
       args(1) = [];
     endif
   endif
-  opts = gpuml_parse_options ("gpu_knn", struct ("backend", "auto", "precision", "auto",
-                                                 "verbose", false), args);
-  [data, query] = gpuml_float (data, query);
-  try
-    [idx, dist, backend, rechecked] = gpuml_knn_mex (data, query, k, opts.backend,
-                                                     opts.verbose, opts.precision);
-  catch err
-    gpuml_rethrow (err, "gpu_knn", "gpuml_knn_mex");
-  end_try_catch
+  [opts, given] = gpuml_parse_options ("gpu_knn",
+                                       struct ("backend", "auto", "precision", "auto",
+                                               "metric", "euclidean", "verbose", false),
+                                       args);
+  if (isstruct (data) && isscalar (data) && isfield (data, "gpuml_knn_index"))
+    ## The index fixes how it is searched; silently ignoring these would mislead.
+    fixed = intersect (given(1:2:end), {"backend", "precision", "metric"});
+    if (! isempty (fixed))
+      error ("gpuml:badOption",
+             "gpu_knn: '%s' belongs to gpu_knn_index: an index is searched with the backend, precision and metric it was built with",
+             fixed{1});
+    endif
+    query = gpuml_float (query);
+    if (isa (query, "single"))
+      query = double (query);
+    endif
+    try
+      [idx, dist, backend, rechecked] = gpuml_knn_index_mex ("search", data.id, query, k,
+                                                             opts.verbose);
+    catch err
+      gpuml_rethrow (err, "gpu_knn", "gpuml_knn_index_mex");
+    end_try_catch
+  else
+    [data, query] = gpuml_float (data, query);
+    try
+      [idx, dist, backend, rechecked] = gpuml_knn_mex (data, query, k, opts.backend,
+                                                       opts.verbose, opts.precision,
+                                                       opts.metric);
+    catch err
+      gpuml_rethrow (err, "gpu_knn", "gpuml_knn_mex");
+    end_try_catch
+  endif
   info = struct ("backend", backend, "rechecked", rechecked);
 
 endfunction
@@ -151,6 +205,18 @@ endfunction
 %!    idx(i,:) = o(1:k);
 %!    dist(i,:) = s(1:k);
 %!  endfor
+%!endfunction
+
+## Cosine distance by brute force: 1 - cos, self excluded by index.
+%!function [idx, dist] = brute_knn_cosine (data, query, k, self)
+%!  unit = @(x) x ./ sqrt (sum (x .^ 2, 2));
+%!  D = 1 - unit (query) * unit (data)';
+%!  if (self)
+%!    D(1:rows (D)+1:end) = Inf;
+%!  endif
+%!  [s, o] = sort (D, 2);
+%!  idx = o(:,1:k);
+%!  dist = s(:,1:k);
 %!endfunction
 
 ## against brute force, query and self-search, d = 1, 2, 3, 50
@@ -281,6 +347,10 @@ endfunction
 %! [idx, ~, info] = gpu_knn (data, [], 1, "backend", "cpu");
 %! assert (idx', [2 1 1 3]);
 %! assert (info.backend, "cpu");
+%! ix = gpu_knn_index (data, "backend", "cpu");
+%! assert (isequal (gpu_knn (ix, [], 1), idx));
+%! assert (gpu_knn (ix, [4 4], 2), [4 3]);
+%! gpu_knn_free (ix);
 
 ## single in, single out, with the same neighbours as double on separated data:
 ## two far-apart clusters, and only the queries whose 8 nearest distances differ
@@ -387,6 +457,50 @@ endfunction
 %!   assert (! isempty (strfind (err.message, "cuda")));
 %! end_try_catch
 
+## cosine against brute force, query and self-search; the distances of 1 - cos
+## computed as |u - v|^2 / 2 of unit rows agree to rounding
+%!test
+%! rand ("state", 31);  randn ("state", 31);
+%! for d = [2 3 40]
+%!   data = randn (250, d);  query = randn (60, d);
+%!   for k = [1 7]
+%!     [idx, dist] = gpu_knn (data, query, k, "metric", "cosine", "backend", B);
+%!     [bi, bd] = brute_knn_cosine (data, query, k, false);
+%!     assert (idx, bi);
+%!     assert (dist, bd, 1e-12);
+%!     [idx, dist] = gpu_knn (data, [], k, "metric", "Cosine", "backend", B);
+%!     [bi, bd] = brute_knn_cosine (data, data, k, true);
+%!     assert (idx, bi);
+%!     assert (dist, bd, 1e-12);
+%!   endfor
+%! endfor
+
+## cosine: the length of a row does not count; distances in [0, 2]
+%!test
+%! rand ("state", 32);  randn ("state", 32);
+%! data = randn (40, 5);
+%! scaled = data .* (1 + 99 * rand (40, 1));
+%! [idx, dist] = gpu_knn (data, [], 5, "metric", "cosine", "backend", B);
+%! [idx2, dist2] = gpu_knn (scaled, [], 5, "metric", "cosine", "backend", B);
+%! assert (idx2, idx);
+%! assert (dist2, dist, 1e-12);
+%! [near, zero] = gpu_knn (data, 2 * data(1:3,:), 1, "metric", "cosine", "backend", B);
+%! assert (near, [1; 2; 3]);
+%! assert (zero, [0; 0; 0], 1e-12);
+%! [~, opposite] = gpu_knn ([1 0; -1 0], [2 0], 2, "metric", "cosine");
+%! assert (opposite, [0 2]);
+%! assert (all (dist(:) >= 0 & dist(:) <= 2));
+%! ## single in, single out
+%! [idxs, dists] = gpu_knn (single (data), [], 5, "metric", "cosine");
+%! assert (class (dists), "single");
+%! assert (double (dists), dist, 1e-5);
+%! ## euclidean by name is the default
+%! assert (gpu_knn (data, [], 3, "metric", "euclidean"), gpu_knn (data, [], 3));
+
+## the cosine example of the help text
+%!assert (gpu_knn ([1 0; 10 1; 0 3], [3 0.1], 2, "metric", "cosine"), [1 2])
+%!assert (gpu_knn ([1 0; 10 1; 0 3], [3 0.1], 2), [1 3])
+
 ## bad k
 %!error id=gpuml:knn:badK gpu_knn (rand (5, 2), [], 0)
 %!error id=gpuml:knn:badK gpu_knn (rand (5, 2), rand (2, 2), 0)
@@ -421,4 +535,12 @@ endfunction
 %!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "algorithm", "kd_tree")
 %!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "backend")
 %!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "verbose", "yes")
+## metric
+%!error id=gpuml:badMetric gpu_knn (rand (5, 2), [], 1, "metric", "manhattan")
+%!error <unknown metric "manhattan"> gpu_knn (rand (5, 2), [], 1, "metric", "manhattan")
+%!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "metric", 2)
+%!error id=gpuml:knn:zeroRow gpu_knn ([1 2; 0 0; 3 4], [], 1, "metric", "cosine")
+%!error <row 2 of the data is all zeros> gpu_knn ([1 2; 0 0; 3 4], [], 1, "metric", "cosine")
+%!error <row 2 of the query is all zeros> gpu_knn ([1 2; 3 4], [1 1; 0 0], 1, "metric", "cosine")
+%!error id=gpuml:knn:zeroRow gpu_knn (single ([1 2; 3 4]), single ([0 0]), 1, "metric", "cosine")
 %!error <Invalid call> gpu_knn ()

@@ -32,7 +32,7 @@ DESC
 {
   echo "gpuml >> gpuml: GPU and CPU machine learning"
   echo "Nearest neighbours"
-  echo " gpu_knn gpu_dist"
+  echo " gpu_knn gpu_knn_index gpu_knn_free gpu_dist"
   echo "Density peaks clustering"
   echo " gpu_dpc gpu_dpc_clusters"
   echo "t-SNE"

@@ -1,7 +1,7 @@
 /*
  * gpuml_dist_mex: MEX gateway to gpuml_dist_compute / gpuml_dist_compute_f. Called by gpu_dist.m.
  *
- *   [D, backend_used] = gpuml_dist_mex (X, Y, squared, backend, verbose)
+ *   [D, backend_used] = gpuml_dist_mex (X, Y, squared, backend, verbose, metric)
  *
  * X: n x d, Y: m x d or [] (0 x 0) for X against itself; both double or both single.
  * D: n x m, of the class of X. backend_used: "cpu" or "cuda".
@@ -9,10 +9,10 @@
 #include "gpuml_mex.h"
 
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 5)
+  if (nrhs != 6)
     mexErrMsgIdAndTxt("gpuml:dist:nargs",
-                      "usage: [D, backend] = gpuml_dist_mex (X, Y, squared, backend, verbose); "
-                      "call gpu_dist instead");
+                      "usage: [D, backend] = gpuml_dist_mex (X, Y, squared, backend, verbose, "
+                      "metric); call gpu_dist instead");
   if (nlhs > 2) mexErrMsgIdAndTxt("gpuml:dist:nargs", "gpuml_dist_mex returns at most 2 outputs");
   const mxArray *X = prhs[0], *Y = prhs[1];
   gpuml_mex_check_matrix(X, "X", "dist");
@@ -29,6 +29,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_options opt;
   gpuml_mex_progress_state ps;
   gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
+  opt.metric = gpuml_mex_metric(prhs[5]);
 
   const int64_t n = (int64_t)mxGetM(X), d = (int64_t)mxGetN(X);
   const int64_t m = self ? n : (int64_t)mxGetM(Y);

@@ -2,34 +2,20 @@
  * gpuml_knn_mex: MEX gateway to gpuml_knn_search / gpuml_knn_search_f. Called by gpu_knn.m.
  *
  *   [idx, dist, backend_used, rechecked] = gpuml_knn_mex (data, query, k, backend, verbose,
- *                                                         precision)
+ *                                                         precision, metric)
  *
  * data: n x d, query: m x d or [] (0 x 0) to search the data against itself; both
  * double or both single. idx: m x k double, 1-based. dist: m x k, of the class of
  * data. backend_used: "cpu" or "cuda". rechecked: queries searched again in fp64
  * (precision "auto" on the GPU).
  */
-#include <math.h>
 #include "gpuml_mex.h"
 
-/* k as the core's int64_t. Only type conversion happens here: a value that is not a
- * whole number cannot be converted; range checks (k >= 1, k <= n) are the core's. */
-static int64_t knn_k(const mxArray *a) {
-  if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
-    mexErrMsgIdAndTxt("gpuml:knn:badK", "k must be a single whole number");
-  double k = mxGetScalar(a);
-  if (isnan(k) || k != floor(k))
-    mexErrMsgIdAndTxt("gpuml:knn:badK", "k = %g must be a whole number", k);
-  if (k >= 9.2e18) return INT64_MAX;
-  if (k <= -9.2e18) return INT64_MIN;
-  return (int64_t)k;
-}
-
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 6)
+  if (nrhs != 7)
     mexErrMsgIdAndTxt("gpuml:knn:nargs",
                       "usage: [idx, dist, backend, rechecked] = gpuml_knn_mex (data, query, k, "
-                      "backend, verbose, precision); call gpu_knn instead");
+                      "backend, verbose, precision, metric); call gpu_knn instead");
   if (nlhs > 4) mexErrMsgIdAndTxt("gpuml:knn:nargs", "gpuml_knn_mex returns at most 4 outputs");
   const mxArray *data = prhs[0], *query = prhs[1];
   gpuml_mex_check_matrix(data, "data", "knn");
@@ -42,11 +28,12 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
                                           (int64_t)mxGetN(data));
     if (st) gpuml_mex_raise(st);
   }
-  const int64_t k = knn_k(prhs[2]);
+  const int64_t k = gpuml_mex_k(prhs[2]);
   gpuml_options opt;
   gpuml_mex_progress_state ps;
   gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
   opt.precision = gpuml_mex_precision(prhs[5]);
+  opt.metric = gpuml_mex_metric(prhs[6]);
 
   const int64_t n = (int64_t)mxGetM(data), d = (int64_t)mxGetN(data);
   const int64_t m = self ? n : (int64_t)mxGetM(query);
@@ -88,9 +75,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     gpuml_mex_raise(st); /* index is mxMalloc'ed: Octave frees it */
   }
 
-  mxArray *idx = mxCreateDoubleMatrix((mwSize)m, (mwSize)k, mxREAL);
-  double *ip = mxGetPr(idx);
-  for (int64_t i = 0; i < m * k; i++) ip[i] = (double)(index[i] + 1);
+  mxArray *idx = gpuml_mex_indices(index, m, k);
   if (index != &index_placeholder) mxFree(index);
   plhs[0] = idx;
   if (nlhs > 1) plhs[1] = dist;

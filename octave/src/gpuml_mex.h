@@ -9,6 +9,7 @@
 #ifndef GPUML_OCTAVE_MEX_H
 #define GPUML_OCTAVE_MEX_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,12 +66,19 @@ static inline const void *gpuml_mex_data(const mxArray *a) {
   return p ? p : (const void *)&empty_placeholder;
 }
 
+/* A word argument (backend, precision, metric) as a C string to mxFree; `choices`
+ * completes the message for something that is not one string. */
+static inline char *gpuml_mex_word(const mxArray *a, const char *what, const char *choices) {
+  if (!mxIsChar(a) || mxGetM(a) > 1)
+    mexErrMsgIdAndTxt("gpuml:badOption", "%s must be a string: %s", what, choices);
+  char *name = mxArrayToString(a);
+  if (!name) mexErrMsgIdAndTxt("gpuml:noMemory", "cannot read the %s name", what);
+  return name;
+}
+
 /* "cpu", "cuda", "auto" (any case) -> enum, through the core's parser. */
 static inline gpuml_backend gpuml_mex_backend(const mxArray *a) {
-  if (!mxIsChar(a) || mxGetM(a) > 1)
-    mexErrMsgIdAndTxt("gpuml:badOption", "backend must be a string: \"auto\", \"cpu\" or \"cuda\"");
-  char *name = mxArrayToString(a);
-  if (!name) mexErrMsgIdAndTxt("gpuml:noMemory", "cannot read the backend name");
+  char *name = gpuml_mex_word(a, "backend", "\"auto\", \"cpu\" or \"cuda\"");
   gpuml_backend b = GPUML_BACKEND_AUTO;
   gpuml_status st = gpuml_parse_backend(name, &b);
   mxFree(name);
@@ -79,16 +87,43 @@ static inline gpuml_backend gpuml_mex_backend(const mxArray *a) {
 }
 
 static inline gpuml_precision gpuml_mex_precision(const mxArray *a) {
-  if (!mxIsChar(a) || mxGetM(a) > 1)
-    mexErrMsgIdAndTxt("gpuml:badOption",
-                      "precision must be a string: \"auto\", \"double\" or \"single\"");
-  char *name = mxArrayToString(a);
-  if (!name) mexErrMsgIdAndTxt("gpuml:noMemory", "cannot read the precision name");
+  char *name = gpuml_mex_word(a, "precision", "\"auto\", \"double\" or \"single\"");
   gpuml_precision p = GPUML_PRECISION_AUTO;
   gpuml_status st = gpuml_parse_precision(name, &p);
   mxFree(name);
   if (st) gpuml_mex_raise(st);
   return p;
+}
+
+/* "euclidean", "cosine" (any case) -> enum, through the core's parser. */
+static inline gpuml_metric gpuml_mex_metric(const mxArray *a) {
+  char *name = gpuml_mex_word(a, "metric", "\"euclidean\" or \"cosine\"");
+  gpuml_metric m = GPUML_METRIC_EUCLIDEAN;
+  gpuml_status st = gpuml_parse_metric(name, &m);
+  mxFree(name);
+  if (st) gpuml_mex_raise(st);
+  return m;
+}
+
+/* The core's 0-based m x k neighbour indices as Octave's 1-based double matrix. */
+static inline mxArray *gpuml_mex_indices(const int64_t *index, int64_t m, int64_t k) {
+  mxArray *idx = mxCreateDoubleMatrix((mwSize)m, (mwSize)k, mxREAL);
+  double *ip = mxGetPr(idx);
+  for (int64_t i = 0; i < m * k; i++) ip[i] = (double)(index[i] + 1);
+  return idx;
+}
+
+/* k as the core's int64_t. Only type conversion happens here: a value that is not a
+ * whole number cannot be converted; range checks (k >= 1, k <= n) are the core's. */
+static inline int64_t gpuml_mex_k(const mxArray *a) {
+  if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
+    mexErrMsgIdAndTxt("gpuml:knn:badK", "k must be a single whole number");
+  double k = mxGetScalar(a);
+  if (isnan(k) || k != floor(k))
+    mexErrMsgIdAndTxt("gpuml:knn:badK", "k = %g must be a whole number", k);
+  if (k >= 9.2e18) return INT64_MAX;
+  if (k <= -9.2e18) return INT64_MIN;
+  return (int64_t)k;
 }
 
 static inline int gpuml_mex_flag(const mxArray *a, const char *what) {
@@ -181,12 +216,13 @@ static inline void gpuml_mex_set_params(gpuml_params_kind kind, void *params,
   }
 }
 
-/* Options for one call: backend from args, progress when verbose, Ctrl-C polling. */
+/* Options for one call: backend from args (NULL: the default), progress when verbose,
+ * Ctrl-C polling. */
 static inline void gpuml_mex_options(gpuml_options *opt, const mxArray *backend,
                               const mxArray *verbose, gpuml_mex_progress_state *ps) {
   gpuml_options_init(opt);
   mexAtExit(gpuml_shutdown); /* the GPU contexts this MEX file kept go when it is cleared */
-  opt->backend = gpuml_mex_backend(backend);
+  if (backend) opt->backend = gpuml_mex_backend(backend);
   opt->verbose = gpuml_mex_flag(verbose, "verbose");
   ps->last_print = gpuml_mex_now();
   opt->progress = gpuml_mex_progress;
