@@ -3,6 +3,7 @@
  * queries and the SGEMM ceiling of the device (cublasSgemm, fp32, no TF32).
  *
  *   build/bench/knn_gpu            all cases; GPUML_BENCH_SKIP_LARGE=1 skips n = 1e6
+ *   build/bench/knn_gpu --index n m d k   the kNN index against the plain search
  *   build/bench/knn_gpu --sanitize [--quick]  small runs of every path (for
  *                                  compute-sanitizer); --quick leaves out k > 1000
  *
@@ -161,6 +162,75 @@ static int run_case(const char *name, int64_t n, int64_t m, int64_t d, int64_t k
   free(query);
   free(idx);
   free(dist);
+  return ok;
+}
+
+/* The kNN index (gpuml_knn_index_build, double data): the data of run_case's case
+ * prepared once on the device, then the same queries searched against it (best of 3), in
+ * precision single (the fp32 answer, as run_case) and auto (the exact fp64 answer); the
+ * indices compared with the plain fp32 search's of the same data. */
+static int index_case(const char *name, int64_t n, int64_t m, int64_t d, int64_t k) {
+  float *data = random_points(n, d), *query = random_points(m, d);
+  double *data64 = malloc(sizeof(double) * (size_t)n * (size_t)d);
+  double *query64 = malloc(sizeof(double) * (size_t)m * (size_t)d);
+  int64_t *idx = malloc(sizeof(int64_t) * (size_t)m * (size_t)k);
+  int64_t *ref = malloc(sizeof(int64_t) * (size_t)m * (size_t)k);
+  double *dist = malloc(sizeof(double) * (size_t)m * (size_t)k);
+  float *ref_dist = malloc(sizeof(float) * (size_t)m * (size_t)k);
+  if (!data64 || !query64 || !idx || !ref || !dist || !ref_dist) {
+    fprintf(stderr, "out of host memory\n");
+    exit(2);
+  }
+  for (int64_t i = 0; i < n * d; i++) data64[i] = data[i];
+  for (int64_t i = 0; i < m * d; i++) query64[i] = query[i];
+  gpuml_options o = opts(GPUML_BACKEND_CUDA, GPUML_PRECISION_SINGLE);
+  int ok = gpuml_knn_search_f(data, n, d, query, m, k, ref, ref_dist, &o, NULL) == GPUML_OK;
+  static const gpuml_precision precisions[] = {GPUML_PRECISION_SINGLE, GPUML_PRECISION_AUTO};
+  static const char *precision_names[] = {"single", "auto"};
+  for (int p = 0; ok && p < 2; p++) {
+    o = opts(GPUML_BACKEND_CUDA, precisions[p]);
+    gpuml_knn_index *ix = NULL;
+    double t0 = now_ms();
+    if (gpuml_knn_index_build(data64, n, d, &o, &ix) != GPUML_OK) {
+      printf("%s/index-%s: FAILED to build: %s\n", name, precision_names[p], gpuml_last_error());
+      ok = 0;
+      break;
+    }
+    const double build = now_ms() - t0;
+    gpuml_knn_index_info info;
+    gpuml_knn_index_describe(ix, &info);
+    double best = 1e300;
+    gpuml_knn_result res = {0};
+    for (int r = 0; r < 3 && ok; r++) {
+      t0 = now_ms();
+      if (gpuml_knn_index_search(ix, query64, m, k, idx, dist, &o, &res) != GPUML_OK) {
+        printf("%s/index-%s: FAILED: %s\n", name, precision_names[p], gpuml_last_error());
+        ok = 0;
+      }
+      const double t = now_ms() - t0;
+      if (t < best) best = t;
+    }
+    if (ok) {
+      int64_t differ = 0;
+      for (int64_t i = 0; i < m * k; i++) differ += idx[i] != ref[i];
+      printf("%s/index-%s: build %.1f ms (%.1f GB on the device), search %.1f ms (best of 3, "
+             "double queries in, results out), %lld rechecked, %lld of %lld indices differ "
+             "from the plain fp32 search\n",
+             name, precision_names[p], build, info.device_bytes / 1e9, best,
+             (long long)res.rechecked, (long long)differ, (long long)(m * k));
+      printf("RESULT %s/index-%s %.1f\n", name, precision_names[p], best);
+    }
+    gpuml_knn_index_free(ix);
+  }
+  fflush(stdout);
+  free(data);
+  free(query);
+  free(data64);
+  free(query64);
+  free(idx);
+  free(ref);
+  free(dist);
+  free(ref_dist);
   return ok;
 }
 
@@ -362,6 +432,10 @@ int main(int argc, char **argv) {
     gemm_sweep();
     return 0;
   }
+  if (argc > 5 && strcmp(argv[1], "--index") == 0) { /* --index n m d k */
+    run_case("warmup", 4096, 4096, 128, 16, 0, 1);
+    return index_case("index", atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5])) ? 0 : 1;
+  }
   if (argc > 5 && strcmp(argv[1], "--case") == 0) { /* --case n m d k [reps [label]] */
     int64_t n = atoll(argv[2]), m = atoll(argv[3]), d = atoll(argv[4]), k = atoll(argv[5]);
     run_case("warmup", 4096, 4096, 128, 16, 0, 1);
@@ -385,7 +459,12 @@ int main(int argc, char **argv) {
   ok &= run_case("n=65536_d=128_k=1024", 65536, 65536, 128, 1024, 32, 2);
   ok &= run_case("n=65536_d=128_k=4096", 65536, 65536, 128, 4096, 16, 2);
   const char *skip = getenv("GPUML_BENCH_SKIP_LARGE");
-  if (!(skip && *skip && strcmp(skip, "0")))
+  /* queries and references of different sizes (m in the name) */
+  ok &= run_case("n=500000_d=64_k=8_m=100000", 500000, 100000, 64, 8, 64, 3);
+  if (!(skip && *skip && strcmp(skip, "0"))) {
     ok &= run_case("n=1000000_d=128_k=10", 1000000, 1000000, 128, 10, 16, 1);
+    ok &= run_case("n=1000000_d=768_k=100_m=10000", 1000000, 10000, 768, 100, 16, 3);
+    ok &= index_case("n=1000000_d=768_k=100_m=10000", 1000000, 10000, 768, 100);
+  }
   return ok ? 0 : 1;
 }

@@ -9,20 +9,25 @@
 #   5. bench/knn_gpu.c (gpuml, C API, host arrays in and out) and bench/knn_torch.py
 #      (PyTorch cdist + topk), then a table: case | gpuml ms | torch ms | ratio
 #   6. kNN variants for the bench notes, and a kernel-time breakdown with ncu
+#   7. R (when tools/gpu-r-env.sh put the portable R on PATH): the package on the prebuilt
+#      library, its testthat suite with backend cuda, bench/knn_gpu_r.R (GPU_RUN_R_BENCH:
+#      its arguments, e.g. "--only self_65536x128_k16"; "none" skips it) and
+#      bench/gpu_user.R when GPU_RUN_USER names its arguments
 # Environment:
 #   GPU_RUN_ARCH=sm_90     the device code to build (configure's --with-cuda-arch)
 #   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
-#   GPU_RUN_STEPS="build tests sanitize algos bench variants"   only these steps
+#   GPU_RUN_STEPS="build tests sanitize algos bench variants r"   only these steps
 #   GPU_RUN_ALGOS="dpc gmm tsne"   the other algorithms' programs (tests, sanitizer,
 #                          benchmarks and scikit-learn peers) to run
 # When the machine has no BLAS, source tools/gpu-r-env.sh first: its portable R brings
 # Debian's BLAS/LAPACK and puts them on the linker's path.
-# Logs go to $OUT (when set) or build/gpu-run. The last line says whether all passed.
+# Logs go to build/gpu-run (pack them into $OUT after the run: at most 8 files come back).
+# The last line says whether all passed. GPU_RUN_ALGOS="" runs none of the other programs.
 set -u
-LOG=${OUT:-build/gpu-run}
+LOG=build/gpu-run
 mkdir -p "$LOG"
-STEPS=${GPU_RUN_STEPS:-build tests sanitize algos bench variants}
-ALGOS=${GPU_RUN_ALGOS:-dpc gmm tsne}
+STEPS=${GPU_RUN_STEPS:-build tests sanitize algos bench variants r}
+ALGOS=${GPU_RUN_ALGOS-dpc gmm tsne}
 T0=$(date +%s)
 failures=0
 step() { echo; echo "== $* [$(($(date +%s) - T0)) s]"; }
@@ -111,6 +116,14 @@ if want tests; then
   run_tests test_core double-general GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SELECT=general
   run_tests test_core single-general-tiles GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SELECT=general GPUML_CUDA_TILE=257
   }
+  # The kNN index and the cosine metric (tests/test_knn_index.c).
+  run_tests test_knn_index auto GPUML_TEST_PRECISION=auto
+  run_tests test_knn_index double GPUML_TEST_PRECISION=double
+  run_tests test_knn_index single GPUML_TEST_PRECISION=single
+  run_tests test_knn_index auto-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_RECHECK=all
+  run_tests test_knn_index auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
+  run_tests test_knn_index auto-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_TILE=300
+  run_tests test_knn_index double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
   # The other algorithms' programs: both precisions, and a small memory limit.
   for t in build/tests/test_*; do
     prog=$(basename "$t")
@@ -168,6 +181,17 @@ if want sanitize; then
   fi
 fi
 
+if want sanitize && [ -n "${CS:-}" ]; then
+  step "compute-sanitizer on the kNN index's tests (device memory leaks included)"
+  f="$LOG/sanitize-knn-index.log"
+  t1=$(date +%s)
+  GPUML_TEST_BACKENDS=cuda "$CS" --tool memcheck --leak-check full --error-exitcode 99 \
+    ./build/tests/test_knn_index > "$f" 2>&1
+  rc=$?
+  echo "test_knn_index memcheck: rc $rc, $(($(date +%s) - t1)) s, $(tail -n 1 "$f")"
+  [ "$rc" = 0 ] || { grep -E '=========|FAIL' "$f" | head -n 20; fail "compute-sanitizer test_knn_index"; }
+fi
+
 if want sanitize; then
   step "compute-sanitizer on the other algorithms' small runs (each checked against the CPU)"
   for algo in $ALGOS; do
@@ -217,15 +241,18 @@ if want bench; then
   step "table"
   ceiling=$(sed -n 's/^CEILING_TFLOPS //p' "$LOG/bench-gpuml.log")
   echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1); SGEMM ceiling ${ceiling:-?} TFLOP/s"
-  echo "| case | gpuml ms | torch ms | torch / gpuml | gpuml TFLOP/s (2mnd) |"
-  echo "|---|---|---|---|---|"
+  echo "| case | gpuml ms | torch cdist ms | torch GEMM ms | best torch / gpuml | gpuml TFLOP/s (2mnd) |"
+  echo "|---|---|---|---|---|---|"
   grep '^RESULT ' "$LOG/bench-gpuml.log" | grep -v warmup | while read -r _ name ms; do
-    t=$(grep "^RESULT $name " "$LOG/bench-torch.log" | awk '{print $3}')
-    echo "$name $ms ${t:--}" | awk '{
-      split($1, a, /[_=]/); n = a[2]; d = a[4];
-      tf = 2 * n * n * d / ($2 / 1e3) / 1e12;
-      r = ($3 == "-") ? "-" : sprintf("%.2f", $3 / $2);
-      printf "| %s | %s | %s | %s | %.1f |\n", $1, $2, $3, r, tf }'
+    base=${name%%/index-*}
+    t=$(grep "^RESULT $base " "$LOG/bench-torch.log" | awk '{print $3}')
+    g=$(grep "^RESULT $base/gemm " "$LOG/bench-torch.log" | awk '{print $3}')
+    echo "$name $ms ${t:--} ${g:--}" | awk '{
+      split($1, a, /[_=\/]/); n = a[2]; d = a[4]; m = (a[7] == "m") ? a[8] : n;
+      tf = 2 * m * n * d / ($2 / 1e3) / 1e12;
+      best = ($3 == "-") ? $4 : (($4 == "-" || $3 + 0 < $4 + 0) ? $3 : $4);
+      r = (best == "-") ? "-" : sprintf("%.2f", best / $2);
+      printf "| %s | %s | %s | %s | %s | %.1f |\n", $1, $2, $3, $4, r, tf }'
   done
 fi
 
@@ -252,6 +279,35 @@ if want variants; then
       sort -rn | head -n 15 | tee "$LOG/profile.txt"
   else
     echo "ncu not found: no kernel breakdown"
+  fi
+fi
+
+if want r && command -v R > /dev/null 2>&1; then
+  step "R: package, testthat on the GPU, bench/knn_gpu_r.R"
+  if ! make -j 16 RBUILD_FLAGS=--no-build-vignettes build/Rlib/gpuml/DESCRIPTION > "$LOG/r-build.log" 2>&1; then
+    tail -n 30 "$LOG/r-build.log"
+    fail "the R package"
+  else
+    GPUML_TEST_BACKEND=cuda R_LIBS="$PWD/build/Rlib" R --no-echo --no-restore -e '
+      library(testthat); library(gpuml)
+      res <- as.data.frame(test_dir("R-package/tests/testthat", package = "gpuml",
+                                    load_package = "installed", stop_on_failure = FALSE,
+                                    reporter = "summary"))
+      cat(sprintf("R (cuda): %d passed, %d failed, %d skipped\n",
+                  sum(res$nb) - sum(res$failed) - sum(res$skipped),
+                  sum(res$failed) + sum(res$error), sum(res$skipped)))' > "$LOG/r-tests.log" 2>&1
+    grep -E '^R \(cuda\)|Failure|Error' "$LOG/r-tests.log" | head -n 20
+    grep -qE '^R \(cuda\): [0-9]+ passed, 0 failed' "$LOG/r-tests.log" || fail "R tests on the GPU"
+    if [ "${GPU_RUN_R_BENCH:-}" != none ]; then
+      R_LIBS="$PWD/build/Rlib" timeout 400 Rscript bench/knn_gpu_r.R ${GPU_RUN_R_BENCH:-} > "$LOG/knn_gpu_r.log" 2>&1 ||
+        fail "bench/knn_gpu_r.R"
+      grep -E '^USER|^INDEX|^\||rror' "$LOG/knn_gpu_r.log"
+    fi
+    if [ -n "${GPU_RUN_USER:-}" ]; then
+      R_LIBS="$PWD/build/Rlib" timeout 400 Rscript bench/gpu_user.R $GPU_RUN_USER > "$LOG/gpu_user.log" 2>&1 ||
+        fail "bench/gpu_user.R"
+      grep -E '^USER|^\||rror' "$LOG/gpu_user.log"
+    fi
   fi
 fi
 
