@@ -50,6 +50,12 @@ gpuml_status gm_check_options(const gpuml_options *opt);
 /* malloc of count * size bytes, NULL on overflow or failure (the caller reports it). */
 void *gm_alloc(size_t count, size_t size);
 
+/* Rows r0 .. r0 + rn - 1 of a column-major matrix x (leading dimension ld, d columns of
+ * `item`-byte values) into out as an rn x d column-major block, by the host's threads
+ * (the CUDA backend's page-locked staging). */
+void gm_pack_rows(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d, size_t item,
+                  void *out);
+
 /* Copies a float matrix into a newly allocated double one (NULL input gives NULL). */
 gpuml_status gm_widen(const float *x, int64_t count, double **out);
 

@@ -113,8 +113,8 @@ gpuml_status gpuml_knn_search_f(const float *data, int64_t n, int64_t d, const f
 /* ---- the kNN index ------------------------------------------------------------------ */
 
 struct gpuml_knn_index {
-  double *host;             /* the data in the metric's form, n x d, owned */
-  gm_matrix data;           /* host as a matrix */
+  double *owned;            /* the index's own copy of the data (NULL when borrowed) */
+  gm_matrix data;           /* the data in the metric's form, n x d, on the host */
   gpuml_options used;       /* backend, device, precision and metric it was built with */
   const gm_backend *backend;
   void *resident;           /* the backend's resident copy, NULL where it keeps none */
@@ -122,8 +122,8 @@ struct gpuml_knn_index {
   double build_seconds;
 };
 
-gpuml_status gpuml_knn_index_build(const double *data, int64_t n, int64_t d,
-                                   const gpuml_options *opt, gpuml_knn_index **out) {
+static gpuml_status index_build(const double *data, int64_t n, int64_t d,
+                                const gpuml_options *opt, int borrow, gpuml_knn_index **out) {
   gm_clear_error();
   if (!out) return gm_fail(GPUML_ERR_ARG, "knn:badOutput", "the index pointer must not be NULL");
   *out = NULL;
@@ -152,24 +152,38 @@ gpuml_status gpuml_knn_index_build(const double *data, int64_t n, int64_t d,
     free(ix);
     return st;
   }
-  ix->host = owned ? owned : gm_alloc((size_t)n * (size_t)d, sizeof(double));
-  if (!ix->host) {
-    free(ix);
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the index's copy of the data",
-                   (double)n * (double)d * 8 / 1e6);
+  /* The metric's own copy, else a copy of the data unless the caller lends it. */
+  ix->owned = owned ? owned : borrow ? NULL : gm_alloc((size_t)n * (size_t)d, sizeof(double));
+  if (!owned && !borrow) {
+    if (!ix->owned) {
+      free(ix);
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory",
+                     "cannot allocate %.1f MB for the index's copy of the data",
+                     (double)n * (double)d * 8 / 1e6);
+    }
+    memcpy(ix->owned, data, (size_t)n * (size_t)d * sizeof(double));
   }
-  if (!owned) memcpy(ix->host, data, (size_t)n * (size_t)d * sizeof(double));
-  ix->data = (gm_matrix){ix->host, n, d, GM_F64};
+  ix->data = (gm_matrix){ix->owned ? ix->owned : data, n, d, GM_F64};
   const gm_neighbour_ops *ops = ix->backend->neighbours;
   if (ops->resident_build &&
       (st = ops->resident_build(&ix->data, &ix->used, &ix->resident, &ix->device_bytes))) {
-    free(ix->host);
+    free(ix->owned);
     free(ix);
     return st;
   }
   ix->build_seconds = gm_seconds() - t0;
   *out = ix;
   return GPUML_OK;
+}
+
+gpuml_status gpuml_knn_index_build(const double *data, int64_t n, int64_t d,
+                                   const gpuml_options *opt, gpuml_knn_index **out) {
+  return index_build(data, n, d, opt, 0, out);
+}
+
+gpuml_status gpuml_knn_index_build_borrowed(const double *data, int64_t n, int64_t d,
+                                            const gpuml_options *opt, gpuml_knn_index **out) {
+  return index_build(data, n, d, opt, 1, out);
 }
 
 static gpuml_status check_index(const gpuml_knn_index *ix) {
@@ -227,7 +241,8 @@ gpuml_status gpuml_knn_index_describe(const gpuml_knn_index *ix, gpuml_knn_index
   info->rows = ix->data.rows;
   info->cols = ix->data.cols;
   info->metric = ix->used.metric;
-  info->host_bytes = (size_t)ix->data.rows * (size_t)ix->data.cols * sizeof(double) + sizeof *ix;
+  info->host_bytes =
+      (ix->owned ? (size_t)ix->data.rows * (size_t)ix->data.cols * sizeof(double) : 0) + sizeof *ix;
   info->device_bytes = ix->device_bytes;
   return GPUML_OK;
 }
@@ -235,6 +250,6 @@ gpuml_status gpuml_knn_index_describe(const gpuml_knn_index *ix, gpuml_knn_index
 void gpuml_knn_index_free(gpuml_knn_index *ix) {
   if (!ix) return;
   if (ix->resident) ix->backend->neighbours->resident_free(ix->resident);
-  free(ix->host);
+  free(ix->owned);
   free(ix);
 }

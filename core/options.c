@@ -130,6 +130,16 @@ void *gm_alloc(size_t count, size_t size) {
   return malloc(count * size);
 }
 
+void gm_pack_rows(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d, size_t item,
+                  void *out) {
+  const char *src = x;
+  char *dst = out;
+#pragma omp parallel for schedule(static) if ((size_t)rn * (size_t)d * item > ((size_t)1 << 20))
+  for (int64_t j = 0; j < d; j++)
+    memcpy(dst + (size_t)j * (size_t)rn * item, src + ((size_t)j * (size_t)ld + (size_t)r0) * item,
+           (size_t)rn * item);
+}
+
 gpuml_status gm_widen(const float *x, int64_t count, double **out) {
   *out = NULL;
   if (!x) return GPUML_OK;

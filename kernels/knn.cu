@@ -386,6 +386,18 @@ struct ResidentPoints {
   size_t bytes = 0;
 };
 
+// Frees what fp64_view made (not the borrowed raw points and centre).
+void release_view(const ResidentPoints &view) {
+  int prev = -1;
+  const bool restore = cudaGetDevice(&prev) == cudaSuccess;
+  if (cudaSetDevice(view.device) == cudaSuccess) {
+    cudaFree(view.p);
+    cudaFree(view.norm);
+  }
+  if (restore) cudaSetDevice(prev);
+  cudaGetLastError();
+}
+
 template <typename T, typename In>
 struct KnnSearch {
   // the call
@@ -519,6 +531,7 @@ struct KnnSearch {
     }
     Qb[0] = Qb[1] = Q;
     sg2.rows = p.raw_rows;
+    sg2.pinned_base = 2;  // the ring's other two slots: both buffers upload in one call
     if (prefetch) {
       GM_TRY(ctx.new_stream(&up_s));
       for (int b = 0; b < 2; b++) {
@@ -778,14 +791,50 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
                      int64_t k, int64_t *index, In *dist, const gpuml_options *opt,
                      int64_t *rechecked, const ResidentPoints *rp = nullptr);
 
+// The fp64 GEMM form (centred points and norms in double) of an index's resident points,
+// computed on the device from its raw points, which it shares (x and the centre are
+// borrowed: release_view frees only what was made here). False, with nothing held, when
+// it does not fit in half the memory budget (the caller uploads the data instead).
+bool fp64_view(const ResidentPoints &src, const gpuml_options *opt, ResidentPoints *view) {
+  *view = src;
+  view->fp32 = false;
+  view->split = false;
+  view->p = view->norm = nullptr;
+  view->bytes = 0;
+  Context ctx{"knn:cuda"};
+  if (ctx.init(opt, 0) != GPUML_OK) return false;
+  const size_t p_bytes = (size_t)src.n * (size_t)src.d * 8, norm_bytes = (size_t)src.n * 8;
+  if (p_bytes + norm_bytes > ctx.budget() / 2) return false;
+  if (cudaMalloc(&view->p, p_bytes) != cudaSuccess || cudaMalloc(&view->norm, norm_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    release_view(*view);
+    return false;
+  }
+  const int64_t count = src.n * src.d;
+  const unsigned grid = grid_1d(count, 256) < 65536u * 8 ? grid_1d(count, 256) : 65536u * 8;
+  centre_points_kernel<double, double><<<grid, 256, 0, ctx.stream()>>>(
+      (const double *)src.x, count, src.d, src.centre, (double *)view->p, false);
+  norm_kernel<double><<<grid_1d(src.n * 32, 256), 256, 0, ctx.stream()>>>(
+      (double *)view->p, src.n, src.d, (double *)view->norm, false);
+  if (ctx.launched("the index's fp64 form") != GPUML_OK ||
+      ctx.sync("the index's fp64 form") != GPUML_OK) {
+    release_view(*view);
+    return false;
+  }
+  return true;
+}
+
 // The queries listed in `rows` (of the m x d query matrix, or of the data in a
 // self-search), searched again with the fp64 GEMM; their rows of the output replaced.
 // In a self-search each is a query against all n points for k + 1 neighbours, its own
 // index then dropped (or, when duplicates with smaller indices push it beyond k + 1, the
 // last one): the first k of the others in the order (distance, index).
+// rp (may be NULL): an index's points in the fp64 form (fp64_view), searched instead of
+// uploading the data again.
 gpuml_status recheck_in_fp64(const double *data, int64_t n, int64_t d, const double *query,
                              int64_t m, int64_t k, const int64_t *rows, int64_t count,
-                             int64_t *index, double *dist, const gpuml_options *opt) {
+                             int64_t *index, double *dist, const gpuml_options *opt,
+                             const ResidentPoints *rp) {
   const bool self = query == nullptr;
   const double *src = self ? data : query;
   const int64_t ld = self ? n : m, kk = self ? k + 1 : k;
@@ -800,7 +849,7 @@ gpuml_status recheck_in_fp64(const double *data, int64_t n, int64_t d, const dou
   gpuml_options o = *opt;
   o.precision = GPUML_PRECISION_DOUBLE;
   GM_TRY((knn_run<double, double>(data, n, d, sub.p, count, kk, sub_idx.p, sub_dist.p, &o,
-                                  nullptr)));
+                                  nullptr, rp)));
   for (int64_t i = 0; i < count; i++) {
     const int64_t row = rows[i];
     for (int64_t j = 0, out = 0; j < kk && out < k; j++) {
@@ -831,7 +880,14 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
   if (count == 0) return GPUML_OK;
   if (rechecked) *rechecked = count;
   if constexpr (sizeof(In) == 8 && sizeof(T) == 4) {
-    return recheck_in_fp64(data, n, d, query, query ? m : n, k, rows.p, count, index, dist, opt);
+    // An index's raw points are on the device already: their fp64 form is made there
+    // (when it fits) rather than uploading the data again for the re-checks.
+    ResidentPoints view;
+    const bool on_device = rp && rp->gemm && fp64_view(*rp, opt, &view);
+    gpuml_status st = recheck_in_fp64(data, n, d, query, query ? m : n, k, rows.p, count, index,
+                                      dist, opt, on_device ? &view : nullptr);
+    if (on_device) release_view(view);
+    return st;
   }
   return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");
 }

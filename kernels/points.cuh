@@ -22,6 +22,11 @@
 namespace gm {
 namespace {
 
+// Bytes of one slot of the context's page-locked ring (DeviceContext::pinned): uploads
+// go through a staging buffer's two slots in turn, one packed by the host's threads while
+// the copy out of the other runs. Fixed, so that a slot is never reallocated under a copy.
+constexpr size_t kPinnedChunk = (size_t)8 << 20;
+
 // What the staging buffer holds, so that a block uploaded once (for the centre) is not
 // uploaded again for the preparation.
 template <typename In>
@@ -30,6 +35,9 @@ struct Staging {
   int64_t rows = 0;  // capacity in rows of d values
   const In *tag_host = nullptr;
   int64_t tag_r0 = -1, tag_rn = 0;
+  int pinned_base = 0;  // its two slots of the ring (a second buffer of a call takes 2, 3)
+  int turn = 0;
+  cudaEvent_t copied[2] = {nullptr, nullptr};  // the last copy out of each slot
 };
 
 template <typename In, typename T>
@@ -179,10 +187,34 @@ gpuml_status stage_rows(Context &ctx, Staging<In> &sg, const In *host, int64_t l
                         int64_t r0, int64_t rn, cudaStream_t stream) {
   if (sg.tag_host == host && sg.tag_r0 == r0 && sg.tag_rn == rn) return GPUML_OK;
   sg.tag_host = nullptr;
-  GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw, (size_t)rn * sizeof(In), host + r0,
-                                     (size_t)ld * sizeof(In), (size_t)rn * sizeof(In),
-                                     (size_t)d, cudaMemcpyHostToDevice, stream),
-                   "copying points to the GPU"));
+  // GPUML_CUDA_PAGEABLE=1: copies straight from the caller's (pageable) memory, for
+  // comparisons.
+  static const bool pageable = env_int("GPUML_CUDA_PAGEABLE") != 0;
+  const int64_t chunk = (int64_t)(kPinnedChunk / ((size_t)d * sizeof(In)));
+  if (pageable || chunk < 1) {
+    GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw, (size_t)rn * sizeof(In), host + r0,
+                                       (size_t)ld * sizeof(In), (size_t)rn * sizeof(In),
+                                       (size_t)d, cudaMemcpyHostToDevice, stream),
+                     "copying points to the GPU"));
+  } else {
+    for (int64_t c0 = 0; c0 < rn; c0 += chunk) {
+      const int64_t cn = rn - c0 < chunk ? rn - c0 : chunk;
+      const int s = sg.turn;
+      sg.turn ^= 1;
+      void *pin = nullptr;
+      GM_TRY(ctx.pinned(sg.pinned_base + s, kPinnedChunk, &pin));
+      if (!sg.copied[s])
+        GM_TRY(ctx.new_event(&sg.copied[s]));
+      else  // the slot's previous copy must be done before it is packed again
+        GM_TRY(ctx.check(cudaEventSynchronize(sg.copied[s]), "waiting for a staging slot"));
+      gm_pack_rows(host, ld, r0 + c0, cn, d, sizeof(In), pin);
+      GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw + c0, (size_t)rn * sizeof(In), pin,
+                                         (size_t)cn * sizeof(In), (size_t)cn * sizeof(In),
+                                         (size_t)d, cudaMemcpyHostToDevice, stream),
+                       "copying points to the GPU"));
+      GM_TRY(ctx.check(cudaEventRecord(sg.copied[s], stream), "cudaEventRecord"));
+    }
+  }
   sg.tag_host = host;
   sg.tag_r0 = r0;
   sg.tag_rn = rn;

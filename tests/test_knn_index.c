@@ -242,6 +242,27 @@ static void test_index_matches_search(void) {
   }
 }
 
+/* An index that borrows the caller's matrix: the same answers, no host copy counted. */
+static void test_index_borrowed(void) {
+  const int64_t n = 1100, d = 20, m = 64;
+  double *data = random_matrix(n, d, -1, 2), *query = random_matrix(m, d, -1, 2);
+  gpuml_options opt = options(GPUML_METRIC_EUCLIDEAN);
+  gpuml_knn_index *ix = NULL;
+  gpuml_status st = gpuml_knn_index_build_borrowed(data, n, d, &opt, &ix);
+  CHECK(st == GPUML_OK, "borrowed index: %s", gpuml_last_error());
+  if (st == GPUML_OK) {
+    gpuml_knn_index_info info;
+    gpuml_knn_index_describe(ix, &info);
+    CHECK(info.host_bytes < (size_t)(n * d * 8), "a borrowed index holds no copy (%zu bytes)",
+          info.host_bytes);
+    check_index_case("borrowed index query", ix, data, n, d, query, m, 9, GPUML_METRIC_EUCLIDEAN);
+    check_index_case("borrowed index self", ix, data, n, d, NULL, 0, 9, GPUML_METRIC_EUCLIDEAN);
+    gpuml_knn_index_free(ix);
+  }
+  free(data);
+  free(query);
+}
+
 /* Queries far from the data (the index's centre is the data's alone), and an index used
  * after the contexts were freed (its memory is its own). */
 static void test_index_far_queries_and_context_free(void) {
@@ -329,6 +350,7 @@ int main(void) {
     test_cosine_knn();
     test_cosine_dist();
     test_index_matches_search();
+    test_index_borrowed();
     test_index_far_queries_and_context_free();
     test_index_errors_and_lifetime();
   }

@@ -27,12 +27,14 @@ SEXP gpuml_r_knn_index_build(SEXP data, SEXP backend, SEXP precision, SEXP metri
   gpuml_r_options(&opt, backend, verbose, threads);
   gpuml_r_words(&opt, precision, metric);
   /* The pointer (empty) and its finalizer first, so that nothing R allocates after the
-   * build can fail and leave the index unowned. */
-  SEXP ptr = PROTECT(R_MakeExternalPtr(NULL, index_tag(), R_NilValue));
+   * build can fail and leave the index unowned. The pointer holds the matrix, which the
+   * index borrows: R keeps it alive, and copies it before any change, while the index
+   * lives. */
+  SEXP ptr = PROTECT(R_MakeExternalPtr(NULL, index_tag(), data));
   R_RegisterCFinalizerEx(ptr, index_finalizer, TRUE);
   gpuml_knn_index *ix = NULL;
-  gpuml_r_stop_on_failure(gpuml_knn_index_build(REAL(data), (int64_t)Rf_nrows(data),
-                                                (int64_t)Rf_ncols(data), &opt, &ix));
+  gpuml_r_stop_on_failure(gpuml_knn_index_build_borrowed(REAL(data), (int64_t)Rf_nrows(data),
+                                                         (int64_t)Rf_ncols(data), &opt, &ix));
   R_SetExternalPtrAddr(ptr, ix);
   UNPROTECT(1);
   return ptr;

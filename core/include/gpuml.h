@@ -275,7 +275,7 @@ typedef struct {
                                  the time the build took */
   int64_t rows, cols;
   gpuml_metric metric;
-  size_t host_bytes;          /* host memory it holds */
+  size_t host_bytes;          /* host memory it holds (a borrowed matrix not counted) */
   size_t device_bytes;        /* device memory it holds (0 on the CPU) */
 } gpuml_knn_index_info;
 
@@ -285,6 +285,12 @@ typedef struct {
  * index (NULL on failure); gpuml_knn_index_free() releases it. */
 gpuml_status gpuml_knn_index_build(const double *data, int64_t n, int64_t d,
                                    const gpuml_options *opt, gpuml_knn_index **out);
+/* gpuml_knn_index_build() without the host copy, for callers that can keep the data: the
+ * index reads `data` itself, which must stay allocated and unchanged until the index is
+ * freed (R's glue holds its matrix for the index's lifetime). Saves the copy's time and
+ * memory; the cosine metric still makes its own copy of the unit rows. */
+gpuml_status gpuml_knn_index_build_borrowed(const double *data, int64_t n, int64_t d,
+                                            const gpuml_options *opt, gpuml_knn_index **out);
 /* gpuml_knn_search() against the index: query (m x d, the index's column count) or NULL
  * for the indexed data against itself. The backend, device, precision and metric are the
  * index's; opt gives the threads, the memory limit, verbosity and callbacks (and its

@@ -117,3 +117,19 @@ test_that("a GPU index gives the CPU backend's answers (cosine too)", {
     gpu_free(ix)
   }
 })
+
+test_that("the index holds its own view of the data: changing or removing the matrix does not touch it", {
+  set.seed(36)
+  x <- matrix(rnorm(500 * 3), ncol = 3)
+  keep <- x + 0
+  q <- matrix(rnorm(20 * 3), ncol = 3)
+  ix <- gpu_knn_index(x, backend = backend())
+  x[1:250, ] <- 1e6
+  x[, 2] <- 0
+  ref <- gpu_knn(keep, q, k = 4, backend = backend())
+  expect_identical(gpu_knn(ix, q, k = 4)$nn.index, ref$nn.index)
+  rm(x)
+  invisible(gc())
+  expect_identical(gpu_knn(ix, q, k = 4)$nn.index, ref$nn.index)
+  expect_identical(predict(ix, k = 3)$nn.index, gpu_knn(keep, k = 3, backend = backend())$nn.index)
+})
