@@ -166,7 +166,8 @@ static int run_case(const char *name, int64_t n, int64_t m, int64_t d, int64_t k
 }
 
 /* The kNN index (gpuml_knn_index_build, double data): the data of run_case's case
- * prepared once on the device, then the same queries searched against it (best of 3), in
+ * prepared once on the device (the index borrows the matrix, as R's glue does), then the
+ * same queries searched against it (best of 3), in
  * precision single (the fp32 answer, as run_case) and auto (the exact fp64 answer); the
  * indices compared with the plain fp32 search's of the same data. */
 static int index_case(const char *name, int64_t n, int64_t m, int64_t d, int64_t k) {
@@ -191,7 +192,7 @@ static int index_case(const char *name, int64_t n, int64_t m, int64_t d, int64_t
     o = opts(GPUML_BACKEND_CUDA, precisions[p]);
     gpuml_knn_index *ix = NULL;
     double t0 = now_ms();
-    if (gpuml_knn_index_build(data64, n, d, &o, &ix) != GPUML_OK) {
+    if (gpuml_knn_index_build_borrowed(data64, n, d, &o, &ix) != GPUML_OK) {
       printf("%s/index-%s: FAILED to build: %s\n", name, precision_names[p], gpuml_last_error());
       ok = 0;
       break;
