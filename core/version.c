@@ -26,9 +26,13 @@ static const struct {
                                "into blocks of this many"},
     {"GPUML_CUDA_KNN_SPLIT", "development: 0 uses plain SGEMM instead of the split TF32 GEMM "
                              "for fp32"},
+    {"GPUML_CUDA_KNN_RECHECK", "development: \"all\" sends every query of precision auto to "
+                               "the fp64 re-check"},
+    {"GPUML_CUDA_PAGEABLE", "development: 1 uploads straight from pageable memory instead of "
+                            "the page-locked ring (for comparisons)"},
     {"GPUML_TEST_BACKENDS", "tests: the backends the C tests run (\"cpu\", \"cuda\", \"cpu,cuda\")"},
     {"GPUML_TEST_BACKEND", "tests: the backend of the R tests, and the C tests' older form"},
-    {"GPUML_TEST_PRECISION", "tests: \"double\" or \"single\""},
+    {"GPUML_TEST_PRECISION", "tests: \"auto\", \"double\" or \"single\""},
     {"GPUML_REQUIRE_PEERS", "tests: 1 makes a missing peer package or data set a failure"},
     {"GPUML_BENCH_SKIP_LARGE", "benchmarks: 1 skips the largest kNN case"},
 };
