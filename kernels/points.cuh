@@ -187,11 +187,12 @@ gpuml_status stage_rows(Context &ctx, Staging<In> &sg, const In *host, int64_t l
                         int64_t r0, int64_t rn, cudaStream_t stream) {
   if (sg.tag_host == host && sg.tag_r0 == r0 && sg.tag_rn == rn) return GPUML_OK;
   sg.tag_host = nullptr;
-  // GPUML_CUDA_PAGEABLE=1: copies straight from the caller's (pageable) memory, for
-  // comparisons.
+  // Small blocks go straight from the caller's (pageable) memory: the ring's first use
+  // pins its slots (tens of ms), which only large uploads repay. GPUML_CUDA_PAGEABLE=1
+  // copies every block so, for comparisons.
   static const bool pageable = env_int("GPUML_CUDA_PAGEABLE") != 0;
   const int64_t chunk = (int64_t)(kPinnedChunk / ((size_t)d * sizeof(In)));
-  if (pageable || chunk < 1) {
+  if (pageable || chunk < 1 || (size_t)rn * (size_t)d * sizeof(In) < kPinnedChunk / 2) {
     GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw, (size_t)rn * sizeof(In), host + r0,
                                        (size_t)ld * sizeof(In), (size_t)rn * sizeof(In),
                                        (size_t)d, cudaMemcpyHostToDevice, stream),
