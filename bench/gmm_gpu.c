@@ -1,7 +1,8 @@
 /* GPU benchmark of gpuml_gmm_fit() (backend cuda, fp64 throughout, host arrays in and
- * out): the time of one EM iteration, measured as the difference between fits of
- * 3 + ITER and 3 iterations from the same start (tol = 0), so that the start, the
- * upload and the output do not count; plus the time of whole fits, the agreement of
+ * out): the time of one EM iteration, from fits of 5 and 5 + ITER iterations from the
+ * same start (tol = 0), each the best of 3 (never the difference of two single runs,
+ * which noise can make negative), so that the start, the upload and the output do not
+ * count; plus the time of whole fits, the agreement of
  * the GPU with the CPU backend from the same start, and the DGEMM ceiling of the device.
  *
  *   build/bench/gmm_gpu              all cases (GPUML_BENCH_SKIP_LARGE=1: not n = 10^6)
@@ -139,20 +140,28 @@ static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov
            (long long)G, gpuml_gmm_covariance_name(cov));
   double *x = clustered(n, d, G);
   run_t warm = fit(x, n, d, G, cov, 2, 0, GPUML_BACKEND_CUDA, 0);
-  run_t a = fit(x, n, d, G, cov, 3, 0, GPUML_BACKEND_CUDA, 0);
-  run_t b = fit(x, n, d, G, cov, 3 + iters, 0, GPUML_BACKEND_CUDA, 0);
+  run_free(&warm);
+  double best[2] = {1e300, 1e300};
+  const int64_t lengths[2] = {5, 5 + iters};
+  int ok = 1;
+  for (int rep = 0; rep < 3 && ok; rep++)
+    for (int l = 0; l < 2 && ok; l++) {
+      run_t r = fit(x, n, d, G, cov, lengths[l], 0, GPUML_BACKEND_CUDA, 0);
+      ok = r.status == GPUML_OK;
+      if (r.ms < best[l]) best[l] = r.ms;
+      run_free(&r);
+    }
   run_t c = fit(x, n, d, G, cov, 200, 1e-8, GPUML_BACKEND_CUDA, 0);
-  if (!a.status && !b.status && !c.status) {
-    const double per = (b.ms - a.ms) / iters;
-    printf("%-34s %8.2f ms per iteration; whole fit (tol 1e-8, at most 200 iterations): %.0f ms, %lld iterations, "
+  if (ok && !c.status) {
+    const double per = (best[1] - best[0]) / iters;
+    printf("%-34s %8.2f ms per iteration (fits of 5 and %d iterations, best of 3: %.1f and "
+           "%.1f ms); whole fit (tol 1e-8, at most 200 iterations): %.0f ms, %lld iterations, "
            "loglik %.10g\n",
-           name, per, c.ms, (long long)c.model.n_iter, c.model.loglik);
+           name, per, 5 + iters, best[0], best[1], c.ms, (long long)c.model.n_iter,
+           c.model.loglik);
     printf("RESULT %s %.3f\n", name, per);
     fflush(stdout);
   }
-  run_free(&warm);
-  run_free(&a);
-  run_free(&b);
   run_free(&c);
   free(x);
 }
@@ -205,11 +214,11 @@ int main(int argc, char **argv) {
   failed += !agree(20000, 50, 16, GPUML_GMM_DIAG, 10);
   failed += !agree(20000, 784, 10, GPUML_GMM_FULL, 3);
   if (!getenv("GPUML_BENCH_SKIP_LARGE")) {
-    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 10);
-    bench_case(1000000, 50, 16, GPUML_GMM_DIAG, 10);
+    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100);
+    bench_case(1000000, 50, 16, GPUML_GMM_DIAG, 100);
   }
-  bench_case(200000, 50, 16, GPUML_GMM_FULL, 10);
-  bench_case(60000, 784, 10, GPUML_GMM_FULL, 5);
+  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100);
+  bench_case(60000, 784, 10, GPUML_GMM_FULL, 20);
   printf("agreement checks failed: %d\n", failed);
   return failed ? 1 : 0;
 }
