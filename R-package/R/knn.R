@@ -68,8 +68,11 @@ print.gpu_knn_index <- function(x, ...) {
     cat(sprintf("kNN index of %.0f points in %.0f dimensions, metric %s, on %s%s\n",
                 info$rows, info$cols, info$metric, info$backend,
                 if (info$backend == "cuda") sprintf(" (device %d)", info$device) else ""))
-    cat(sprintf("memory: %.1f MB on the host, %.1f MB on the device; built in %.3f s\n",
-                info$host_bytes / 1e6, info$device_bytes / 1e6, info$build_seconds))
+    held <- c(if (info$device_bytes > 0) sprintf("%.1f MB on the device", info$device_bytes / 1e6),
+              if (info$host_bytes >= 1e5) sprintf("%.1f MB copied on the host", info$host_bytes / 1e6))
+    cat(sprintf("%sbuilt in %.3f s\n",
+                if (length(held)) paste0(paste(held, collapse = ", "), "; ") else "",
+                info$build_seconds))
   }
   invisible(x)
 }
