@@ -18,6 +18,10 @@
 // query whose list cannot be certified (near ties within the fp32 error) is searched
 // again with the fp64 GEMM (recheck_in_fp64), so the answer is the fp64 one always.
 //
+// The kNN index (gpuml_knn_index_build) keeps this search's reference set on the device
+// (ResidentPoints, loaded once with the data's own centre); its searches skip the upload
+// and the preparation, and its fp64 re-checks use an fp64 form made on the device.
+//
 // Internal knobs (environment) that force the paths the test sizes would not reach:
 //   GPUML_CUDA_TILE=N           tiles of at most N rows, data reloaded per tile
 //   GPUML_CUDA_REF_TILE=N, GPUML_CUDA_QUERY_TILE=N   tile rows with the data resident
@@ -370,9 +374,6 @@ gpuml_status fused_lists(Context &ctx, const PointSet<In, T> &Qs, int64_t q0,
   return GPUML_OK;
 }
 
-// One search: the plan, the loading of the points, the loop over query tiles (the
-// candidates of each tile, then their exact re-ranking and output), the final copy.
-// Every device resource belongs to `ctx`, released whatever path the search takes.
 // A kNN index's points on the device (gpuml_knn_index_build): the reference set of the
 // search, loaded once with its centre (of the data alone), in memory of its own
 // (cudaMalloc, not the context's pool, so that freeing a context leaves it in place).
@@ -398,6 +399,9 @@ void release_view(const ResidentPoints &view) {
   cudaGetLastError();
 }
 
+// One search: the plan, the loading of the points, the loop over query tiles (the
+// candidates of each tile, then their exact re-ranking and output), the final copy.
+// Every device resource belongs to `ctx`, released whatever path the search takes.
 template <typename T, typename In>
 struct KnnSearch {
   // the call
