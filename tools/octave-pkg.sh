@@ -22,9 +22,9 @@ Date: $(date +%Y-%m-%d)
 Author: gpuml developers
 Maintainer: gpuml developers <maintainers@gpuml.invalid>
 Title: Exact kNN, distances, density peaks, t-SNE and Gaussian mixtures on the GPU or CPU
-Description: Exact k-nearest-neighbour search, Euclidean distance matrices, density
- peaks clustering, t-SNE and Gaussian mixture models (EM), computed by a C core with an
- OpenMP CPU backend and an optional CUDA GPU backend that give the same results.
+Description: Exact k-nearest-neighbour search (Euclidean or cosine, with a reusable
+ index kept on the GPU), distance matrices, density peaks clustering, t-SNE and Gaussian
+ mixture models (EM), computed by a C core with an OpenMP CPU backend and an optional CUDA GPU backend that give the same results.
 Depends: octave (>= 6.0.0)
 License: MIT
 Url: https://gpuml.invalid
