@@ -24,7 +24,8 @@ Maintainer: gpuml developers <maintainers@gpuml.invalid>
 Title: Exact kNN, distances, density peaks, t-SNE and Gaussian mixtures on the GPU or CPU
 Description: Exact k-nearest-neighbour search (Euclidean or cosine, with a reusable
  index kept on the GPU), distance matrices, density peaks clustering, t-SNE and Gaussian
- mixture models (EM), computed by a C core with an OpenMP CPU backend and an optional CUDA GPU backend that give the same results.
+ mixture models (EM), computed by a C core with an OpenMP CPU backend and an optional
+ CUDA GPU backend that give the same results.
 Depends: octave (>= 6.0.0)
 License: MIT
 Url: https://gpuml.invalid
