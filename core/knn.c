@@ -127,13 +127,11 @@ static gpuml_status index_build(const double *data, int64_t n, int64_t d,
   gm_clear_error();
   if (!out) return gm_fail(GPUML_ERR_ARG, "knn:badOutput", "the index pointer must not be NULL");
   *out = NULL;
-  gpuml_status st = gm_check_options(opt);
-  if (st) return st;
   const gm_matrix D = {data, n, d, GM_F64};
-  if ((st = gm_check_values(&D, "data", "knn"))) return st;
-  if (d > 0x7fffffff)
-    return gm_fail(GPUML_ERR_ARG, "knn:badData", "%lld columns is more than supported",
-                   (long long)d);
+  gpuml_status st = gm_check_values(&D, "data", "knn");
+  /* The search's checks of data and options (one query, k = 1: no limit of its own). */
+  if (!st) st = gpuml_knn_check(n, d, 1, 1, opt);
+  if (st) return st;
   if (opt->ndevices != 0)
     return gm_fail(GPUML_ERR_ARG, "knn:badDevice",
                    "an index lives on one device: give `device`, not a device list");
