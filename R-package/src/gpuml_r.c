@@ -188,18 +188,13 @@ SEXP gpuml_r_knn_list(SEXP idx, SEXP dist, const int64_t *index0,
   int *ip = INTEGER(idx);
   const R_xlen_t count = XLENGTH(idx);
   for (R_xlen_t i = 0; i < count; i++) ip[i] = (int)(index0[i] + 1);
-  SEXP res = PROTECT(Rf_allocVector(VECSXP, 4));
-  SEXP names = PROTECT(Rf_allocVector(STRSXP, 4));
+  static const char *names[] = {"nn.index", "nn.dist", "backend", "rechecked", ""};
+  SEXP res = PROTECT(Rf_mkNamed(VECSXP, names));
   SET_VECTOR_ELT(res, 0, idx);
   SET_VECTOR_ELT(res, 1, dist);
   SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_backend_name(result->run.backend)));
   SET_VECTOR_ELT(res, 3, Rf_ScalarReal((double)result->rechecked));
-  SET_STRING_ELT(names, 0, Rf_mkChar("nn.index"));
-  SET_STRING_ELT(names, 1, Rf_mkChar("nn.dist"));
-  SET_STRING_ELT(names, 2, Rf_mkChar("backend"));
-  SET_STRING_ELT(names, 3, Rf_mkChar("rechecked"));
-  Rf_setAttrib(res, R_NamesSymbol, names);
-  UNPROTECT(2);
+  UNPROTECT(1);
   return res;
 }
 

@@ -73,10 +73,8 @@ SEXP gpuml_r_knn_index_info(SEXP index) {
   gpuml_knn_index_info info;
   gpuml_r_stop_on_failure(gpuml_knn_index_describe(ix, &info));
   static const char *names[] = {"rows", "cols", "metric", "backend", "device", "precision",
-                                "host_bytes", "device_bytes", "build_seconds"};
-  const int count = (int)(sizeof names / sizeof names[0]);
-  SEXP res = PROTECT(Rf_allocVector(VECSXP, count));
-  SEXP nm = PROTECT(Rf_allocVector(STRSXP, count));
+                                "host_bytes", "device_bytes", "build_seconds", ""};
+  SEXP res = PROTECT(Rf_mkNamed(VECSXP, names));
   SET_VECTOR_ELT(res, 0, Rf_ScalarReal((double)info.rows));
   SET_VECTOR_ELT(res, 1, Rf_ScalarReal((double)info.cols));
   SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_metric_name(info.metric)));
@@ -86,9 +84,7 @@ SEXP gpuml_r_knn_index_info(SEXP index) {
   SET_VECTOR_ELT(res, 6, Rf_ScalarReal((double)info.host_bytes));
   SET_VECTOR_ELT(res, 7, Rf_ScalarReal((double)info.device_bytes));
   SET_VECTOR_ELT(res, 8, Rf_ScalarReal(info.run.seconds));
-  for (int i = 0; i < count; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
-  Rf_setAttrib(res, R_NamesSymbol, nm);
-  UNPROTECT(2);
+  UNPROTECT(1);
   return res;
 }
 
