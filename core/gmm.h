@@ -81,6 +81,42 @@ void dtrmm_(const char *side, const char *uplo, const char *transa, const char *
             double *b, const int *ldb, size_t side_len, size_t uplo_len, size_t transa_len,
             size_t diag_len);
 
+/* ---- the hierarchical start (gmm_hc.c) ----------------------------------------------- */
+
+/* The most rows the hierarchical start clusters (its pair table holds m (m - 1) / 2
+ * doubles: 16 MB at this size). */
+#define GM_GMM_HC_SUBSET 2000
+
+/* Deterministic start for the mixtures: model-based agglomerative hierarchical
+ * clustering with the VVV criterion, as mclust's hc(X, "VVV", use = "SVD") does.
+ * The m = min(n, GM_GMM_HC_SUBSET) rows used are all n rows when n <= GM_GMM_HC_SUBSET,
+ * otherwise one row of each of m consecutive strata of equal length (at a fixed
+ * pseudo-random offset within it), so that sorted or grouped input is sampled in
+ * proportion and periodic input does not alias; the result depends only on x. Those rows
+ * are scaled (columns centred, divided by their standard deviation; constant columns
+ * dropped), projected on the right singular vectors with each direction divided by the
+ * square root of its singular value (directions of numerically zero singular value
+ * dropped), and merged down to one group (gmm_hc.c says how, and what ties do).
+ *   x       n x d, column-major, finite
+ *   gmax    1 .. m: partitions into 1 .. gmax groups come back
+ *   opt     threads and the interrupt callback
+ *   rows    m entries: the (0-based, increasing) rows used
+ *   labels  m x gmax int32, column-major: column g-1 is the partition of the m rows into g
+ *           groups, labelled 0 .. g-1 in order of first appearance; partition g+1 refines
+ *           partition g
+ * GPUML_ERR_ARG "gmm:badG" when gmax is outside 1 .. m, "gmm:badData" for bad x,
+ * "gmm:badOutput" for NULL outputs, "gmm:tooLarge" for d > 46340; GPUML_ERR_INTERRUPTED;
+ * GPUML_ERR_NOMEM. Nothing is written to rows or labels unless the arguments are valid.
+ * Time O(m^2 (p + log)) for the trace-only pairs plus O(p^2 k) or O(p^3) for each pair
+ * cost that needs a determinant; memory 8 m^2 / 2 bytes plus O(m p). */
+gpuml_status gm_gmm_hc(const double *x, int64_t n, int64_t d, int64_t gmax,
+                       const gpuml_options *opt, int64_t *rows, int32_t *labels);
+
+/* LAPACK's SVD (the hierarchical start's transformation). */
+void dgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, double *a,
+             const int *lda, double *s, double *u, const int *ldu, double *vt, const int *ldvt,
+             double *work, const int *lwork, int *info, size_t jobu_len, size_t jobvt_len);
+
 #ifdef __cplusplus
 }
 #endif
