@@ -62,6 +62,9 @@ cases <- list(
   ovl_d6 = mixture(2000, 6, c(1, 1, 1, 1, 1, 1), 6, 4),
   sep_d10_unequal = mixture(2000, 10, c(1, 4, 10), 40, 5),
   ovl_d10 = mixture(1500, 10, c(2, 1, 1, 1), 5, 6),
+  d50 = mixture(600, 50, c(1, 2), 10, 7),
+  rounded_ties = round(mixture(800, 3, c(1, 2, 2), 6, 8)),  # many equal rows: exact ties
+  constant_col = cbind(mixture(500, 4, c(1, 1, 1), 8, 9), 2.5),
   faithful = faithful,
   iris = iris[, 1:4]
 )

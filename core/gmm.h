@@ -104,9 +104,11 @@ void dtrmm_(const char *side, const char *uplo, const char *transa, const char *
  *   labels  m x gmax int32, column-major: column g-1 is the partition of the m rows into g
  *           groups, labelled 0 .. g-1 in order of first appearance; partition g+1 refines
  *           partition g
- * GPUML_ERR_ARG "gmm:badG" when gmax is outside 1 .. m, "gmm:badData" for bad x,
- * "gmm:badOutput" for NULL outputs, "gmm:tooLarge" for d > 46340; GPUML_ERR_INTERRUPTED;
- * GPUML_ERR_NOMEM. Nothing is written to rows or labels unless the arguments are valid.
+ * GPUML_ERR_ARG "gmm:badG" when gmax is outside 1 .. m (so G > n is this error),
+ * "gmm:badData" / "gmm:nonFinite" for x (NULL, no rows, NaN or Inf), "gmm:badOutput"
+ * for NULL outputs, "gmm:tooLarge" for d > 46340, "badOptions" for NULL opt;
+ * GPUML_ERR_INTERRUPTED (the callback is polled every 32 merges); GPUML_ERR_NOMEM.
+ * Nothing is written to rows or labels unless the arguments are valid.
  * Time O(m^2 (p + log)) for the trace-only pairs plus O(p^2 k) or O(p^3) for each pair
  * cost that needs a determinant; memory 8 m^2 / 2 bytes plus O(m p). */
 gpuml_status gm_gmm_hc(const double *x, int64_t n, int64_t d, int64_t gmax,

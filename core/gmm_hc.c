@@ -8,7 +8,8 @@
  * otherwise one row from each of GM_GMM_HC_SUBSET consecutive strata of equal length,
  * at a fixed pseudo-random offset within its stratum. Sorted or grouped data are then
  * sampled in proportion (each group to within one row per boundary), and periodic data
- * (labels 0, 1, 0, 1, ...) do not alias with a fixed stride.
+ * (labels 0, 1, 0, 1, ...) do not alias with a fixed stride. The offsets are a fixed
+ * function of the stratum (not of the options' seed).
  *
  * The transformation (mclust.options("hcUse") = "SVD"). Each column is centred and
  * divided by its standard deviation (denominator m - 1); columns of zero deviation are
@@ -38,9 +39,13 @@
  * factor L and log det W are kept, and a merge with a small group (k <= 1 + p/4 rank-one
  * terms: the mean difference and the small group's centred rows) costs
  * log det W + log det(I + Y'Y), Y = L^-1 U, O(p^2 k); otherwise the merged scatter is
- * formed and factored, O(p^3). The scatter of a group of at most p rows is formed from
- * its rows when needed, so that only the (at most m / p) larger groups keep p x p
- * matrices.
+ * formed and factored, O(p^3). The costs of a group with a factor with all singletons
+ * are computed GM_HC_BATCH singletons at a time, vectorised across them. The scatter of
+ * a group of at most p rows is formed from its rows when needed, so that only the (at
+ * most m / p) larger groups keep p x p matrices. Each column j of the table keeps its
+ * least cost over i < j; a cost that grew is looked at only when its column's kept
+ * least is the least of all (then the column is scanned again), so a merge costs
+ * O(g) besides its pair costs.
  *
  * Ties. Groups live in slots 0 .. g-1; a merge of slots a < b puts the merged group in
  * slot a and moves the last slot into slot b, and among equal costs the pair (i, j),
@@ -49,6 +54,13 @@
  * The costs are computed here by other (mathematically equal) formulas than mclust's
  * Givens updates of triangular factors, so pairs whose costs differ only in the last
  * bits may be merged in the other order: then the two trees differ from that merge on.
+ * This happens on data with many equal rows (integer data with most rows repeated):
+ * in mclust's arithmetic (a group's sum scaled by square roots of group sizes) the
+ * trace of equal rows comes out as rounding noise rather than 0 and the noise orders
+ * its ties;
+ * here equal rows give exact ties, broken by the slot rule. On data without such ties
+ * (and on the same data jittered by 1e-6) the partitions agree
+ * (bench/gmm_hc_check.R).
  *
  * Every pair cost is computed by one thread from the same operands, and the vectorised
  * loops reorder no sums, so the result depends neither on the number of threads nor on
@@ -63,9 +75,14 @@
 #define GM_HC_ALPHA 1.0
 #define GM_HC_BETA 1.0
 /* A merge's pair update runs on several threads only above this much estimated work
- * (about a flop each): a parallel region per merge costs more than the short updates,
- * and much more on a machine whose cores are busy. */
-#define GM_HC_PARALLEL_WORK 400000.0
+ * (about a flop each: tens of milliseconds): a parallel region per merge costs more than a
+ * short update, and on a machine whose cores are busy with other work, each region's
+ * barrier can wait a scheduler time slice for a descheduled thread (measured: 2,000
+ * rows of 50 columns, 2 threads on 2 busy cores, 4.4 s with a region per merge against
+ * 1.0 s on one thread). */
+#define GM_HC_PARALLEL_WORK 3e7
+/* Singletons whose merge costs with a large group are computed together. */
+#define GM_HC_BATCH 8
 /* How many merges between two looks at the interrupt callback. */
 #define GM_HC_INTERRUPT_EVERY 32
 
@@ -87,6 +104,7 @@ typedef struct {
   double *cost;     /* packed pair costs: (i, j), i < j, at j (j - 1) / 2 + i */
   double *colmin;   /* per slot j: the least cost(i, j) over i < j ... */
   int64_t *colarg;  /* ... and its i (the largest such i) */
+  int64_t *partners; /* 2m: the slots whose costs with a merged group are computed */
   size_t work_len;  /* doubles of scratch per thread */
 } gm_hc;
 
@@ -213,9 +231,11 @@ static double low_rank_logdet(const gm_hc *h, int64_t a, int64_t b, double c,
   return isfinite(ld) ? h->logdet[a] + ld : NAN;
 }
 
-/* Scratch of one thread: p x p, p x (small_rank), small_rank^2, and two p-vectors. */
+/* Scratch of one thread: p x p, p x (small_rank), small_rank^2, a p x GM_HC_BATCH block and
+ * its sums, and two p-vectors (the last 2p). */
 static size_t work_doubles(int64_t p, int64_t small_rank) {
-  return (size_t)(p * p + p * small_rank + small_rank * small_rank + 2 * p);
+  return (size_t)(p * p + p * small_rank + small_rank * small_rank + 2 * p +
+                  (p + 1) * GM_HC_BATCH);
 }
 
 /* The merged group's trace and cost (and, when logdet_out is given, the log det used). */
@@ -250,6 +270,53 @@ static double pair_cost(const gm_hc *h, int64_t a, int64_t b, double *work) {
   double tr;
   const double cost = merged_term(h, a, b, work, &tr) - (h->term[a] + h->term[b]);
   return isnan(cost) ? INFINITY : cost;
+}
+
+/* pair_cost(a, s) for up to GM_HC_BATCH singletons s (slots one[0 .. count-1]) and a
+ * group a with a factor: the same operations as low_rank_logdet with one term, in the
+ * same order for each singleton, on GM_HC_BATCH singletons side by side (so the costs
+ * are those of pair_cost to the last bit). */
+GM_VECTOR_CLONES
+static void singleton_costs(const gm_hc *h, int64_t a, const int64_t *one, int count,
+                            double *out, double *work) {
+  enum { B = GM_HC_BATCH };
+  const int64_t p = h->p, na = h->size[a], n = na + 1;
+  const double *L = h->factor[a], *ma = h->mean + a * p;
+  const double c = (double)na * 1.0 / (double)n;
+  const double sc = sqrt(c);
+  double *Y = work, *dd = work + p * B; /* Y[i B + t] */
+  for (int t = 0; t < B; t++) {
+    const double *mb = h->mean + (t < count ? one[t] : one[0]) * p;
+    double sum = 0;
+    for (int64_t i = 0; i < p; i++) {
+      const double delta = ma[i] - mb[i];
+      sum += delta * delta;
+      Y[i * B + t] = sc * delta;
+    }
+    dd[t] = sum;
+  }
+  for (int64_t j = 0; j < p; j++) {
+    const double *lj = L + j * p;
+    double *yj = Y + j * B;
+    const double inv = lj[j];
+#pragma omp simd
+    for (int t = 0; t < B; t++) yj[t] = yj[t] * inv;
+    for (int64_t i = j + 1; i < p; i++) {
+      const double f = lj[i];
+      double *yi = Y + i * B;
+#pragma omp simd
+      for (int t = 0; t < B; t++) yi[t] -= f * yj[t];
+    }
+  }
+  for (int t = 0; t < count; t++) {
+    double ssq = 0;
+    for (int64_t i = 0; i < p; i++) ssq += Y[i * B + t] * Y[i * B + t];
+    const int64_t s = one[t];
+    const double tr = h->trace[a] + h->trace[s] + c * dd[t];
+    const double logdet = n > p && n > 2 && tr != 0 ? h->logdet[a] + log1p(ssq) : -INFINITY;
+    const double cost = group_term(h, n, tr, logdet) - (h->term[a] + h->term[s]);
+    out[t] = isnan(cost) ? INFINITY : cost;
+  }
 }
 
 /* The least cost of column j (ties: the largest i). */
@@ -532,14 +599,40 @@ static gpuml_status agglomerate(gm_hc *h, const gpuml_options *opt, int threads,
       for (int64_t i = 0; i < b; i++) h->cost[packed(i, b)] = h->cost[packed(i, last)];
       for (int64_t j = b + 1; j < last; j++) h->cost[packed(b, j)] = h->cost[packed(j, last)];
     }
-    /* the merged group's pairs */
+    /* the merged group's pairs: with a factor for the merged group, its singleton
+     * partners in blocks, the others one by one */
     const int64_t gn = g - 1;
-    const double pair_work = h->size[a] > h->p ? (double)(h->p * h->p) + 60 : (double)h->p + 60;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 16) if ((double)gn * pair_work >= GM_HC_PARALLEL_WORK)
+    int64_t nsingle = 0, nother = 0;
+    int64_t *single = h->partners, *other = h->partners + m;
+    const double rp = (double)h->p, p2 = rp * rp;
+    double est = 0; /* the work of the pair costs, roughly */
     for (int64_t j = 0; j < gn; j++) {
       if (j == a) continue;
+      if (h->factor[a] && h->size[j] == 1) {
+        single[nsingle++] = j;
+        est += p2 / 2 + 60;
+      } else {
+        other[nother++] = j;
+        est += h->size[a] + h->size[j] <= h->p ? rp + 60 : p2 * (rp / 6 + 1) + 60;
+      }
+    }
+    const int64_t nblocks = (nsingle + GM_HC_BATCH - 1) / GM_HC_BATCH;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4) if (est >= GM_HC_PARALLEL_WORK)
+    for (int64_t task = 0; task < nblocks + nother; task++) {
       double *w = work + (size_t)gm_thread_id() * h->work_len;
-      h->cost[j < a ? packed(j, a) : packed(a, j)] = pair_cost(h, a, j, w);
+      if (task < nblocks) {
+        const int64_t t0 = task * GM_HC_BATCH;
+        const int count = (int)(nsingle - t0 < GM_HC_BATCH ? nsingle - t0 : GM_HC_BATCH);
+        double out[GM_HC_BATCH];
+        singleton_costs(h, a, single + t0, count, out, w);
+        for (int t = 0; t < count; t++) {
+          const int64_t j = single[t0 + t];
+          h->cost[j < a ? packed(j, a) : packed(a, j)] = out[t];
+        }
+      } else {
+        const int64_t j = other[task - nblocks];
+        h->cost[j < a ? packed(j, a) : packed(a, j)] = pair_cost(h, a, j, w);
+      }
     }
     /* the least cost of each column touched: a and b anew, j > a at row a, and
      * b < j < last at row b */
@@ -603,10 +696,11 @@ gpuml_status gm_gmm_hc(const double *x, int64_t n, int64_t d, int64_t gmax,
   h.cost = gm_alloc(packed(0, m), sizeof(double));
   h.colmin = gm_alloc((size_t)m, sizeof(double));
   h.colarg = gm_alloc((size_t)m, sizeof(int64_t));
+  h.partners = gm_alloc((size_t)(2 * m), sizeof(int64_t));
   merged = gm_alloc((size_t)(2 * m), sizeof(int64_t));
   work = gm_alloc((size_t)threads * h.work_len, sizeof(double));
   if (!h.size || !h.head || !h.tail || !h.next || !h.mean || !h.trace || !h.term || !h.logdet ||
-      !h.scatter || !h.factor || !h.cost || !h.colmin || !h.colarg || !merged || !work) {
+      !h.scatter || !h.factor || !h.cost || !h.colmin || !h.colarg || !h.partners || !merged || !work) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory",
                  "cannot allocate %.1f MB for the hierarchical start of %lld rows",
                  (double)packed(0, m) * 8 / 1e6, (long long)m);
@@ -633,6 +727,7 @@ done:
   free(h.cost);
   free(h.colmin);
   free(h.colarg);
+  free(h.partners);
   free(merged);
   free(work);
   free(z);
