@@ -40,9 +40,10 @@
  * terms: the mean difference and the small group's centred rows) costs
  * log det W + log det(I + Y'Y), Y = L^-1 U, O(p^2 k); otherwise the merged scatter is
  * formed and factored, O(p^3). The costs of a group with a factor with all singletons
- * are computed GM_HC_BATCH singletons at a time, vectorised across them. The scatter of
- * a group of at most p rows is formed from its rows when needed, so that only the (at
- * most m / p) larger groups keep p x p matrices. Each column j of the table keeps its
+ * are computed GM_HC_BATCH singletons at a time, vectorised across them. Groups keep
+ * their p x p scatter matrices while m / 2 of them fit in GM_HC_SCATTER_BYTES (p <= 126
+ * at m = 2000); beyond that only the (at most m / p) groups of more than p rows keep
+ * theirs and the scatter of a smaller group is formed from its rows when needed. Each column j of the table keeps its
  * least cost over i < j; a cost that grew is looked at only when its column's kept
  * least is the least of all (then the column is scanned again), so a merge costs
  * O(g) besides its pair costs.
@@ -81,6 +82,9 @@
  * rows of 50 columns, 2 threads on 2 busy cores, 4.4 s with a region per merge against
  * 1.0 s on one thread). */
 #define GM_HC_PARALLEL_WORK 3e7
+/* The scatter matrices of all groups of 2 or more rows are kept (rather than formed from
+ * their rows when needed) when m / 2 of them take at most this many bytes. */
+#define GM_HC_SCATTER_BYTES (128.0 * 1024 * 1024)
 /* Singletons whose merge costs with a large group are computed together. */
 #define GM_HC_BATCH 8
 /* How many merges between two looks at the interrupt callback. */
@@ -96,9 +100,12 @@ typedef struct {
   int64_t *size, *head, *tail;
   double *mean;  /* slot s at mean + s p */
   double *trace, *term;
-  double **scatter; /* p x p lower triangle (column-major) for groups of more than p rows */
-  double **factor;  /* its Cholesky factor L (lower, the diagonal stored as 1 / L_jj), or
-                     * NULL where the scatter is not positive definite */
+  double **scatter; /* p x p lower triangle (column-major) for groups of more than p rows,
+                     * and for all groups of 2 or more rows when keep_scatter */
+  int keep_scatter;  /* m / 2 scatter matrices fit in GM_HC_SCATTER_BYTES */
+  double **factor;  /* its Cholesky factor L by rows (L_ik at i p + k, k <= i; the diagonal
+                     * stored as 1 / L_ii), or NULL where the scatter is not positive
+                     * definite */
   double *logdet;   /* log det of the scatter where factor is set */
   int64_t *next;    /* per row: the next row of its group, -1 at the end */
   double *cost;     /* packed pair costs: (i, j), i < j, at j (j - 1) / 2 + i */
@@ -205,14 +212,13 @@ static double low_rank_logdet(const gm_hc *h, int64_t a, int64_t b, double c,
       for (int64_t i = 0; i < p; i++) Y[i + t * p] = zr[i] - mu[i];
     }
   }
-  for (int64_t t = 0; t < k; t++) { /* forward substitution, column by column */
+  for (int64_t t = 0; t < k; t++) { /* forward substitution by rows, column by column */
     double *y = Y + t * p;
-    for (int64_t j = 0; j < p; j++) {
-      const double *lj = L + j * p;
-      const double yj = y[j] * lj[j];
-      y[j] = yj;
-#pragma omp simd
-      for (int64_t i = j + 1; i < p; i++) y[i] -= lj[i] * yj;
+    for (int64_t i = 0; i < p; i++) {
+      const double *li = L + i * p;
+      double acc = y[i];
+      for (int64_t j = 0; j < i; j++) acc -= li[j] * y[j];
+      y[i] = acc * li[i];
     }
   }
   if (k == 1) {
@@ -295,17 +301,58 @@ static void singleton_costs(const gm_hc *h, int64_t a, const int64_t *one, int c
     }
     dd[t] = sum;
   }
-  for (int64_t j = 0; j < p; j++) {
-    const double *lj = L + j * p;
-    double *yj = Y + j * B;
-    const double inv = lj[j];
+  /* forward substitution by rows, four rows side by side (four independent chains of
+   * subtractions; each row's in the order k = 0, 1, ..., as one by one) */
+  for (int64_t i0 = 0; i0 < p; i0 += 4) {
+    if (i0 + 4 <= p) {
+      const double *l0 = L + i0 * p, *l1 = l0 + p, *l2 = l1 + p, *l3 = l2 + p;
+      double a0[B], a1[B], a2[B], a3[B];
+      for (int t = 0; t < B; t++) {
+        a0[t] = Y[i0 * B + t];
+        a1[t] = Y[(i0 + 1) * B + t];
+        a2[t] = Y[(i0 + 2) * B + t];
+        a3[t] = Y[(i0 + 3) * B + t];
+      }
+      for (int64_t k = 0; k < i0; k++) {
+        const double *yk = Y + k * B, f0 = l0[k], f1 = l1[k], f2 = l2[k], f3 = l3[k];
 #pragma omp simd
-    for (int t = 0; t < B; t++) yj[t] = yj[t] * inv;
-    for (int64_t i = j + 1; i < p; i++) {
-      const double f = lj[i];
-      double *yi = Y + i * B;
+        for (int t = 0; t < B; t++) {
+          a0[t] -= f0 * yk[t];
+          a1[t] -= f1 * yk[t];
+          a2[t] -= f2 * yk[t];
+          a3[t] -= f3 * yk[t];
+        }
+      }
+      for (int t = 0; t < B; t++) Y[i0 * B + t] = a0[t] * l0[i0];
+      for (int t = 0; t < B; t++) {
+        a1[t] -= l1[i0] * Y[i0 * B + t];
+        Y[(i0 + 1) * B + t] = a1[t] * l1[i0 + 1];
+      }
+      for (int t = 0; t < B; t++) {
+        a2[t] -= l2[i0] * Y[i0 * B + t];
+        a2[t] -= l2[i0 + 1] * Y[(i0 + 1) * B + t];
+        Y[(i0 + 2) * B + t] = a2[t] * l2[i0 + 2];
+      }
+      for (int t = 0; t < B; t++) {
+        a3[t] -= l3[i0] * Y[i0 * B + t];
+        a3[t] -= l3[i0 + 1] * Y[(i0 + 1) * B + t];
+        a3[t] -= l3[i0 + 2] * Y[(i0 + 2) * B + t];
+        Y[(i0 + 3) * B + t] = a3[t] * l3[i0 + 3];
+      }
+      continue;
+    }
+    for (int64_t i = i0; i < p; i++) {
+      const double *li = L + i * p;
+      double acc[B];
+      for (int t = 0; t < B; t++) acc[t] = Y[i * B + t];
+      for (int64_t k = 0; k < i; k++) {
+        const double f = li[k], *yk = Y + k * B;
 #pragma omp simd
-      for (int t = 0; t < B; t++) yi[t] -= f * yj[t];
+        for (int t = 0; t < B; t++) acc[t] -= f * yk[t];
+      }
+      const double inv = li[i];
+#pragma omp simd
+      for (int t = 0; t < B; t++) Y[i * B + t] = acc[t] * inv;
     }
   }
   for (int t = 0; t < count; t++) {
@@ -363,33 +410,32 @@ static gpuml_status merge_groups(gm_hc *h, int64_t a, int64_t b, double *work) {
   const int64_t p = h->p, na = h->size[a], nb = h->size[b], n = na + nb;
   double tr;
   const double term = merged_term(h, a, b, work, &tr);
-  if (n > p) {
+  if (n > p || h->keep_scatter) {
     double *delta = work + work_doubles(p, h->small_rank) - 2 * p, *v = delta + p;
     double *w = h->scatter[a] ? h->scatter[a] : h->scatter[b];
-    double *f = h->factor[a] ? h->factor[a] : h->factor[b];
-    if (!w) w = gm_alloc((size_t)(p * p), sizeof(double));
-    if (!f) f = gm_alloc((size_t)(p * p), sizeof(double));
-    if (!w || !f) {
-      if (w != h->scatter[a] && w != h->scatter[b]) free(w);
-      if (f != h->factor[a] && f != h->factor[b]) free(f);
-      return gm_fail(GPUML_ERR_NOMEM, "noMemory",
-                     "cannot allocate a %lld x %lld scatter matrix for the hierarchical start",
-                     (long long)p, (long long)p);
-    }
+    if (!w && !(w = gm_alloc((size_t)(p * p), sizeof(double)))) goto nomem;
     const double c = (double)na * (double)nb / (double)n;
     double *scratch = work; /* the merged scatter, formed before w is overwritten */
     merged_scatter(h, a, b, c, delta, scratch, v);
     memcpy(w, scratch, (size_t)(p * p) * sizeof(double));
-    memcpy(f, w, (size_t)(p * p) * sizeof(double));
-    const double ld = cholesky(f, p);
     if (h->scatter[a] != w) free(h->scatter[a]);
     if (h->scatter[b] != w) free(h->scatter[b]);
+    h->scatter[b] = NULL;
+    h->scatter[a] = w;
+  }
+  if (n > p) {
+    double *f = h->factor[a] ? h->factor[a] : h->factor[b];
+    if (!f && !(f = gm_alloc((size_t)(p * p), sizeof(double)))) goto nomem;
+    memcpy(f, h->scatter[a], (size_t)(p * p) * sizeof(double));
+    const double ld = cholesky(f, p);
     if (h->factor[a] != f) free(h->factor[a]);
     if (h->factor[b] != f) free(h->factor[b]);
-    h->scatter[b] = h->factor[b] = NULL;
-    h->scatter[a] = w;
-    if (isfinite(ld)) {
-      for (int64_t j = 0; j < p; j++) f[j + j * p] = 1 / f[j + j * p]; /* kept inverted */
+    h->factor[b] = NULL;
+    if (isfinite(ld)) { /* kept by rows, the diagonal inverted */
+      for (int64_t j = 0; j < p; j++) {
+        f[j + j * p] = 1 / f[j + j * p];
+        for (int64_t i = j + 1; i < p; i++) f[j + i * p] = f[i + j * p];
+      }
       h->factor[a] = f;
       h->logdet[a] = ld;
     } else {
@@ -406,6 +452,10 @@ static gpuml_status merge_groups(gm_hc *h, int64_t a, int64_t b, double *work) {
   h->next[h->tail[a]] = h->head[b];
   h->tail[a] = h->tail[b];
   return GPUML_OK;
+nomem:
+  return gm_fail(GPUML_ERR_NOMEM, "noMemory",
+                 "cannot allocate a %lld x %lld scatter matrix for the hierarchical start",
+                 (long long)p, (long long)p);
 }
 
 /* ---- the rows and the transformation ----------------------------------------------- */
@@ -682,6 +732,7 @@ gpuml_status gm_gmm_hc(const double *x, int64_t n, int64_t d, int64_t gmax,
   if (!(h.alpha >= DBL_EPSILON)) h.alpha = DBL_EPSILON;
   h.beta = GM_HC_BETA;
   h.small_rank = 1 + p / 4;
+  h.keep_scatter = (double)(m / 2) * (double)(p * p) * sizeof(double) <= GM_HC_SCATTER_BYTES;
   h.work_len = work_doubles(p, h.small_rank);
   h.size = gm_alloc((size_t)m, sizeof(int64_t));
   h.head = gm_alloc((size_t)m, sizeof(int64_t));
