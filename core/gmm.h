@@ -107,7 +107,8 @@ void dtrmm_(const char *side, const char *uplo, const char *transa, const char *
  * GPUML_ERR_ARG "gmm:badG" when gmax is outside 1 .. m (so G > n is this error),
  * "gmm:badData" / "gmm:nonFinite" for x (NULL, no rows, NaN or Inf), "gmm:badOutput"
  * for NULL outputs, "gmm:tooLarge" for d > 46340, "badOptions" for NULL opt;
- * GPUML_ERR_INTERRUPTED (the callback is polled every 32 merges); GPUML_ERR_NOMEM.
+ * GPUML_ERR_INTERRUPTED (the callback is polled every 32 merges, or every merge when
+ * merges are slow); GPUML_ERR_NOMEM.
  * Nothing is written to rows or labels unless the arguments are valid.
  * Time O(m^2 (p + log)) for the trace-only pairs plus O(p^2 k) or O(p^3) for each pair
  * cost that needs a determinant; memory 8 m^2 / 2 bytes plus O(m p). */

@@ -87,7 +87,8 @@
 #define GM_HC_SCATTER_BYTES (128.0 * 1024 * 1024)
 /* Singletons whose merge costs with a large group are computed together. */
 #define GM_HC_BATCH 8
-/* How many merges between two looks at the interrupt callback. */
+/* How many merges between two looks at the interrupt callback (every merge when its
+ * pair update is long). */
 #define GM_HC_INTERRUPT_EVERY 32
 
 typedef struct {
@@ -244,7 +245,7 @@ static size_t work_doubles(int64_t p, int64_t small_rank) {
                   (p + 1) * GM_HC_BATCH);
 }
 
-/* The merged group's trace and cost (and, when logdet_out is given, the log det used). */
+/* The cost of groups a and b merged, and its trace in *tr_out. */
 static double merged_term(const gm_hc *h, int64_t a, int64_t b, double *work, double *tr_out) {
   const int64_t p = h->p, na = h->size[a], nb = h->size[b], n = na + nb;
   double *delta = work + work_doubles(p, h->small_rank) - 2 * p, *v = delta + p;
@@ -693,7 +694,7 @@ static gpuml_status agglomerate(gm_hc *h, const gpuml_options *opt, int threads,
       entry_changed(h, a, j);
       if (b != last && j > b) entry_changed(h, b, j);
     }
-    if ((m - g + 1) % GM_HC_INTERRUPT_EVERY == 0 && gm_interrupted(opt))
+    if ((est >= 1e6 || (m - g + 1) % GM_HC_INTERRUPT_EVERY == 0) && gm_interrupted(opt))
       return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "Gaussian mixture start interrupted");
   }
   return GPUML_OK;
