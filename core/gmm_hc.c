@@ -41,7 +41,7 @@
  * log det W + log det(I + Y'Y), Y = L^-1 U, O(p^2 k); otherwise the merged scatter is
  * formed and factored, O(p^3). The costs of a group with a factor with all singletons
  * are computed GM_HC_BATCH singletons at a time, vectorised across them. Groups keep
- * their p x p scatter matrices while m / 2 of them fit in GM_HC_SCATTER_BYTES (p <= 126
+ * their p x p scatter matrices while m / 2 of them fit in GM_HC_SCATTER_BYTES (p <= 63
  * at m = 2000); beyond that only the (at most m / p) groups of more than p rows keep
  * theirs and the scatter of a smaller group is formed from its rows when needed. Each column j of the table keeps its
  * least cost over i < j; a cost that grew is looked at only when its column's kept
@@ -84,7 +84,7 @@
 #define GM_HC_PARALLEL_WORK 3e7
 /* The scatter matrices of all groups of 2 or more rows are kept (rather than formed from
  * their rows when needed) when m / 2 of them take at most this many bytes. */
-#define GM_HC_SCATTER_BYTES (128.0 * 1024 * 1024)
+#define GM_HC_SCATTER_BYTES (32.0 * 1024 * 1024)
 /* Singletons whose merge costs with a large group are computed together. */
 #define GM_HC_BATCH 8
 /* How many merges between two looks at the interrupt callback (every merge when its
