@@ -76,7 +76,8 @@ static run_t fit(const double *x, int64_t n, int64_t d, int64_t G, gpuml_gmm_cov
   gpuml_gmm_params_init(&p);
   p.G[0] = G;
   p.nG = 1;
-  p.covariance = cov;
+  p.models[0] = cov;
+  p.n_models = 1;
   p.max_iter = max_iter;
   p.tol = tol;
   gpuml_options o;
@@ -137,7 +138,7 @@ out:
 static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov, int iters) {
   char name[128];
   snprintf(name, sizeof name, "gmm_n%lld_d%lld_k%lld_%s", (long long)n, (long long)d,
-           (long long)G, gpuml_gmm_covariance_name(cov));
+           (long long)G, gpuml_gmm_model_name(cov, d));
   double *x = clustered(n, d, G);
   run_t warm = fit(x, n, d, G, cov, 2, 0, GPUML_BACKEND_CUDA, 0);
   run_free(&warm);
@@ -179,7 +180,7 @@ static int agree(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov, int6
     ok = rel < 1e-8 && differ <= n / 10000;
     printf("agreement n = %lld d = %lld G = %lld %s, %lld iterations: loglik rel. difference "
            "%.2e, %lld of %lld classes differ%s\n",
-           (long long)n, (long long)d, (long long)G, gpuml_gmm_covariance_name(cov),
+           (long long)n, (long long)d, (long long)G, gpuml_gmm_model_name(cov, d),
            (long long)iters, rel, (long long)differ, (long long)n, ok ? "" : "  <-- FAILED");
   }
   run_free(&g);
@@ -199,12 +200,10 @@ int main(int argc, char **argv) {
   printf("device: %s, %.0f GiB\n", info.device_name, info.device_memory / 1073741824.0);
   if (sanitize) {
     int runs = 0, failed = 0;
-    const gpuml_gmm_covariance all[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
-    for (int t = 0; t < 3; t++) {
-      failed += !agree(3000, 20, 5, all[t], 15);
-      failed += !agree(2000, 3, 3, all[t], 15);
-      runs += 2;
-    }
+    const gpuml_gmm_covariance three[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
+    for (int t = 0; t < 3; t++, runs++) failed += !agree(3000, 20, 5, three[t], 15);
+    for (int t = 0; t < GPUML_GMM_N_MODELS; t++, runs++)
+      failed += !agree(2000, 3, 3, (gpuml_gmm_covariance)t, 15);
     printf("sanitize runs: %d, failed: %d\n", runs, failed);
     return failed ? 1 : 0;
   }
@@ -213,6 +212,8 @@ int main(int argc, char **argv) {
   failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
   failed += !agree(20000, 50, 16, GPUML_GMM_DIAG, 10);
   failed += !agree(20000, 784, 10, GPUML_GMM_FULL, 3);
+  for (int t = 0; t < GPUML_GMM_N_MODELS; t++)
+    failed += !agree(20000, 10, 6, (gpuml_gmm_covariance)t, 10);
   if (!getenv("GPUML_BENCH_SKIP_LARGE")) {
     bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100);
     bench_case(1000000, 50, 16, GPUML_GMM_DIAG, 100);

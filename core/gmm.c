@@ -15,71 +15,41 @@
 /* With n <= d rows a full sample covariance is singular; the fit is then allowed only
  * when reg is at least this fraction of the average column variance. */
 #define GM_GMM_MIN_REG_FRACTION 1e-3
+/* The hierarchical start's cost grows as d^2 to d^3 per merge (1.5 s at d = 100, minutes
+ * at several hundred): above this many columns "hc" starts from k-means++ instead. */
+#define GM_GMM_HC_MAX_DIM 100
+/* mclust's default convergence tolerance (relative to 1 + |loglik|): see
+ * gpuml_gmm_params_init and the R help for why it is ours too. */
+#define GM_GMM_DEFAULT_TOL 1e-5
 /* A fit that has re-seeded more than this many components per component fails. */
 #define GM_GMM_MAX_RESEEDS_PER_COMPONENT 3
 
-const char *gpuml_gmm_covariance_name(gpuml_gmm_covariance covariance) {
-  switch (covariance) {
-    case GPUML_GMM_FULL: return "full";
-    case GPUML_GMM_DIAG: return "diag";
-    case GPUML_GMM_SPHERICAL: return "spherical";
-  }
-  return "unknown";
-}
-
-const char *gpuml_gmm_model_name(gpuml_gmm_covariance covariance) {
-  switch (covariance) {
-    case GPUML_GMM_FULL: return "VVV";
-    case GPUML_GMM_DIAG: return "VVI";
-    case GPUML_GMM_SPHERICAL: return "VII";
-  }
-  return "";
-}
-
-gpuml_status gpuml_gmm_parse_covariance(const char *name, gpuml_gmm_covariance *out) {
-  static const gpuml_gmm_covariance all[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
-  for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
-    if (gm_same_name(name, gpuml_gmm_covariance_name(all[i]))) {
-      *out = all[i];
-      return GPUML_OK;
-    }
-  return gm_fail(GPUML_ERR_ARG, "gmm:badCovariance",
-                 "unknown covariance \"%s\": use \"full\", \"diag\" or \"spherical\"",
-                 name ? name : "(null)");
-}
-
-int64_t gpuml_gmm_npar(gpuml_gmm_covariance covariance, int64_t G, int64_t d) {
-  int64_t per = covariance == GPUML_GMM_FULL ? d * (d + 1) / 2
-                : covariance == GPUML_GMM_DIAG ? d
-                                               : 1;
-  return (G - 1) + G * d + G * per;
-}
-
 /* The parameters by name (gpuml_params_set_*). */
-/* The structures by their names and by mclust's (VVV, VVI, VII). */
-static const char *const gmm_covariances[] = {"full", "diag", "spherical", "VVV", "VVI", "VII",
-                                              NULL};
-static const int gmm_covariance_values[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL,
-                                            GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
+static const char *const gmm_inits[] = {"hc", "kmeans++", NULL};
 const gm_param_spec gm_gmm_param_specs[] = {
     {GM_PARAM(gpuml_gmm_params, G, GM_PARAM_INT64_LIST),
      .count_offset = offsetof(gpuml_gmm_params, nG), .capacity = GPUML_GMM_MAX_G},
-    {GM_PARAM(gpuml_gmm_params, covariance, GM_PARAM_CHOICE), .choices = gmm_covariances,
-     .choice_values = gmm_covariance_values},
+    {GM_PARAM(gpuml_gmm_params, models, GM_PARAM_CHOICE_LIST), .choices = gm_gmm_model_names,
+     .choice_values = gm_gmm_model_values, .count_offset = offsetof(gpuml_gmm_params, n_models),
+     .capacity = GPUML_GMM_N_MODELS},
+    {GM_PARAM(gpuml_gmm_params, init, GM_PARAM_CHOICE), .choices = gmm_inits},
     {GM_PARAM(gpuml_gmm_params, max_iter, GM_PARAM_INT64)},
     {GM_PARAM(gpuml_gmm_params, tol, GM_PARAM_REAL)},
     {GM_PARAM(gpuml_gmm_params, reg, GM_PARAM_REAL)},
     {GM_PARAM(gpuml_gmm_params, n_init, GM_PARAM_INT64)},
     {.name = NULL}};
+/* The choice list stores ints. */
+typedef char gm_models_are_ints[sizeof(gpuml_gmm_covariance) == sizeof(int) ? 1 : -1];
 
 void gpuml_gmm_params_init(gpuml_gmm_params *params) {
   if (!params) return;
   memset(params, 0, sizeof *params);
   for (int64_t g = 0; g < 9; g++) params->G[g] = g + 1;  /* mclust's 1:9 */
   params->nG = 9;
-  params->covariance = GPUML_GMM_FULL;
+  params->n_models = 0; /* all that apply */
+  params->init = GPUML_GMM_INIT_HC;
   params->max_iter = 1000;
-  params->tol = 1e-8;
+  params->tol = GM_GMM_DEFAULT_TOL;
   params->reg = 1e-6;
   params->n_init = 1;
 }
@@ -142,8 +112,8 @@ static void classify(const double *z, int64_t n, int64_t K, int64_t *classificat
 
 /* Host space of one fit (sized for the largest G). */
 typedef struct {
-  double *w, *mu, *cov, *cov0, *nk, *logdens;
-  int *info;
+  double *w, *mu, *cov, *cov0, *nk, *logdens, *count, *centred;
+  int *info, *active;
   int64_t *rows;
 } gm_fit_space;
 
@@ -152,6 +122,22 @@ typedef struct {
   int64_t n_iter;
   int converged;
 } gm_fit_result;
+
+/* What a fit needs beyond the engine's data. */
+typedef struct {
+  gpuml_gmm_covariance model;
+  double reg;
+  int reg_regularises; /* reg is at least GM_GMM_MIN_REG_FRACTION of the average variance */
+  gm_gmm_mstep *mstep;
+} gm_fit_setup;
+
+/* A hard partition of some rows into G groups: rows[i] (NULL: row i) is in group
+ * labels[i * stride] (0 .. G-1), i < m. */
+typedef struct {
+  const int64_t *rows;
+  const int32_t *labels;
+  int64_t m, stride;
+} gm_partition;
 
 static double now_seconds(void) {
   struct timespec t;
@@ -175,8 +161,8 @@ static void worst_rows(const double *logdens, int64_t n, int64_t count, int64_t 
 
 /* Restarts the components flagged in `flag` at the worst-fitted rows (of the last
  * E-step), with the starting covariance and weight 1/G, the weights renormalised. */
-static gpuml_status reseed(gm_engine *eng, const gm_gmm_data *data, int64_t G,
-                           const int *flag, gm_fit_space *s, int64_t *reseeds) {
+static gpuml_status reseed(gm_engine *eng, const gm_gmm_data *data, const gm_fit_setup *fs,
+                           int64_t G, const int *flag, gm_fit_space *s, int64_t *reseeds) {
   int64_t count = 0;
   for (int64_t k = 0; k < G; k++) count += flag[k] != 0;
   if (!count) return GPUML_OK;
@@ -184,10 +170,10 @@ static gpuml_status reseed(gm_engine *eng, const gm_gmm_data *data, int64_t G,
   *reseeds += count;
   if (*reseeds > GM_GMM_MAX_RESEEDS_PER_COMPONENT * G || count >= n)
     return gm_fail(GPUML_ERR_NUMERIC, "gmm:collapse",
-                   "the fit with G = %lld kept losing components (less than one point each, or "
-                   "a covariance that is not positive definite): use fewer components, a larger "
-                   "reg (now %g) or a simpler covariance",
-                   (long long)G, data->reg);
+                   "the %s fit with G = %lld kept losing components (less than one point each, "
+                   "or a covariance that is not positive definite): use fewer components, a "
+                   "larger reg (now %g) or a simpler model",
+                   gpuml_gmm_model_name(fs->model, d), (long long)G, fs->reg);
   gpuml_status st;
   if ((st = eng->ops->get_params(eng->e, G, s->w, NULL, NULL))) return st;
   if ((st = eng->ops->log_density(eng->e, s->logdens))) return st;
@@ -207,28 +193,45 @@ static gpuml_status reseed(gm_engine *eng, const gm_gmm_data *data, int64_t G,
   return GPUML_OK;
 }
 
-static gpuml_status singular_start(const gm_gmm_data *data) {
+static gpuml_status singular_start(const gm_gmm_data *data, const gm_fit_setup *fs, int64_t G) {
   return gm_fail(GPUML_ERR_NUMERIC, "gmm:singular",
-                 "the starting covariance is not positive definite: a column is constant "
-                 "within the starting clusters; use reg > 0 (now %g)",
-                 data->reg);
+                 "the starting covariance of the %s fit with G = %lld is not positive "
+                 "definite: a column is constant within the starting clusters; use reg > 0 "
+                 "(now %g)",
+                 gpuml_gmm_model_name(fs->model, data->d), (long long)G, fs->reg);
 }
 
-/* One EM fit of G components from a k-means++ start drawn with `seed`. On success
- * the engine holds the final parameters and their responsibilities. */
-static gpuml_status em_fit(gm_engine *eng, const gm_gmm_data *data, int64_t G,
-                           const gpuml_gmm_params *P, uint64_t seed, gm_fit_space *s,
+/* The M-step of the model: the engine's unconstrained statistics, constrained on the
+ * host, and set back. s->info[k] flags the components left with too little weight. */
+static gpuml_status model_mstep(gm_engine *eng, const gm_fit_setup *fs, int64_t G,
+                                gm_fit_space *s, int *collapsed) {
+  gpuml_status st;
+  if ((st = eng->ops->mstep(eng->e, G, s->nk))) return st;
+  *collapsed = 0;
+  for (int64_t k = 0; k < G; k++) {
+    s->active[k] = s->nk[k] >= GM_GMM_MIN_POINTS;
+    s->info[k] = !s->active[k];
+    *collapsed |= s->info[k];
+  }
+  if ((st = eng->ops->get_params(eng->e, G, s->w, s->mu, s->cov))) return st;
+  if ((st = gm_gmm_model_mstep(fs->mstep, fs->model, G, s->nk, s->active, s->cov, fs->reg)))
+    return st;
+  return eng->ops->set_params(eng->e, G, s->w, s->mu, s->cov);
+}
+
+/* One EM fit of G components from the parameters in s (w, mu, cov; cov0 for re-seeded
+ * components). On success the engine holds the final parameters and their
+ * responsibilities. */
+static gpuml_status em_fit(gm_engine *eng, const gm_gmm_data *data, const gm_fit_setup *fs,
+                           int64_t G, const gpuml_gmm_params *P, gm_fit_space *s,
                            gm_fit_result *out) {
   const gpuml_options *opt = data->opt;
-  const int64_t d = data->d;
-  gpuml_status st = gm_gmm_kmeanspp(data->x, data->n, d, G, data->covariance, data->reg, seed,
-                                    opt, s->w, s->mu, s->cov);
-  if (st) return st;
-  memcpy(s->cov0, s->cov, (size_t)(d * d) * sizeof(double));
+  gpuml_status st;
+  fs->mstep->warm = 0;
   if ((st = eng->ops->set_params(eng->e, G, s->w, s->mu, s->cov))) return st;
   if ((st = eng->ops->factor(eng->e, G, s->info))) return st;
   for (int64_t k = 0; k < G; k++)
-    if (s->info[k]) return singular_start(data);
+    if (s->info[k]) return singular_start(data, fs, G);
   double loglik;
   if ((st = eng->ops->estep(eng->e, G, &loglik))) return st;
   if (!isfinite(loglik))
@@ -240,33 +243,31 @@ static gpuml_status em_fit(gm_engine *eng, const gm_gmm_data *data, int64_t G,
   for (iter = 1; iter <= P->max_iter; iter++) {
     if (gm_interrupted(opt))
       return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "Gaussian mixture fit interrupted");
-    if ((st = eng->ops->mstep(eng->e, G, s->nk))) return st;
     int changed = 0;
-    for (int64_t k = 0; k < G; k++) {
-      s->info[k] = !(s->nk[k] >= GM_GMM_MIN_POINTS);
-      changed |= s->info[k];
-    }
-    if ((st = reseed(eng, data, G, s->info, s, &reseeds))) return st;
+    if ((st = model_mstep(eng, fs, G, s, &changed))) return st;
+    if ((st = reseed(eng, data, fs, G, s->info, s, &reseeds))) return st;
     if ((st = eng->ops->factor(eng->e, G, s->info))) return st;
     int bad = 0;
     for (int64_t k = 0; k < G; k++) bad |= s->info[k] != 0;
     if (bad) {
       changed = 1;
-      if ((st = reseed(eng, data, G, s->info, s, &reseeds))) return st;
+      if ((st = reseed(eng, data, fs, G, s->info, s, &reseeds))) return st;
       if ((st = eng->ops->factor(eng->e, G, s->info))) return st;
       for (int64_t k = 0; k < G; k++)
-        if (s->info[k]) return singular_start(data);
+        if (s->info[k]) return singular_start(data, fs, G);
     }
+    if (changed) fs->mstep->warm = 0;
     double next;
     if ((st = eng->ops->estep(eng->e, G, &next))) return st;
     if (!isfinite(next))
       return gm_fail(GPUML_ERR_NUMERIC, "gmm:numeric",
                      "the log-likelihood became non-finite at iteration %lld: rescale the data or "
                      "use a larger reg (now %g)",
-                     (long long)iter, data->reg);
+                     (long long)iter, fs->reg);
     const double change = fabs(next - loglik);
     loglik = next;
-    if (!changed && P->tol > 0 && change <= P->tol * fabs(next)) {
+    /* mclust's test: the change relative to 1 + |loglik|. */
+    if (!changed && P->tol > 0 && change <= P->tol * (1 + fabs(next))) {
       converged = 1;
       break;
     }
@@ -281,11 +282,174 @@ static gpuml_status em_fit(gm_engine *eng, const gm_gmm_data *data, int64_t G,
   return GPUML_OK;
 }
 
-/* ---- argument checks ---------------------------------------------------------------- */
+/* ---- starts ------------------------------------------------------------------------- */
 
-static int valid_covariance(gpuml_gmm_covariance c) {
-  return c == GPUML_GMM_FULL || c == GPUML_GMM_DIAG || c == GPUML_GMM_SPHERICAL;
+/* Whether the symmetric d x d matrix S is positive definite to working precision: a
+ * Cholesky factorisation whose pivots all stay above 1e-10 of the largest diagonal
+ * entry. */
+static int positive_definite(const double *S, int64_t d) {
+  double top = 0;
+  for (int64_t j = 0; j < d; j++) top = S[j + j * d] > top ? S[j + j * d] : top;
+  if (!(top > 0) || !isfinite(top)) return 0;
+  double *L = gm_alloc((size_t)(d * d), sizeof(double));
+  if (!L) return 1; /* cannot check: let the engine's factorisation decide */
+  int ok = 1;
+  for (int64_t j = 0; j < d && ok; j++) {
+    double v = S[j + j * d];
+    for (int64_t q = 0; q < j; q++) v -= L[j + q * d] * L[j + q * d];
+    if (!(v > 1e-10 * top)) {
+      ok = 0;
+      break;
+    }
+    const double r = sqrt(v);
+    L[j + j * d] = r;
+    for (int64_t i = j + 1; i < d; i++) {
+      double t = S[i + j * d];
+      for (int64_t q = 0; q < j; q++) t -= L[i + q * d] * L[j + q * d];
+      L[i + j * d] = t / r;
+    }
+  }
+  free(L);
+  return ok;
 }
+
+/* The starting parameters from a hard partition: the model's M-step on the groups'
+ * sizes, means and scatter; cov0 (for components re-seeded later) is the pooled
+ * within-group variance of each column (their average for the spherical models), plus
+ * reg. */
+static gpuml_status partition_start(const gm_gmm_data *data, const gm_fit_setup *fs, int64_t G,
+                                    const gm_partition *part, gm_fit_space *s) {
+  const int64_t n = data->n, d = data->d, dd = d * d, m = part->m;
+  const double *x = data->x;
+  const int full = gm_gmm_model_structure(fs->model) == GM_GMM_FULL_STRUCTURE;
+  memset(s->count, 0, (size_t)G * sizeof(double));
+  memset(s->mu, 0, (size_t)(d * G) * sizeof(double));
+  memset(s->cov, 0, (size_t)(dd * G) * sizeof(double));
+  for (int64_t i = 0; i < m; i++) {
+    const int64_t row = part->rows ? part->rows[i] : i;
+    const int32_t k = part->labels[i * part->stride];
+    s->count[k] += 1;
+    for (int64_t j = 0; j < d; j++) s->mu[j + k * d] += x[row + j * n];
+  }
+  for (int64_t k = 0; k < G; k++) {
+    if (s->count[k] < 1)
+      return gm_fail(GPUML_ERR_ARG, "gmm:badG",
+                     "the start for G = %lld left a group empty: the data have fewer than %lld "
+                     "distinct rows",
+                     (long long)G, (long long)G);
+    for (int64_t j = 0; j < d; j++) s->mu[j + k * d] /= s->count[k];
+  }
+  double *t = s->centred;
+  for (int64_t i = 0; i < m; i++) {
+    const int64_t row = part->rows ? part->rows[i] : i;
+    const int32_t k = part->labels[i * part->stride];
+    double *S = s->cov + k * dd;
+    for (int64_t j = 0; j < d; j++) t[j] = x[row + j * n] - s->mu[j + k * d];
+    for (int64_t b = 0; b < d; b++)
+      for (int64_t a = full ? 0 : b; a <= b; a++) S[a + b * d] += t[a] * t[b];
+  }
+  memset(s->cov0, 0, (size_t)dd * sizeof(double));
+  double pooled_mean = 0;
+  for (int64_t j = 0; j < d; j++) {
+    double v = 0;
+    for (int64_t k = 0; k < G; k++) v += s->cov[k * dd + j + j * d];
+    s->cov0[j + j * d] = v / (double)m;
+    pooled_mean += v / (double)m / (double)d;
+  }
+  const int spherical = gm_gmm_model_structure(fs->model) == GM_GMM_SPHERICAL_STRUCTURE;
+  for (int64_t j = 0; j < d; j++)
+    s->cov0[j + j * d] = (spherical ? pooled_mean : s->cov0[j + j * d]) + fs->reg;
+  for (int64_t k = 0; k < G; k++) {
+    double *S = s->cov + k * dd;
+    for (int64_t b = 0; b < d; b++)
+      for (int64_t a = 0; a <= b; a++) S[b + a * d] = S[a + b * d] /= s->count[k];
+    s->w[k] = s->count[k] / (double)m;
+    s->active[k] = 1;
+  }
+  /* As mclust does, a start whose model covariance is singular without reg (a group of
+   * identical rows, or fewer rows than the model's covariance needs) cannot be fitted:
+   * a small reg would turn it into a spike of nearly zero variance at those rows. A reg
+   * large enough to regularise (as the n <= d rule asks) is used as given. */
+  fs->mstep->warm = 0;
+  gpuml_status st = gm_gmm_model_mstep(fs->mstep, fs->model, G, s->count, s->active, s->cov, 0);
+  if (st) return st;
+  for (int64_t k = 0; k < G && !fs->reg_regularises; k++)
+    if (!positive_definite(s->cov + k * dd, d))
+      return gm_fail(GPUML_ERR_NUMERIC, "gmm:singular",
+                     "the hierarchical start of the %s fit with G = %lld has a group whose "
+                     "covariance is singular (identical rows, or too few rows for the model)",
+                     gpuml_gmm_model_name(fs->model, d), (long long)G);
+  for (int64_t k = 0; k < G; k++)
+    for (int64_t j = 0; j < d; j++) s->cov[k * dd + j + j * d] += fs->reg;
+  return GPUML_OK;
+}
+
+/* The deterministic start of every G: hc partitions of a subset of rows (d > 1), or
+ * the quantile classes of the one column (d = 1: the rows' ranks, ties by index, cut
+ * into G groups of nearly equal size). */
+typedef struct {
+  int64_t m;
+  int64_t *rows;  /* d > 1 */
+  int32_t *labels; /* d > 1: m x gmax; d = 1: n (the rank of each row) */
+} gm_hc_start;
+
+typedef struct {
+  double value;
+  int64_t row;
+} gm_ranked;
+static int by_value(const void *a, const void *b) {
+  const gm_ranked *p = a, *q = b;
+  return p->value < q->value ? -1 : p->value > q->value ? 1 : (p->row > q->row) - (p->row < q->row);
+}
+
+static gpuml_status hc_start_prepare(const gm_gmm_data *data, int64_t gmax, gm_hc_start *h) {
+  const int64_t n = data->n, d = data->d;
+  memset(h, 0, sizeof *h);
+  if (d == 1) {
+    gm_ranked *order = gm_alloc((size_t)n, sizeof *order);
+    h->labels = gm_alloc((size_t)n, sizeof(int32_t));
+    if (!order || !h->labels) {
+      free(order);
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's ranks");
+    }
+    for (int64_t i = 0; i < n; i++) order[i] = (gm_ranked){data->x[i], i};
+    qsort(order, (size_t)n, sizeof *order, by_value);
+    for (int64_t r = 0; r < n; r++) h->labels[order[r].row] = (int32_t)r;
+    free(order);
+    h->m = n;
+    return GPUML_OK;
+  }
+  h->m = n < GM_GMM_HC_SUBSET ? n : GM_GMM_HC_SUBSET;
+  h->rows = gm_alloc((size_t)h->m, sizeof(int64_t));
+  h->labels = gm_alloc((size_t)h->m * (size_t)gmax, sizeof(int32_t));
+  if (!h->rows || !h->labels)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the hierarchical start");
+  return gm_gmm_hc(data->x, n, d, gmax, data->opt, h->rows, h->labels);
+}
+
+static void hc_start_free(gm_hc_start *h) {
+  free(h->rows);
+  free(h->labels);
+}
+
+/* The partition of G groups of the start (labels written into `scratch`, n entries,
+ * when d = 1). */
+static gm_partition hc_partition(const gm_gmm_data *data, const gm_hc_start *h, int64_t G,
+                                 int32_t *scratch) {
+  gm_partition p = {NULL, NULL, h->m, 1};
+  if (data->d == 1) {
+    const int64_t n = data->n;
+    for (int64_t i = 0; i < n; i++)
+      scratch[i] = (int32_t)((int64_t)h->labels[i] * G / n);
+    p.labels = scratch;
+    return p;
+  }
+  p.rows = h->rows;
+  p.labels = h->labels + (G - 1) * h->m;
+  return p;
+}
+
+/* ---- argument checks ---------------------------------------------------------------- */
 
 gpuml_status gpuml_gmm_check(int64_t n, int64_t d, const gpuml_gmm_params *P,
                              const gpuml_options *opt, int64_t *gmax) {
@@ -310,9 +474,24 @@ gpuml_status gpuml_gmm_check(int64_t n, int64_t d, const gpuml_gmm_params *P,
                      (long long)G, (long long)n);
     if (G > largest) largest = G;
   }
-  if (!valid_covariance(P->covariance))
-    return gm_fail(GPUML_ERR_ARG, "gmm:badCovariance",
-                   "unknown covariance code %d: use full, diag or spherical", (int)P->covariance);
+  if (P->n_models < 0 || P->n_models > GPUML_GMM_N_MODELS)
+    return gm_fail(GPUML_ERR_ARG, "gmm:badModel",
+                   "n_models = %lld: give 0 (all that apply) .. %d models",
+                   (long long)P->n_models, GPUML_GMM_N_MODELS);
+  for (int64_t i = 0; i < P->n_models; i++) {
+    if (!gm_gmm_valid_model((int)P->models[i]))
+      return gm_fail(GPUML_ERR_ARG, "gmm:badModel",
+                     "unknown covariance model code %d: use one of mclust's EII, VII, EEI, "
+                     "VEI, EVI, VVI, EEE, VEE, EVE, VVE, EEV, VEV, EVV, VVV",
+                     (int)P->models[i]);
+    for (int64_t j = 0; j < i; j++)
+      if (P->models[j] == P->models[i])
+        return gm_fail(GPUML_ERR_ARG, "gmm:badModel", "the model %s is given twice",
+                       gpuml_gmm_model_name(P->models[i], 2));
+  }
+  if (P->init != GPUML_GMM_INIT_HC && P->init != GPUML_GMM_INIT_KMEANSPP)
+    return gm_fail(GPUML_ERR_ARG, "gmm:badInit", "unknown init code %d: use \"hc\" or \"kmeans++\"",
+                   (int)P->init);
   if (P->max_iter < 1)
     return gm_fail(GPUML_ERR_ARG, "gmm:badMaxIter", "max_iter = %lld must be at least 1",
                    (long long)P->max_iter);
@@ -341,7 +520,10 @@ static void free_space(gm_fit_space *s) {
   free(s->cov0);
   free(s->nk);
   free(s->logdens);
+  free(s->count);
+  free(s->centred);
   free(s->info);
+  free(s->active);
   free(s->rows);
 }
 
@@ -353,14 +535,24 @@ static int alloc_space(gm_fit_space *s, int64_t n, int64_t d, int64_t G) {
   s->cov0 = gm_alloc((size_t)(d * d), sizeof(double));
   s->nk = gm_alloc((size_t)G, sizeof(double));
   s->logdens = gm_alloc((size_t)n, sizeof(double));
+  s->count = gm_alloc((size_t)G, sizeof(double));
+  s->centred = gm_alloc((size_t)d, sizeof(double));
   s->info = gm_alloc((size_t)G, sizeof(int));
+  s->active = gm_alloc((size_t)G, sizeof(int));
   s->rows = gm_alloc((size_t)G, sizeof(int64_t));
-  return s->w && s->mu && s->cov && s->cov0 && s->nk && s->logdens && s->info && s->rows;
+  return s->w && s->mu && s->cov && s->cov0 && s->nk && s->logdens && s->count && s->centred &&
+         s->info && s->active && s->rows;
 }
 
 static uint64_t fit_seed(uint64_t seed, int64_t G, int64_t start) {
   return seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)G) ^
          (0xd1b54a32d192ed03ULL * (uint64_t)(start + 1));
+}
+
+/* A start that cannot be fitted (the others go on). */
+static int fit_failed(gpuml_status st) {
+  return st == GPUML_ERR_NUMERIC ||
+         (st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "gmm:badG") == 0);
 }
 
 gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
@@ -375,22 +567,26 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   if (!model || !model->weights || !model->means || !model->covariances)
     return gm_fail(GPUML_ERR_ARG, "gmm:badOutput",
                    "the model's weights, means and covariances must be allocated");
-  const gpuml_gmm_covariance cov_type = params->covariance;
+  gpuml_gmm_covariance models[GPUML_GMM_N_MODELS];
+  const int64_t n_models = gpuml_gmm_models_tried(n, d, params, models);
+  int any_full = 0;
+  for (int64_t mi = 0; mi < n_models; mi++)
+    any_full |= gm_gmm_model_structure(models[mi]) == GM_GMM_FULL_STRUCTURE;
   const int threads = gm_threads(opt);
   double *centre = gm_alloc((size_t)d, sizeof(double));
   if (!centre) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate column means");
   double avg_var = 0;
   column_stats(x, n, d, threads, centre, &avg_var);
-  if (cov_type == GPUML_GMM_FULL && n <= d && params->reg < GM_GMM_MIN_REG_FRACTION * avg_var) {
+  if (any_full && n <= d && params->reg < GM_GMM_MIN_REG_FRACTION * avg_var) {
     free(centre);
     return gm_fail(GPUML_ERR_ARG, "gmm:tooFewRows",
-                   "full covariance matrices of %lld variables need more than %lld rows (the "
-                   "data have %lld): use covariance \"diag\" or \"spherical\", or reg >= %.3g "
-                   "(a thousandth of the average variance)",
+                   "models with full covariance matrices of %lld variables need more than %lld "
+                   "rows (the data have %lld): use the spherical or diagonal models (EII, VII, "
+                   "EEI, VEI, EVI, VVI), or reg >= %.3g (a thousandth of the average variance)",
                    (long long)d, (long long)d, (long long)n, GM_GMM_MIN_REG_FRACTION * avg_var);
   }
-  const double work = (double)n * (double)d * (double)gmax *
-                      (cov_type == GPUML_GMM_FULL ? (double)d : 1.0) * 10;
+  const double work = (double)n * (double)d * (double)gmax * (any_full ? (double)d : 1.0) * 10 *
+                      (double)n_models;
   const double t0 = gm_seconds();
   gpuml_options used;
   if ((st = gm_backend_resolve(opt, GM_ALGO_GMM, work, "gmm", &used, NULL))) {
@@ -399,64 +595,90 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   }
 
   gm_fit_space s, best_g;
+  gm_gmm_mstep ms;
+  gm_hc_start hc;
+  memset(&ms, 0, sizeof ms);
+  memset(&hc, 0, sizeof hc);
   double *zbuf = NULL;
+  int32_t *labels1 = NULL;
   gm_engine eng = {NULL, NULL};
   const int ok_s = alloc_space(&s, n, d, gmax), ok_b = alloc_space(&best_g, 1, d, gmax);
-  if (!ok_s || !ok_b) {
+  if (!ok_s || !ok_b || !gm_gmm_mstep_alloc(&ms, d, gmax) ||
+      (d == 1 && !(labels1 = gm_alloc((size_t)n, sizeof(int32_t))))) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture parameters");
     goto done;
   }
-  const gm_gmm_data data = {x, n, d, gmax, cov_type, params->reg, centre, &used};
+  const gm_gmm_data data = {x, n, d, gmax,
+                            any_full ? GM_GMM_FULL_STRUCTURE : GM_GMM_DIAGONAL_STRUCTURE,
+                            centre, &used};
   if ((st = open_engine(&data, &eng))) goto done;
+  const int use_hc = params->init == GPUML_GMM_INIT_HC && d <= GM_GMM_HC_MAX_DIM;
+  if (use_hc && (st = hc_start_prepare(&data, gmax, &hc))) goto done;
 
-  const int64_t total_fits = params->nG * params->n_init;
-  int64_t fits_done = 0, best_index = -1, best_run = -1, last_run = -1, run = 0;
+  const int64_t nG = params->nG, total_fits = nG * n_models * params->n_init;
+  int64_t fits_done = 0, best_run = -1, last_run = -1, run = 0;
   gpuml_status last_failure = GPUML_OK;
   double best_bic = 0;
-  for (int64_t gi = 0; gi < params->nG; gi++) {
-    const int64_t G = params->G[gi];
-    gm_fit_result best_fit = {0, 0, 0};
-    int64_t best_fit_run = -1;
-    for (int64_t r = 0; r < params->n_init; r++, run++) {
-      gm_fit_result fit = {0, 0, 0};
-      st = em_fit(&eng, &data, G, params, fit_seed(used.seed, G, r), &s, &fit);
-      last_run = run;
-      if (st == GPUML_ERR_NUMERIC ||
-          (st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "gmm:badG") == 0)) {
-        last_failure = st;  /* this start cannot be fitted; the others go on */
-        st = GPUML_OK;
-      } else if (st) {
-        goto done;
-      } else if (best_fit_run < 0 || fit.loglik > best_fit.loglik) {
-        best_fit = fit;
-        best_fit_run = run;
-        if ((st = eng.ops->get_params(eng.e, G, best_g.w, best_g.mu, best_g.cov))) goto done;
+  for (int64_t mi = 0; mi < n_models; mi++) {
+    const gm_fit_setup fs = {models[mi], params->reg,
+                             params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var, &ms};
+    const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
+    if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
+                                                ? GM_GMM_FULL_STRUCTURE
+                                                : GM_GMM_DIAGONAL_STRUCTURE)))
+      goto done;
+    for (int64_t gi = 0; gi < nG; gi++) {
+      const int64_t G = params->G[gi];
+      gm_fit_result best_fit = {0, 0, 0};
+      int64_t best_fit_run = -1;
+      for (int64_t r = 0; r < params->n_init; r++, run++) {
+        gm_fit_result fit = {0, 0, 0};
+        if (r == 0 && use_hc) {
+          const gm_partition part = hc_partition(&data, &hc, G, labels1);
+          st = partition_start(&data, &fs, G, &part, &s);
+        } else {
+          st = gm_gmm_kmeanspp(x, n, d, G, structure == GM_GMM_SPHERICAL_STRUCTURE, fs.reg,
+                               fit_seed(used.seed, G, r), &used, s.w, s.mu, s.cov);
+          if (!st) memcpy(s.cov0, s.cov, (size_t)(d * d) * sizeof(double));
+        }
+        if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
+        last_run = run;
+        if (fit_failed(st)) {
+          last_failure = st;
+          st = GPUML_OK;
+        } else if (st) {
+          goto done;
+        } else if (best_fit_run < 0 || fit.loglik > best_fit.loglik) {
+          best_fit = fit;
+          best_fit_run = run;
+          if ((st = eng.ops->get_params(eng.e, G, best_g.w, best_g.mu, best_g.cov))) goto done;
+        }
+        gm_progress(&used, "gmm", ++fits_done, total_fits);
       }
-      gm_progress(&used, "gmm", ++fits_done, total_fits);
-    }
-    if (best_fit_run < 0) {
-      if (bic) bic[gi] = NAN;
-      continue;
-    }
-    const double b = 2 * best_fit.loglik -
-                     (double)gpuml_gmm_npar(cov_type, G, d) * log((double)n);
-    if (bic) bic[gi] = b;
-    if (best_index < 0 || b > best_bic) {
-      best_bic = b;
-      best_index = gi;
-      best_run = best_fit_run;
-      model->covariance = cov_type;
-      model->G = G;
-      model->d = d;
-      model->loglik = best_fit.loglik;
-      model->n_iter = best_fit.n_iter;
-      model->converged = best_fit.converged;
-      memcpy(model->weights, best_g.w, (size_t)G * sizeof(double));
-      memcpy(model->means, best_g.mu, (size_t)(d * G) * sizeof(double));
-      memcpy(model->covariances, best_g.cov, (size_t)(d * d * G) * sizeof(double));
+      double *cell = bic ? bic + gi + mi * nG : NULL;
+      if (best_fit_run < 0) {
+        if (cell) *cell = NAN;
+        continue;
+      }
+      const double b = 2 * best_fit.loglik -
+                       (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
+      if (cell) *cell = b;
+      if (best_run < 0 || b > best_bic) {
+        best_bic = b;
+        best_run = best_fit_run;
+        model->covariance = fs.model;
+        model->G = G;
+        model->d = d;
+        model->loglik = best_fit.loglik;
+        model->n_iter = best_fit.n_iter;
+        model->converged = best_fit.converged;
+        memcpy(model->weights, best_g.w, (size_t)G * sizeof(double));
+        memcpy(model->means, best_g.mu, (size_t)(d * G) * sizeof(double));
+        memcpy(model->covariances, best_g.cov, (size_t)(d * d * G) * sizeof(double));
+      }
     }
   }
-  if (best_index < 0) {
+  if (best_run < 0) {
     st = last_failure;  /* its message is the last error */
     goto done;
   }
@@ -469,8 +691,12 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
       goto done;
     }
     if (best_run != last_run) {  /* the engine holds another fit: evaluate the chosen one */
+      const gm_gmm_structure structure = gm_gmm_model_structure(model->covariance);
       double loglik;
-      if ((st = eng.ops->set_params(eng.e, G, model->weights, model->means, model->covariances)) ||
+      if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
+                                                  ? GM_GMM_FULL_STRUCTURE
+                                                  : GM_GMM_DIAGONAL_STRUCTURE)) ||
+          (st = eng.ops->set_params(eng.e, G, model->weights, model->means, model->covariances)) ||
           (st = eng.ops->factor(eng.e, G, s.info)) || (st = eng.ops->estep(eng.e, G, &loglik)))
         goto done;
     }
@@ -483,6 +709,9 @@ done:
   close_engine(&eng);
   free_space(&s);
   free_space(&best_g);
+  gm_gmm_mstep_free(&ms);
+  hc_start_free(&hc);
+  free(labels1);
   free(zbuf);
   free(centre);
   return st;
@@ -494,8 +723,8 @@ static gpuml_status check_model(const gpuml_gmm_model *model) {
   if (!model || !model->weights || !model->means || !model->covariances)
     return gm_fail(GPUML_ERR_ARG, "gmm:badModel",
                    "the model must have weights, means and covariances");
-  if (!valid_covariance(model->covariance))
-    return gm_fail(GPUML_ERR_ARG, "gmm:badModel", "unknown covariance code %d",
+  if (!gm_gmm_valid_model((int)model->covariance))
+    return gm_fail(GPUML_ERR_ARG, "gmm:badModel", "unknown covariance model code %d",
                    (int)model->covariance);
   if (model->G < 1 || model->d < 1)
     return gm_fail(GPUML_ERR_ARG, "gmm:badModel",
@@ -528,8 +757,9 @@ gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, in
   if (m > INT_MAX)
     return gm_fail(GPUML_ERR_ARG, "gmm:tooLarge", "%lld rows are more than 2^31 - 1",
                    (long long)m);
+  const gm_gmm_structure structure = gm_gmm_model_structure(model->covariance);
   const double work = (double)m * (double)d * (double)G *
-                      (model->covariance == GPUML_GMM_FULL ? (double)d : 1.0);
+                      (structure == GM_GMM_FULL_STRUCTURE ? (double)d : 1.0);
   const double t0 = gm_seconds();
   gpuml_options used;
   if ((st = gm_backend_resolve(opt, GM_ALGO_GMM, work, "gmm", &used, NULL))) return st;
@@ -542,7 +772,9 @@ gpuml_status gpuml_gmm_predict(const gpuml_gmm_model *model, const double *x, in
   }
   double avg_var;
   column_stats(x, m, d, gm_threads(&used), centre, &avg_var);
-  const gm_gmm_data data = {x, m, d, G, model->covariance, 0, centre, &used};
+  const gm_gmm_data data = {
+      x,      m,    d, G, structure == GM_GMM_FULL_STRUCTURE ? GM_GMM_FULL_STRUCTURE : GM_GMM_DIAGONAL_STRUCTURE,
+      centre, &used};
   if ((st = open_engine(&data, &eng))) goto done;
   if ((st = eng.ops->set_params(eng.e, G, model->weights, model->means, model->covariances)) ||
       (st = eng.ops->factor(eng.e, G, info)))

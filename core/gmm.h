@@ -27,6 +27,14 @@ extern "C" {
  * would slow every product they enter by a factor of ten or more. */
 #define GM_GMM_LOG_FLUSH (-500.0)
 
+/* How the engines hold and factor the covariances: full matrices, or diagonal ones
+ * (the spherical models are diagonal for the engines). */
+typedef enum {
+  GM_GMM_FULL_STRUCTURE = 0,
+  GM_GMM_DIAGONAL_STRUCTURE = 1,
+  GM_GMM_SPHERICAL_STRUCTURE = 2
+} gm_gmm_structure;
+
 typedef struct gm_gmm_ops {
   /* Sets all K components. */
   gpuml_status (*set_params)(void *e, int64_t K, const double *weights, const double *means,
@@ -41,21 +49,26 @@ typedef struct gm_gmm_ops {
   gpuml_status (*estep)(void *e, int64_t K, double *loglik);
   /* The per-point log-densities log sum_k w_k N(x_i | k) of the last E-step (n). */
   gpuml_status (*log_density)(void *e, double *out);
-  /* M-step from the responsibilities: weights, means, covariances (reg added), and
-   * nk[k] = sum_i z_ik. Components with nk < GM_GMM_MIN_POINTS keep their parameters. */
+  /* M-step statistics from the responsibilities: nk[k] = sum_i z_ik, the weights
+   * nk / n, the means, and as covariances the scatter about the means over nk, without
+   * reg (the full matrix, or its diagonal with zeros elsewhere): the unconstrained
+   * (VVV or VVI) estimates, which gm_gmm_model_mstep() turns into the model's.
+   * Components with nk < GM_GMM_MIN_POINTS keep their parameters. */
   gpuml_status (*mstep)(void *e, int64_t K, double *nk);
   gpuml_status (*get_params)(void *e, int64_t K, double *weights, double *means,
                              double *covariances);
   /* The responsibilities of the last E-step, n x K (ld n). */
   gpuml_status (*get_z)(void *e, int64_t K, double *z);
+  /* Switches between full and diagonal covariances (the data's `structure`); an engine
+   * opened for full ones can run both, one opened for diagonal ones only those. */
+  gpuml_status (*set_structure)(void *e, gm_gmm_structure structure);
   void (*close)(void *e);
 } gm_gmm_ops;
 
 typedef struct gm_gmm_data {
   const double *x; /* n x d, column-major, finite */
   int64_t n, d, kmax;
-  gpuml_gmm_covariance covariance;
-  double reg;
+  gm_gmm_structure structure; /* full, or diagonal (spherical is diagonal here) */
   const double *centre; /* d column means (the GPU engine works on centred data) */
   const gpuml_options *opt;
 } gm_gmm_data;
@@ -68,12 +81,46 @@ extern const gm_gmm_ops gm_gmm_cpu_ops;
  * point is assigned to its nearest centre (ties: the earlier centre), and the result
  * is weights = cluster sizes / n, means = cluster means, and one diagonal covariance
  * for all components: the pooled within-cluster variance of each column, plus reg
- * (the same for every column for "spherical"). GPUML_ERR_ARG "gmm:badG" when the
+ * (their average in every column when `spherical`). GPUML_ERR_ARG "gmm:badG" when the
  * data have fewer than G distinct rows. */
 gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
-                             gpuml_gmm_covariance covariance, double reg, uint64_t seed,
+                             int spherical, double reg, uint64_t seed,
                              const gpuml_options *opt, double *weights, double *means,
                              double *covariances);
+
+/* The covariance models (gmm_models.c). */
+int gm_gmm_valid_model(int model);
+gm_gmm_structure gm_gmm_model_structure(gpuml_gmm_covariance model);
+/* The names the "models" parameter takes, NULL-terminated, and the model of each. */
+extern const char *const gm_gmm_model_names[];
+extern const int gm_gmm_model_values[];
+
+/* Work space of the models' M-steps for d dimensions and up to gmax components; it
+ * also carries the iterative models' common parts (the shape B of VEI and VEE, the
+ * shape A of VEV, the orientation D of EVE and VVE) from one EM iteration to the next,
+ * where the next M-step starts (warm: set it to 0 when a fit starts or its components
+ * are re-seeded). */
+typedef struct {
+  int64_t d, gmax;
+  int warm;
+  double *W, *vec;                 /* d x d x gmax: scatter matrices, eigenvectors */
+  double *val, *psi, *scale;       /* d x gmax */
+  double *lambda;                  /* gmax: volumes */
+  double *matrices;                /* the d x d matrices below */
+  double *D, *B, *Binv, *a, *tmp;
+  double *shape; /* d: VEV's common shape, kept between M-steps */
+  double *work;
+  int *iwork;
+  int lwork;
+} gm_gmm_mstep;
+int gm_gmm_mstep_alloc(gm_gmm_mstep *s, int64_t d, int64_t gmax);
+void gm_gmm_mstep_free(gm_gmm_mstep *s);
+/* cov (d x d x G): in: for the components with active[k], the engine's unconstrained
+ * estimates W_k / nk[k] (gm_gmm_ops.mstep); out: the model's maximum-likelihood
+ * covariances plus reg on the diagonal. Other components are left as they are. A
+ * covariance the model cannot form from singular statistics is left NaN. */
+gpuml_status gm_gmm_model_mstep(gm_gmm_mstep *s, gpuml_gmm_covariance model, int64_t G,
+                                const double *nk, const int *active, double *cov, double reg);
 
 /* BLAS routines only the mixtures use (see blas.h for the convention). */
 void dtrmm_(const char *side, const char *uplo, const char *transa, const char *diag,

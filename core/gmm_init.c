@@ -144,7 +144,7 @@ static void assign(const double *x, int64_t n, int64_t d, const double *centres,
 }
 
 gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
-                             gpuml_gmm_covariance covariance, double reg, uint64_t seed,
+                             int spherical, double reg, uint64_t seed,
                              const gpuml_options *opt, double *weights, double *means,
                              double *covariances) {
   /* The passes below are short; below this size their threads cost more than they do. */
@@ -228,7 +228,7 @@ gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
     double *S = covariances + k * d * d;
     memset(S, 0, (size_t)(d * d) * sizeof(double));
     for (int64_t j = 0; j < d; j++)
-      S[j + j * d] = (covariance == GPUML_GMM_SPHERICAL ? mean_var : var[j]) + reg;
+      S[j + j * d] = (spherical ? mean_var : var[j]) + reg;
   }
 done:
   free(s.nearest);

@@ -249,29 +249,22 @@ __global__ void scatter_diag_kernel(const double *__restrict__ X, int64_t ldx, i
   if (threadIdx.x == 0) S[j + k * d] = (accumulate ? S[j + k * d] : 0.0) + s;
 }
 
-// New covariances of the components with at least GM_GMM_MIN_POINTS: full: the upper
-// triangle of the scatter (so that the result is exactly symmetric) / nk, plus reg on
-// the diagonal; diag and spherical from the per-column scatter.
+// The unconstrained covariances (without reg) of the components with at least
+// GM_GMM_MIN_POINTS: full: the upper triangle of the scatter (so that the result is
+// exactly symmetric) / nk; diagonal: the per-column scatter / nk, zeros elsewhere.
 __global__ void covariances_kernel(const double *__restrict__ S, const double *__restrict__ nk,
-                                   int64_t d, int64_t K, int covariance, double reg,
-                                   double *__restrict__ cov) {
+                                   int64_t d, int64_t K, bool full, double *__restrict__ cov) {
   const int64_t dd = d * d;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < dd * K;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t k = e / dd, r = e % dd, a = r % d, b = r / d;
     if (!(nk[k] >= GM_GMM_MIN_POINTS)) continue;
     double v;
-    if (covariance == GPUML_GMM_FULL) {
+    if (full) {
       const int64_t lo = a < b ? a : b, hi = a < b ? b : a;
-      v = S[k * dd + lo + hi * d] / nk[k] + (a == b ? reg : 0.0);
-    } else if (a != b) {
-      v = 0;
-    } else if (covariance == GPUML_GMM_DIAG) {
-      v = S[a + k * d] / nk[k] + reg;
+      v = S[k * dd + lo + hi * d] / nk[k];
     } else {
-      double s = 0;
-      for (int64_t j = 0; j < d; j++) s += S[j + k * d] / nk[k];
-      v = s / (double)d + reg;
+      v = a == b ? S[a + k * d] / nk[k] : 0.0;
     }
     cov[e] = v;
   }
@@ -331,7 +324,7 @@ struct Gmm {
   cusolverDnHandle_t solver = nullptr;
   gm_gmm_data data{};
   int64_t n = 0, d = 0, kmax = 0;
-  bool full = false, resident = false;
+  bool full = false, full_capable = false, resident = false;
   int64_t tile = 0, chunk = 0, nq = 0;
   double *x = nullptr;  // resident: n x d (ld n), centred; else one tile (ld its rows)
   double *centre = nullptr, *z = nullptr, *logdens = nullptr;
@@ -404,7 +397,7 @@ struct Gmm {
     n = data.n;
     d = data.d;
     kmax = data.kmax;
-    full = data.covariance == GPUML_GMM_FULL;
+    full = full_capable = data.structure == GM_GMM_FULL_STRUCTURE;
     if (d * kmax > 2147483647LL)
       return gm_fail(GPUML_ERR_ARG, "gmm:tooLarge", "d x G = %lld is too large for the GPU",
                      (long long)(d * kmax));
@@ -645,7 +638,7 @@ struct Gmm {
       }
     }
     covariances_kernel<<<blocks_for(d * d * K), kThreads, 0, ctx.stream()>>>(
-        S, nk, d, K, (int)data.covariance, data.reg, cov);
+        S, nk, d, K, full, cov);
     GM_TRY(ctx.launched("covariances"));
     return download(host_nk, nk, (size_t)K * 8, "the component sizes");
   }
@@ -719,11 +712,20 @@ static gpuml_status cuda_gmm_get_z(void *e, int64_t K, double *z) {
   return g->download(z, g->z, (size_t)g->n * (size_t)K * 8, "copying the responsibilities");
 }
 
+static gpuml_status cuda_gmm_set_structure(void *e, gm_gmm_structure structure) {
+  Gmm *g = static_cast<Gmm *>(e);
+  if (structure == GM_GMM_FULL_STRUCTURE && !g->full_capable)
+    return gm_fail(GPUML_ERR_ARG, "gmm:internal",
+                   "the engine was opened for diagonal covariances only");
+  g->full = structure == GM_GMM_FULL_STRUCTURE;
+  return GPUML_OK;
+}
+
 static void cuda_gmm_close(void *e) { delete static_cast<Gmm *>(e); }
 
 static const gm_gmm_ops cuda_gmm_ops = {
     cuda_gmm_set_params, cuda_gmm_set_component, cuda_gmm_factor,     cuda_gmm_estep,
     cuda_gmm_log_density, cuda_gmm_mstep,        cuda_gmm_get_params, cuda_gmm_get_z,
-    cuda_gmm_close};
+    cuda_gmm_set_structure, cuda_gmm_close};
 
 extern "C" const gm_gmm_backend gm_cuda_gmm = {cuda_gmm_open, &cuda_gmm_ops};

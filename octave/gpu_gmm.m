@@ -7,13 +7,16 @@
 ## on the GPU when there is one and on the CPU (OpenMP and BLAS) otherwise, with
 ## the same results.
 ##
-## A mixture is fitted for each number of components in @var{K} and the one of
-## largest BIC is kept (BIC = 2 log L - p log n with p free parameters; larger is
-## better, as in mclust).  Each fit starts from greedy k-means++ centres drawn
-## from the seed; a component that collapses (less than one point's worth of
-## probability, or a covariance that is not positive definite even with
-## @qcode{"reg"}) is restarted at the worst-fitted points, and a @var{K} where that
-## keeps happening gets a NaN BIC.
+## A mixture is fitted for each number of components in @var{K} and each of
+## mclust's covariance models, and the one of largest BIC is kept (BIC = 2 log L -
+## p log n with p free parameters counted as mclust counts them; larger is better).
+## Each fit starts, as mclust's do, from a model-based agglomerative clustering (VVV
+## criterion, SVD-scaled data, at most 2,000 rows chosen deterministically), so the
+## default fit needs no seed; @qcode{"init"}, @qcode{"kmeans++"} draws greedy
+## k-means++ centres from the seed instead.  A component that collapses (less than
+## one point's worth of probability, or a covariance that is not positive definite
+## even with @qcode{"reg"}) is restarted at the worst-fitted points; a @var{K} and
+## model where that keeps happening, or whose start is singular, gets a NaN BIC.
 ##
 ## @strong{Inputs}
 ##
@@ -30,22 +33,30 @@
 ## @strong{Options} (name/value pairs; names are case-insensitive)
 ##
 ## @table @asis
-## @item @qcode{"covariance"}
-## @qcode{"full"} (default; mclust's VVV), @qcode{"diag"} (VVI) or
-## @qcode{"spherical"} (VII).
+## @item @qcode{"modelNames"}
+## A name or a cell array of mclust's names: EII, VII, EEI, VEI, EVI, VVI, EEE, VEE,
+## EVE, VVE, EEV, VEV, EVV, VVV (@qcode{"full"}, @qcode{"diag"},
+## @qcode{"spherical"} are VVV, VVI, VII).  By default all that apply, as mclust:
+## the six spherical and diagonal ones when there are no more rows than columns,
+## E and V (EII, VII) in one dimension.
+##
+## @item @qcode{"init"}
+## @qcode{"hc"} (default) or @qcode{"kmeans++"}.
 ##
 ## @item @qcode{"max_iter"}
 ## EM iterations of one fit at most (default 1000).
 ##
 ## @item @qcode{"tol"}
-## Stop when the log-likelihood changes by at most @var{tol} times its absolute
-## value (default 1e-8; 0 runs @qcode{"max_iter"} iterations).
+## Stop when the log-likelihood changes by at most @var{tol} times (1 + its
+## absolute value), mclust's test and default (1e-5; 0 runs @qcode{"max_iter"}
+## iterations).
 ##
 ## @item @qcode{"reg"}
 ## Added to the diagonal of every covariance matrix (default 1e-6).
 ##
 ## @item @qcode{"n_init"}
-## Starts per @var{K}; the fit of largest log-likelihood is kept (default 1).
+## Starts per @var{K} and model (the first from @qcode{"init"}, the others
+## k-means++); the fit of largest log-likelihood is kept (default 1).
 ##
 ## @item @qcode{"seed"}
 ## A whole number >= 0; by default one is drawn from @code{rand}, so that
@@ -65,12 +76,12 @@
 ## @var{n}-by-1 component of largest posterior probability of each row (1 to G).
 ##
 ## @item model
-## Struct with fields @code{G} (components chosen), @code{covariance},
-## @code{modelName} (@qcode{"VVV"}, @qcode{"VVI"} or @qcode{"VII"}),
-## @code{weights} (1-by-G), @code{means} (G-by-d, one row per component),
+## Struct with fields @code{G} (components chosen), @code{modelName} (the model
+## chosen), @code{weights} (1-by-G), @code{means} (G-by-d, one row per component),
 ## @code{covariances} (d-by-d-by-G), @code{z} (n-by-G posterior probabilities),
-## @code{uncertainty} (n-by-1, one minus the largest probability),
-## @code{loglik}, @code{bic} and @code{K} (the BIC of each @var{K} tried),
+## @code{uncertainty} (n-by-1, one minus the largest probability), @code{loglik},
+## @code{bic} (the BIC table: one row per @var{K} tried, one column per model, NaN
+## where a fit failed), @code{K} and @code{modelNames} (its rows and columns),
 ## @code{n_iter}, @code{converged} and @code{backend}.  Pass it to
 ## @code{gpu_gmm_predict} to classify new data.
 ## @end table
@@ -83,7 +94,7 @@
 ## @group
 ## randn ("state", 1);
 ## X = [randn(200, 2); randn(100, 2) + 6];
-## [labels, model] = gpu_gmm (X, 1:4, "seed", 1);
+## [labels, model] = gpu_gmm (X, 1:4);
 ## model.G
 ##   @result{} 2
 ## accumarray (labels, 1)'
@@ -106,8 +117,9 @@ function [labels, model] = gpu_gmm (X, varargin)
     args(1) = [];
   endif
   [opts, given] = gpuml_parse_options ("gpu_gmm",
-                                       struct ("covariance", "full", "max_iter", 1000,
-                                               "tol", 1e-8, "reg", 1e-6, "n_init", 1,
+                                       struct ("modelNames", [], "init", "hc",
+                                               "max_iter", 1000, "tol", 1e-5, "reg", 1e-6,
+                                               "n_init", 1,
                                                "seed", [], "backend", "auto",
                                                "verbose", false),
                                        args);
@@ -117,7 +129,9 @@ function [labels, model] = gpu_gmm (X, varargin)
   ## the parameters the user gave go to the core by name (it holds the defaults, K = 1:9
   ## among them); seed, backend and verbosity are options of the call
   for i = 1:2:numel (given)
-    if (! any (strcmp (given{i}, {"seed", "backend", "verbose"})))
+    if (strcmpi (given{i}, "modelNames"))
+      params(end+1:end+2) = {"models", given{i+1}};  # the core's name
+    elseif (! any (strcmp (given{i}, {"seed", "backend", "verbose"})))
       params(end+1:end+2) = given(i:i+1);
     endif
   endfor
@@ -168,23 +182,41 @@ endfunction
 
 ## classes recovered and the true K chosen, for every covariance structure
 %!test
+%! names = struct ("full", "VVV", "diag", "VVI", "spherical", "VII");
 %! for cov = {"full", "diag", "spherical"}
 %!   [X, truth] = mixture (900, 2, 3, 40, 3, cov{1});
-%!   [labels, model] = gpu_gmm (X, 1:5, "covariance", cov{1}, "seed", 2, "backend", B);
+%!   [labels, model] = gpu_gmm (X, 1:5, "modelNames", cov{1}, "backend", B);
 %!   assert (model.G, 3);
 %!   assert (ari (labels, truth) >= 0.95);
 %!   assert (model.K, 1:5);
+%!   assert (model.modelNames, {names.(cov{1})});
 %!   assert (all (isfinite (model.bic)));
 %!   [~, best] = max (model.bic);
 %!   assert (best, 3);
 %!   assert (model.converged);
-%!   assert (model.covariance, cov{1});
+%!   assert (model.modelName, names.(cov{1}));
 %! endfor
+
+## all 14 models by default: a BIC table of K rows and 14 columns; a shared
+## covariance is found as EEE
+%!test
+%! randn ("state", 3);
+%! S = [2 0.8 0.3; 0.8 1 0.2; 0.3 0.2 0.5];
+%! X = [randn(300, 3) * chol(S); randn(250, 3) * chol(S) + [6 1 -2]; randn(200, 3) * chol(S) + [-3 7 3]];
+%! [labels, model] = gpu_gmm (X, 1:5, "backend", B);
+%! assert (size (model.bic), [5 14]);
+%! assert (model.modelNames, {"EII", "VII", "EEI", "VEI", "EVI", "VVI", "EEE", "VEE", ...
+%!                            "EVE", "VVE", "EEV", "VEV", "EVV", "VVV"});
+%! assert (model.modelName, "EEE");
+%! assert (model.G, 3);
+%! [l2, m2] = gpu_gmm (X, 3, "modelNames", {"EEE", "VVV"}, "backend", B);
+%! assert (m2.modelNames, {"EEE", "VVV"});
+%! assert (m2.bic(1), model.bic(3, 7), 1e-9 * abs (m2.bic(1)));
 
 ## the model's fields and sizes
 %!test
 %! [X, truth] = mixture (500, 3, 2, 30, 4, "full");
-%! [labels, model] = gpu_gmm (X, 2, "seed", 5, "backend", B);
+%! [labels, model] = gpu_gmm (X, 2, "modelNames", "VVV", "seed", 5, "backend", B);
 %! assert (size (labels), [500 1]);
 %! assert (all (labels == 1 | labels == 2));
 %! assert (model.modelName, "VVV");
@@ -210,21 +242,25 @@ endfunction
 ## reproducible with a seed and with rand's state; n_init keeps the best start
 %!test
 %! [X, truth] = mixture (600, 3, 4, 6, 5, "full");
-%! [l1, m1] = gpu_gmm (X, 4, "seed", 7, "backend", B);
-%! [l2, m2] = gpu_gmm (X, 4, "seed", 7, "backend", B);
+%! o = {"modelNames", "VVV", "init", "kmeans++", "backend", B};
+%! [l1, m1] = gpu_gmm (X, 4, "seed", 7, o{:});
+%! [l2, m2] = gpu_gmm (X, 4, "seed", 7, o{:});
 %! assert (l1, l2);
 %! assert (m1, m2);
-%! rand ("seed", 11);  [~, a] = gpu_gmm (X, 4, "backend", B);
-%! rand ("seed", 11);  [~, b] = gpu_gmm (X, 4, "backend", B);
+%! rand ("seed", 11);  [~, a] = gpu_gmm (X, 4, o{:});
+%! rand ("seed", 11);  [~, b] = gpu_gmm (X, 4, o{:});
 %! assert (a.loglik, b.loglik);
-%! [~, many] = gpu_gmm (X, 4, "seed", 7, "n_init", 3, "backend", B);
+%! [~, many] = gpu_gmm (X, 4, "seed", 7, "n_init", 3, o{:});
 %! assert (many.loglik >= m1.loglik);
+%! [~, h1] = gpu_gmm (X, 4, "modelNames", "VVV", "seed", 1, "backend", B);
+%! [~, h2] = gpu_gmm (X, 4, "modelNames", "VVV", "seed", 2, "backend", B);
+%! assert (h1.loglik, h2.loglik);  # the hierarchical start needs no seed
 
 ## diagonal and spherical covariances have their form
 %!test
 %! [X, truth] = mixture (400, 3, 2, 30, 6, "diag");
-%! [~, md] = gpu_gmm (X, 2, "covariance", "diag", "seed", 1, "backend", B);
-%! [~, ms] = gpu_gmm (X, 2, "covariance", "SPHERICAL", "seed", 1, "backend", B);
+%! [~, md] = gpu_gmm (X, 2, "modelNames", "diag", "backend", B);
+%! [~, ms] = gpu_gmm (X, 2, "modelNames", "SPHERICAL", "backend", B);
 %! assert ({md.modelName, ms.modelName}, {"VVI", "VII"});
 %! for k = 1:2
 %!   assert (md.covariances(:,:,k), diag (diag (md.covariances(:,:,k))));
@@ -251,9 +287,9 @@ endfunction
 ## with a GPU, the CUDA backend agrees with the CPU from the same start
 %!testif ; gpuml_info ().device_count > 0
 %! [X, truth] = mixture (3000, 10, 4, 8, 9, "full");
-%! for cov = {"full", "diag", "spherical"}
-%!   [lg, mg] = gpu_gmm (X, 4, "covariance", cov{1}, "seed", 4, "tol", 0, "max_iter", 30, "backend", "cuda");
-%!   [lc, mc] = gpu_gmm (X, 4, "covariance", cov{1}, "seed", 4, "tol", 0, "max_iter", 30, "backend", "cpu");
+%! for cov = {"VVV", "VVI", "VII", "EVE", "VEV"}
+%!   [lg, mg] = gpu_gmm (X, 4, "modelNames", cov{1}, "tol", 0, "max_iter", 30, "backend", "cuda");
+%!   [lc, mc] = gpu_gmm (X, 4, "modelNames", cov{1}, "tol", 0, "max_iter", 30, "backend", "cpu");
 %!   assert (mg.backend, "cuda");
 %!   assert (mg.loglik, mc.loglik, -1e-8);
 %!   assert (mg.means, mc.means, 1e-6);
@@ -274,11 +310,13 @@ endfunction
 %!error id=gpuml:gmm:badG gpu_gmm (randn (5, 2), 0)
 %!error id=gpuml:gmm:badParameter gpu_gmm (randn (5, 2), 1.5)
 %!error id=gpuml:gmm:badParameter gpu_gmm (randn (5, 2), [])
-%!error id=gpuml:gmm:badG gpu_gmm ([1; 1; 2; 2], 3)
+%!error id=gpuml:gmm:badG gpu_gmm ([1; 1; 2; 2], 3, "init", "kmeans++")
+%!error id=gpuml:gmm:singular gpu_gmm ([1; 1; 2; 2], 3)
 %!error id=gpuml:gmm:nonFinite gpu_gmm ([1 2; NaN 4; 5 6; 7 8], 1)
 %!error <data contains Inf at row 2, column 1> gpu_gmm ([1 2; Inf 4; 5 6; 7 8], 1)
-%!error id=gpuml:gmm:tooFewRows gpu_gmm (randn (5, 8), 1)
-%!error id=gpuml:gmm:badParameter gpu_gmm (randn (20, 2), 2, "covariance", "EEE")
+%!error id=gpuml:gmm:tooFewRows gpu_gmm (randn (5, 8), 1, "modelNames", "VVV")
+%!error id=gpuml:gmm:badParameter gpu_gmm (randn (20, 2), 2, "modelNames", "XYZ")
+%!error id=gpuml:gmm:badParameter gpu_gmm (randn (20, 2), 2, "init", "random")
 %!error id=gpuml:gmm:badTol gpu_gmm (randn (20, 2), 2, "tol", -1)
 %!error id=gpuml:gmm:badReg gpu_gmm (randn (20, 2), 2, "reg", -1)
 %!error id=gpuml:gmm:badMaxIter gpu_gmm (randn (20, 2), 2, "max_iter", 0)

@@ -34,7 +34,7 @@ function [labels, z, uncertainty] = gpu_gmm_predict (model, X, varargin)
   if (nargin < 2)
     print_usage ();
   endif
-  if (! isstruct (model) || ! all (isfield (model, {"weights", "means", "covariances", "covariance"})))
+  if (! isstruct (model) || ! all (isfield (model, {"weights", "means", "covariances", "modelName"})))
     error ("gpuml:gmm:badModel",
            "gpu_gmm_predict: model must be the second output of gpu_gmm");
   endif
@@ -45,7 +45,7 @@ function [labels, z, uncertainty] = gpu_gmm_predict (model, X, varargin)
   endif
   try
     [labels, z, uncertainty] = gpuml_gmm_predict_mex (model.weights, model.means,
-                                                      model.covariances, model.covariance,
+                                                      model.covariances, model.modelName,
                                                       X, opts.backend, opts.verbose);
   catch err
     gpuml_rethrow (err, "gpu_gmm_predict", "gpuml_gmm_predict_mex");

@@ -80,6 +80,16 @@ static double adjusted_rand(const int64_t *a, const int64_t *b, int64_t n, int64
 
 /* ---- fitting -------------------------------------------------------------------------- */
 
+/* Models by mclust's name, and the three the older tests cover. */
+static const char *model_label(gpuml_gmm_covariance m) { return gpuml_gmm_model_name(m, 2); }
+static const gpuml_gmm_covariance three_models[] = {GPUML_GMM_VVV, GPUML_GMM_VVI, GPUML_GMM_VII};
+/* The form of each model's covariance matrices (the test's own statement of it). */
+enum { FULL, DIAGONAL, SPHERICAL };
+static int structure_of(gpuml_gmm_covariance m) {
+  const char *name = gpuml_gmm_model_name(m, 2);
+  return name[2] != 'I' ? FULL : name[1] == 'I' ? SPHERICAL : DIAGONAL;
+}
+
 static gpuml_options options(gpuml_backend backend) {
   gpuml_options opt;
   gpuml_options_init(&opt);
@@ -105,6 +115,9 @@ static void fit_free(fit_t *f) {
   free(f->cls);
 }
 
+/* The start the fits of fit_with() use. */
+static gpuml_gmm_init test_init = GPUML_GMM_INIT_HC;
+
 static fit_t fit_with(const double *x, int64_t n, int64_t d, const int64_t *G, int64_t nG,
                       gpuml_gmm_covariance cov, int64_t max_iter, double tol, double reg,
                       int64_t n_init, uint64_t seed, gpuml_options *opt) {
@@ -124,7 +137,9 @@ static fit_t fit_with(const double *x, int64_t n, int64_t d, const int64_t *G, i
   gpuml_gmm_params_init(&p);
   p.nG = nG;
   for (int64_t g = 0; g < nG && g < GPUML_GMM_MAX_G; g++) p.G[g] = G[g];
-  p.covariance = cov;
+  p.models[0] = cov;
+  p.n_models = 1;
+  p.init = test_init;
   p.max_iter = max_iter;
   p.tol = tol;
   p.reg = reg;
@@ -204,12 +219,11 @@ static void test_one_component(void) {
       S[a + b * d] = s / n;
     }
   const double log2pi = log(2 * 3.14159265358979323846);
-  const gpuml_gmm_covariance types[] = {GPUML_GMM_FULL, GPUML_GMM_DIAG, GPUML_GMM_SPHERICAL};
-  for (int t = 0; t < 3; t++) {
+  for (int t_ = 0; t_ < GPUML_GMM_N_MODELS; t_++) {
+    const gpuml_gmm_covariance t = (gpuml_gmm_covariance)t_;
     gpuml_options opt = options(test_backend);
-    fit_t f = fit_with(x, n, d, &G, 1, types[t], 100, 1e-12, 0, 1, 1, &opt);
-    CHECK(f.status == GPUML_OK, "G = 1 %s: %s", gpuml_gmm_covariance_name(types[t]),
-          gpuml_last_error());
+    fit_t f = fit_with(x, n, d, &G, 1, t, 100, 1e-12, 0, 1, 1, &opt);
+    CHECK(f.status == GPUML_OK, "G = 1 %s: %s", model_label(t), gpuml_last_error());
     if (f.status) {
       fit_free(&f);
       continue;
@@ -217,10 +231,10 @@ static void test_one_component(void) {
     double want[9] = {0}, logdet = 0, var_mean = (S[0] + S[4] + S[8]) / 3;
     for (int64_t a = 0; a < d; a++)
       for (int64_t b = 0; b < d; b++)
-        want[a + b * d] = types[t] == GPUML_GMM_FULL ? S[a + b * d]
-                          : a != b                  ? 0
-                          : types[t] == GPUML_GMM_DIAG ? S[a + a * d]
-                                                       : var_mean;
+        want[a + b * d] = structure_of(t) == FULL ? S[a + b * d]
+                          : a != b                 ? 0
+                          : structure_of(t) == DIAGONAL ? S[a + a * d]
+                                                        : var_mean;
     logdet = chol_logdet(want, d);
     /* sum_i (x_i - m)' Sigma^-1 (x_i - m) = n tr(Sigma^-1 S) = n d for the MLE (full and
      * diagonal); for the spherical MLE too (tr(S) / sigma^2 = d). */
@@ -228,23 +242,31 @@ static void test_one_component(void) {
     CHECK(f.model.G == 1 && f.model.d == d, "G = 1 model shape");
     CHECK(fabs(f.model.weights[0] - 1) < 1e-14, "G = 1 weight %g", f.model.weights[0]);
     CHECK(max_abs_diff(f.model.means, mean, d) < 1e-10, "G = 1 %s means",
-          gpuml_gmm_covariance_name(types[t]));
+          model_label(t));
     CHECK(max_abs_diff(f.model.covariances, want, d * d) < 1e-10, "G = 1 %s covariance",
-          gpuml_gmm_covariance_name(types[t]));
+          model_label(t));
     CHECK(rel_diff(f.model.loglik, loglik) < 1e-10, "G = 1 %s loglik %.12g, want %.12g",
-          gpuml_gmm_covariance_name(types[t]), f.model.loglik, loglik);
+          model_label(t), f.model.loglik, loglik);
     CHECK(f.model.converged && f.model.n_iter <= 3, "G = 1 converges at once (%lld)",
           (long long)f.model.n_iter);
-    const double bic = 2 * loglik - gpuml_gmm_npar(types[t], 1, d) * log((double)n);
+    const double bic = 2 * loglik - gpuml_gmm_npar(t, 1, d) * log((double)n);
     CHECK(rel_diff(f.bic[0], bic) < 1e-10, "G = 1 BIC %g, want %g", f.bic[0], bic);
     int ones = 1;
     for (int64_t i = 0; i < n; i++) ones &= f.z[i] == 1 && f.cls[i] == 0 && f.uncertainty[i] == 0;
     CHECK(ones, "G = 1: every z is 1");
     fit_free(&f);
   }
-  CHECK(gpuml_gmm_npar(GPUML_GMM_FULL, 3, 4) == 2 + 12 + 30, "npar full");
-  CHECK(gpuml_gmm_npar(GPUML_GMM_DIAG, 3, 4) == 2 + 12 + 12, "npar diag");
-  CHECK(gpuml_gmm_npar(GPUML_GMM_SPHERICAL, 3, 4) == 2 + 12 + 3, "npar spherical");
+  /* mclust's nMclustParams(model, d = 4, G = 3), in mclust's order */
+  const int64_t npar_mclust[GPUML_GMM_N_MODELS] = {15, 17, 18, 20, 24, 26, 24,
+                                                   26, 30, 32, 36, 38, 42, 44};
+  int npar_ok = 1;
+  for (int m = 0; m < GPUML_GMM_N_MODELS; m++)
+    npar_ok &= gpuml_gmm_npar((gpuml_gmm_covariance)m, 3, 4) == npar_mclust[m];
+  CHECK(npar_ok, "npar as mclust counts it, all 14 models");
+  CHECK(gpuml_gmm_npar(GPUML_GMM_VVV, 2, 1) == gpuml_gmm_npar(GPUML_GMM_VII, 2, 1) &&
+            gpuml_gmm_npar(GPUML_GMM_EEE, 2, 1) == gpuml_gmm_npar(GPUML_GMM_EII, 2, 1) &&
+            gpuml_gmm_npar(GPUML_GMM_EII, 2, 1) == 1 + 2 + 1,
+        "npar in one dimension: mclust's E and V");
   free(x);
   free(label);
 }
@@ -253,17 +275,18 @@ static void test_one_component(void) {
 static void test_separated(void) {
   const int64_t n = 1500, G = 3;
   for (int64_t d = 2; d <= 6; d += 4) {
-    for (int t = 0; t < 3; t++) {
-      const gpuml_gmm_covariance cov = (gpuml_gmm_covariance)t;
+    for (int t_ = 0; t_ < 3; t_++) {
+      const gpuml_gmm_covariance t = three_models[t_];
+      const gpuml_gmm_covariance cov = t;
       int64_t *label = malloc(sizeof(int64_t) * n);
       double *x = mixture(n, d, G, 30, cov != GPUML_GMM_FULL, 100 + d + t, label);
       fit_t f = fit(x, n, d, &G, 1, cov, 7);
       CHECK(f.status == GPUML_OK, "separated d = %lld %s: %s", (long long)d,
-            gpuml_gmm_covariance_name(cov), gpuml_last_error());
+            model_label(cov), gpuml_last_error());
       if (!f.status) {
         const double ari = adjusted_rand(label, f.cls, n, G, G);
         CHECK(ari >= 0.95, "separated d = %lld %s: ARI %.4f", (long long)d,
-              gpuml_gmm_covariance_name(cov), ari);
+              model_label(cov), ari);
         CHECK(f.model.converged, "separated fits converge");
         CHECK(fit_finite(&f, n, d), "separated: all finite");
         double wsum = 0;
@@ -285,7 +308,7 @@ static void test_separated(void) {
                 if (a != b) diag_ok &= v == 0;
                 else if (cov == GPUML_GMM_SPHERICAL) diag_ok &= v == f.model.covariances[k * d * d];
               }
-          CHECK(diag_ok, "%s covariances have the documented form", gpuml_gmm_covariance_name(cov));
+          CHECK(diag_ok, "%s covariances have the documented form", model_label(cov));
         } else {
           int sym = 1;
           for (int64_t k = 0; k < G; k++)
@@ -308,7 +331,8 @@ static void test_monotone(void) {
   const int64_t n = 800, d = 3, G = 4;
   int64_t *label = malloc(sizeof(int64_t) * n);
   double *x = mixture(n, d, G, 4, 0, 55, label);
-  for (int t = 0; t < 3; t++) {
+  for (int t_ = 0; t_ < GPUML_GMM_N_MODELS; t_++) {
+    const gpuml_gmm_covariance t = (gpuml_gmm_covariance)t_;
     double prev = -INFINITY;
     int monotone = 1, ok = 1;
     for (int64_t it = 1; it <= 25; it++) {
@@ -319,8 +343,8 @@ static void test_monotone(void) {
       prev = f.model.loglik;
       fit_free(&f);
     }
-    CHECK(ok, "%s: max_iter iterations run with tol = 0", gpuml_gmm_covariance_name(t));
-    CHECK(monotone, "%s: the log-likelihood never decreases", gpuml_gmm_covariance_name(t));
+    CHECK(ok, "%s: max_iter iterations run with tol = 0", model_label(t));
+    CHECK(monotone, "%s: the log-likelihood never decreases", model_label(t));
   }
   free(x);
   free(label);
@@ -369,7 +393,8 @@ static void test_reproducible(void) {
   const int64_t n = 2500, d = 5, G = 4;
   int64_t *label = malloc(sizeof(int64_t) * n);
   double *x = mixture(n, d, G, 6, 0, 91, label);
-  for (int t = 0; t < 3; t++) {
+  for (int t_ = 0; t_ < 3; t_++) {
+    const gpuml_gmm_covariance t = three_models[t_];
     gpuml_options o1 = options(test_backend), o2 = options(test_backend);
     o2.threads = 1;
     fit_t a = fit_with(x, n, d, &G, 1, t, 1000, 1e-8, 1e-6, 1, 99, &o1);
@@ -381,11 +406,11 @@ static void test_reproducible(void) {
                 memcmp(a.model.means, b.model.means, sizeof(double) * d * G) == 0 &&
                 memcmp(a.model.covariances, b.model.covariances, sizeof(double) * d * d * G) == 0 &&
                 memcmp(a.z, b.z, sizeof(double) * n * G) == 0,
-            "%s: the same seed gives identical fits", gpuml_gmm_covariance_name(t));
+            "%s: the same seed gives identical fits", model_label(t));
       CHECK(a.model.loglik == c.model.loglik &&
                 memcmp(a.model.means, c.model.means, sizeof(double) * d * G) == 0 &&
                 memcmp(a.z, c.z, sizeof(double) * n * G) == 0,
-            "%s: one thread gives the same fit as several", gpuml_gmm_covariance_name(t));
+            "%s: one thread gives the same fit as several", model_label(t));
     }
     /* Large enough for the threaded passes (small ones run on one thread anyway). */
     const int64_t nb = 90000, db = 6;
@@ -399,7 +424,7 @@ static void test_reproducible(void) {
     CHECK(!p1.status && !p2.status && p1.model.loglik == p2.model.loglik &&
               memcmp(p1.model.covariances, p2.model.covariances, sizeof(double) * db * db * G) == 0 &&
               memcmp(p1.z, p2.z, sizeof(double) * nb * G) == 0,
-          "%s: 90000 rows, one thread and two give identical fits", gpuml_gmm_covariance_name(t));
+          "%s: 90000 rows, one thread and two give identical fits", model_label(t));
     fit_free(&p1);
     fit_free(&p2);
     free(xb);
@@ -407,7 +432,7 @@ static void test_reproducible(void) {
     fit_t m = fit_with(x, n, d, &G, 1, t, 1000, 1e-8, 1e-6, 6, 99, &o1);
     CHECK(!m.status && m.model.loglik >= a.model.loglik,
           "%s: n_init = 6 keeps a fit at least as good as the first start (%.10g vs %.10g)",
-          gpuml_gmm_covariance_name(t), m.model.loglik, a.model.loglik);
+          model_label(t), m.model.loglik, a.model.loglik);
     fit_free(&a);
     fit_free(&b);
     fit_free(&c);
@@ -423,7 +448,8 @@ static void test_predict(void) {
   const int64_t n = 1200, d = 4, G = 3;
   int64_t *label = malloc(sizeof(int64_t) * n);
   double *x = mixture(n, d, G, 20, 0, 123, label);
-  for (int t = 0; t < 3; t++) {
+  for (int t_ = 0; t_ < 3; t_++) {
+    const gpuml_gmm_covariance t = three_models[t_];
     fit_t f = fit(x, n, d, &G, 1, t, 8);
     CHECK(!f.status, "predict: fit");
     if (f.status) {
@@ -436,9 +462,9 @@ static void test_predict(void) {
     gpuml_status st = gpuml_gmm_predict(&f.model, x, n, z, cls, u, &opt, NULL);
     CHECK(st == GPUML_OK, "predict: %s", gpuml_last_error());
     CHECK(memcmp(cls, f.cls, sizeof(int64_t) * n) == 0, "%s: predict on the training data gives the fitted classes",
-          gpuml_gmm_covariance_name(t));
+          model_label(t));
     CHECK(max_abs_diff(z, f.z, n * G) < 1e-10, "%s: predict gives the fitted z",
-          gpuml_gmm_covariance_name(t));
+          model_label(t));
     /* the component means themselves */
     double *q = malloc(sizeof(double) * G * d);
     for (int64_t k = 0; k < G; k++)
@@ -485,8 +511,8 @@ static void test_bad_input(void) {
   f = fit_with(x, n, d, &G2, 0, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
   expect_error(f.status, GPUML_ERR_ARG, "gmm:badG", "no G");
   fit_free(&f);
-  f = fit_with(x, n, d, &G2, 1, (gpuml_gmm_covariance)7, 100, 1e-8, 1e-6, 1, 1, &opt);
-  expect_error(f.status, GPUML_ERR_ARG, "gmm:badCovariance", "covariance code 7");
+  f = fit_with(x, n, d, &G2, 1, (gpuml_gmm_covariance)14, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badModel", "model code 14");
   fit_free(&f);
   f = fit_with(x, n, d, &G2, 1, GPUML_GMM_FULL, 0, 1e-8, 1e-6, 1, 1, &opt);
   expect_error(f.status, GPUML_ERR_ARG, "gmm:badMaxIter", "max_iter = 0");
@@ -559,9 +585,21 @@ static void test_bad_input(void) {
   CHECK(f.status == GPUML_OK && fit_finite(&f, nw, dw), "n <= d, full with reg = 0.1: %s",
         gpuml_last_error());
   fit_free(&f);
-  f = fit_with(wide, nw, dw, &G2, 1, GPUML_GMM_DIAG, 100, 1e-8, 1e-6, 1, 1, &opt);
+  f = fit_with(wide, nw, dw, &G1, 1, GPUML_GMM_DIAG, 100, 1e-8, 1e-6, 1, 1, &opt);
   CHECK(f.status == GPUML_OK && fit_finite(&f, nw, dw), "n <= d, diag: %s", gpuml_last_error());
   fit_free(&f);
+  /* two groups of three rows in ten dimensions: the hierarchical start's groups are
+   * singular for VVI (as in mclust), k-means++'s pooled start is not */
+  f = fit_with(wide, nw, dw, &G2, 1, GPUML_GMM_EII, 100, 1e-8, 1e-6, 1, 1, &opt);
+  CHECK(f.status == GPUML_OK && fit_finite(&f, nw, dw), "n <= d, EII, G = 2: %s",
+        gpuml_last_error());
+  fit_free(&f);
+  test_init = GPUML_GMM_INIT_KMEANSPP;
+  f = fit_with(wide, nw, dw, &G2, 1, GPUML_GMM_DIAG, 100, 1e-8, 1e-6, 1, 1, &opt);
+  CHECK(f.status == GPUML_OK && fit_finite(&f, nw, dw), "n <= d, diag, k-means++: %s",
+        gpuml_last_error());
+  fit_free(&f);
+  test_init = GPUML_GMM_INIT_HC;
 
   /* fewer distinct rows than G */
   double *dup = malloc(sizeof(double) * 30 * 2);
@@ -570,8 +608,9 @@ static void test_bad_input(void) {
     dup[i + 30] = 5.0 * (i % 2);
   }
   const int64_t G3 = 3;
+  test_init = GPUML_GMM_INIT_KMEANSPP;
   f = fit_with(dup, 30, 2, &G3, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
-  expect_error(f.status, GPUML_ERR_ARG, "gmm:badG", "3 components for 2 distinct rows");
+  expect_error(f.status, GPUML_ERR_ARG, "gmm:badG", "k-means++: 3 components for 2 distinct rows");
   CHECK(strstr(gpuml_last_error(), "2 distinct rows") != NULL, "distinct rows message: %s",
         gpuml_last_error());
   fit_free(&f);
@@ -579,23 +618,65 @@ static void test_bad_input(void) {
   f = fit_with(dup, 30, 2, G123, 3, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
   CHECK(f.status == GPUML_OK && f.model.G == 2 && isnan(f.bic[2]) && isfinite(f.bic[0]) &&
             isfinite(f.bic[1]),
-        "G = 1:3 on 2 distinct rows: G = 3 gets a NaN BIC, G = 2 is chosen (%s)",
+        "k-means++, G = 1:3 on 2 distinct rows: G = 3 gets a NaN BIC, G = 2 is chosen (%s)",
         gpuml_last_error());
+  fit_free(&f);
+  test_init = GPUML_GMM_INIT_HC;
+  /* the hierarchical start, as mclust: groups of identical rows cannot be fitted */
+  f = fit_with(dup, 30, 2, &G3, 1, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_NUMERIC, "gmm:singular", "hc: 3 components for 2 distinct rows");
+  fit_free(&f);
+  /* two distinct rows span a line: even one VVV component is singular */
+  f = fit_with(dup, 30, 2, G123, 3, GPUML_GMM_FULL, 100, 1e-8, 1e-6, 1, 1, &opt);
+  expect_error(f.status, GPUML_ERR_NUMERIC, "gmm:singular", "hc, G = 1:3 on 2 distinct rows");
+  fit_free(&f);
+  /* EII: G = 1 can be fitted; 2 and 3 start from groups of identical rows */
+  f = fit_with(dup, 30, 2, G123, 3, GPUML_GMM_EII, 100, 1e-8, 1e-6, 1, 1, &opt);
+  CHECK(f.status == GPUML_OK && f.model.G == 1 && isfinite(f.bic[0]) && isnan(f.bic[1]) &&
+            isnan(f.bic[2]),
+        "hc, EII, G = 1:3 on 2 distinct rows: G = 2, 3 get a NaN BIC (%s)", gpuml_last_error());
   fit_free(&f);
 
   /* names */
   gpuml_gmm_covariance c = GPUML_GMM_FULL;
-  CHECK(gpuml_gmm_parse_covariance("Diag", &c) == GPUML_OK && c == GPUML_GMM_DIAG, "parse Diag");
-  CHECK(gpuml_gmm_parse_covariance("SPHERICAL", &c) == GPUML_OK && c == GPUML_GMM_SPHERICAL,
+  CHECK(gpuml_gmm_parse_covariance("Diag", &c) == GPUML_OK && c == GPUML_GMM_VVI, "parse Diag");
+  CHECK(gpuml_gmm_parse_covariance("SPHERICAL", &c) == GPUML_OK && c == GPUML_GMM_VII,
         "parse SPHERICAL");
-  expect_error(gpuml_gmm_parse_covariance("VVV", &c), GPUML_ERR_ARG, "gmm:badCovariance",
-               "unknown covariance name");
-  CHECK(strstr(gpuml_last_error(), "\"full\", \"diag\" or \"spherical\"") != NULL,
-        "covariance names listed: %s", gpuml_last_error());
-  CHECK(strcmp(gpuml_gmm_model_name(GPUML_GMM_FULL), "VVV") == 0 &&
-            strcmp(gpuml_gmm_model_name(GPUML_GMM_DIAG), "VVI") == 0 &&
-            strcmp(gpuml_gmm_model_name(GPUML_GMM_SPHERICAL), "VII") == 0,
-        "mclust model names");
+  CHECK(gpuml_gmm_parse_covariance("vev", &c) == GPUML_OK && c == GPUML_GMM_VEV, "parse vev");
+  CHECK(gpuml_gmm_parse_covariance("E", &c) == GPUML_OK && c == GPUML_GMM_EII, "parse E");
+  expect_error(gpuml_gmm_parse_covariance("VVX", &c), GPUML_ERR_ARG, "gmm:badModel",
+               "unknown model name");
+  CHECK(strstr(gpuml_last_error(), "EII, VII, EEI, VEI, EVI, VVI, EEE, VEE, EVE, VVE, EEV, VEV, "
+                                   "EVV, VVV") != NULL,
+        "the 14 names listed: %s", gpuml_last_error());
+  int names_ok = 1;
+  for (int m = 0; m < GPUML_GMM_N_MODELS; m++) {
+    gpuml_gmm_covariance back = GPUML_GMM_VVV;
+    names_ok &= gpuml_gmm_parse_covariance(gpuml_gmm_model_name((gpuml_gmm_covariance)m, 3),
+                                           &back) == GPUML_OK &&
+                back == (gpuml_gmm_covariance)m;
+  }
+  CHECK(names_ok, "every name parses back to its model");
+  CHECK(strcmp(gpuml_gmm_model_name(GPUML_GMM_EVE, 1), "E") == 0 &&
+            strcmp(gpuml_gmm_model_name(GPUML_GMM_VEE, 1), "V") == 0,
+        "one dimension: mclust's E and V");
+  /* mclust's default lists */
+  gpuml_gmm_params dp;
+  gpuml_gmm_params_init(&dp);
+  gpuml_gmm_covariance tried[GPUML_GMM_N_MODELS];
+  CHECK(gpuml_gmm_models_tried(100, 5, &dp, tried) == 14 && tried[0] == GPUML_GMM_EII &&
+            tried[13] == GPUML_GMM_VVV,
+        "n > d: all 14 models, in mclust's order");
+  CHECK(gpuml_gmm_models_tried(5, 5, &dp, tried) == 6 && tried[5] == GPUML_GMM_VVI,
+        "n <= d: the six spherical and diagonal models");
+  CHECK(gpuml_gmm_models_tried(100, 1, &dp, tried) == 2 && tried[0] == GPUML_GMM_EII &&
+            tried[1] == GPUML_GMM_VII,
+        "d = 1: E and V");
+  dp.n_models = 2;
+  dp.models[0] = GPUML_GMM_EVE;
+  dp.models[1] = GPUML_GMM_EEI;
+  CHECK(gpuml_gmm_models_tried(5, 5, &dp, tried) == 2 && tried[0] == GPUML_GMM_EVE,
+        "a given list is tried as given");
 
   /* predict with a bad model or data */
   fit_t good = fit(x, n, d, &G2, 1, GPUML_GMM_FULL, 1);
@@ -639,7 +720,8 @@ static void test_collapse(void) {
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < d; j++) x[i + j * n] = i < 200 ? normal() : 60.0 + (i == 202) * j;
   for (int64_t G = 2; G <= 4; G++) {
-    for (int t = 0; t < 3; t++) {
+    for (int t_ = 0; t_ < 3; t_++) {
+      const gpuml_gmm_covariance t = three_models[t_];
       gpuml_options opt = options(test_backend);
       fit_t f = fit_with(x, n, d, &G, 1, t, 300, 1e-8, 0, 1, 4, &opt);
       const int ok = f.status == GPUML_OK && fit_finite(&f, n, d);
@@ -647,12 +729,23 @@ static void test_collapse(void) {
                            (strcmp(gpuml_last_error_id(), "gmm:collapse") == 0 ||
                             strcmp(gpuml_last_error_id(), "gmm:singular") == 0);
       CHECK(ok || reported, "reg = 0, G = %lld %s: finite result or a clear error (%d: %s)",
-            (long long)G, gpuml_gmm_covariance_name(t), (int)f.status, gpuml_last_error());
+            (long long)G, model_label(t), (int)f.status, gpuml_last_error());
+      fit_free(&f);
+      /* k-means++ starts (the hierarchical one isolates the two identical rows, a
+       * start it reports as singular): components that collapse are re-seeded */
+      opt = options(test_backend);
+      test_init = GPUML_GMM_INIT_KMEANSPP;
+      f = fit_with(x, n, d, &G, 1, t, 300, 1e-8, 1e-6, 1, 4, &opt);
+      test_init = GPUML_GMM_INIT_HC;
+      CHECK(f.status == GPUML_OK && fit_finite(&f, n, d), "reg = 1e-6, G = %lld %s: %s",
+            (long long)G, model_label(t), gpuml_last_error());
       fit_free(&f);
       opt = options(test_backend);
       f = fit_with(x, n, d, &G, 1, t, 300, 1e-8, 1e-6, 1, 4, &opt);
-      CHECK(f.status == GPUML_OK && fit_finite(&f, n, d), "reg = 1e-6, G = %lld %s: %s",
-            (long long)G, gpuml_gmm_covariance_name(t), gpuml_last_error());
+      CHECK((f.status == GPUML_OK && fit_finite(&f, n, d)) ||
+                (f.status == GPUML_ERR_NUMERIC && strcmp(gpuml_last_error_id(), "gmm:singular") == 0),
+            "hc, reg = 1e-6, G = %lld %s: a finite fit or a singular start (%s)", (long long)G,
+            model_label(t), gpuml_last_error());
       fit_free(&f);
     }
   }
@@ -726,18 +819,19 @@ static void test_backends_agree(void) {
     const int64_t n = cases[c].n, d = cases[c].d, G = cases[c].G;
     int64_t *label = malloc(sizeof(int64_t) * n);
     double *x = mixture(n, d, G, cases[c].spread, 0, 300 + c, label);
-    for (int t = 0; t < 3; t++) {
+    for (int t_ = 0; t_ < GPUML_GMM_N_MODELS; t_++) {
+      const gpuml_gmm_covariance t = (gpuml_gmm_covariance)t_;
       gpuml_options og = options(GPUML_BACKEND_CUDA), oc = options(GPUML_BACKEND_CPU);
       /* a fixed number of iterations, so that both stop at the same place */
       fit_t g = fit_with(x, n, d, &G, 1, t, 40, 0, 1e-6, 1, 21, &og);
       fit_t h = fit_with(x, n, d, &G, 1, t, 40, 0, 1e-6, 1, 21, &oc);
       CHECK(g.status == GPUML_OK && g.used == GPUML_BACKEND_CUDA, "cuda fit n = %lld d = %lld %s: %s",
-            (long long)n, (long long)d, gpuml_gmm_covariance_name(t), gpuml_last_error());
+            (long long)n, (long long)d, model_label(t), gpuml_last_error());
       CHECK(h.status == GPUML_OK, "cpu fit: %s", gpuml_last_error());
       if (!g.status && !h.status) {
         const double r = rel_diff(g.model.loglik, h.model.loglik);
         CHECK(r < 1e-8, "n = %lld d = %lld %s: loglik cuda %.15g cpu %.15g (rel %.2e)",
-              (long long)n, (long long)d, gpuml_gmm_covariance_name(t), g.model.loglik,
+              (long long)n, (long long)d, model_label(t), g.model.loglik,
               h.model.loglik, r);
         CHECK(max_abs_diff(g.model.means, h.model.means, d * G) < 1e-6 * cases[c].spread,
               "means agree (%g)", max_abs_diff(g.model.means, h.model.means, d * G));
@@ -778,6 +872,120 @@ static void test_backends_agree(void) {
   }
 }
 
+/* Eigenvalues (descending) of a symmetric d x d matrix, d <= 8, by cyclic Jacobi
+ * rotations (the test's own, independent of LAPACK); vec: NULL or d x d eigenvectors. */
+static void jacobi_eigen(const double *S, int64_t d, double *val, double *vec) {
+  double a[64], v[64];
+  memcpy(a, S, sizeof(double) * d * d);
+  for (int64_t i = 0; i < d * d; i++) v[i] = (i % (d + 1)) == 0;
+  for (int sweep = 0; sweep < 100; sweep++) {
+    double off = 0;
+    for (int64_t p = 0; p < d; p++)
+      for (int64_t q = p + 1; q < d; q++) off += a[p + q * d] * a[p + q * d];
+    if (off < 1e-30) break;
+    for (int64_t p = 0; p < d; p++)
+      for (int64_t q = p + 1; q < d; q++) {
+        if (a[p + q * d] == 0) continue;
+        const double theta = (a[q + q * d] - a[p + p * d]) / (2 * a[p + q * d]);
+        const double t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
+        const double c = 1 / sqrt(t * t + 1), sn = t * c;
+        for (int64_t k = 0; k < d; k++) {
+          const double akp = a[k + p * d], akq = a[k + q * d];
+          a[k + p * d] = c * akp - sn * akq;
+          a[k + q * d] = sn * akp + c * akq;
+        }
+        for (int64_t k = 0; k < d; k++) {
+          const double apk = a[p + k * d], aqk = a[q + k * d];
+          a[p + k * d] = c * apk - sn * aqk;
+          a[q + k * d] = sn * apk + c * aqk;
+        }
+        for (int64_t k = 0; k < d; k++) {
+          const double vkp = v[k + p * d], vkq = v[k + q * d];
+          v[k + p * d] = c * vkp - sn * vkq;
+          v[k + q * d] = sn * vkp + c * vkq;
+        }
+      }
+  }
+  int64_t order[8];
+  for (int64_t j = 0; j < d; j++) order[j] = j;
+  for (int64_t i = 0; i < d; i++)
+    for (int64_t j = i + 1; j < d; j++)
+      if (a[order[j] * (d + 1)] > a[order[i] * (d + 1)]) {
+        const int64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+  for (int64_t j = 0; j < d; j++) {
+    val[j] = a[order[j] * (d + 1)];
+    if (vec)
+      for (int64_t i = 0; i < d; i++) vec[i + j * d] = v[i + order[j] * d];
+  }
+}
+
+/* Every model's fitted covariances have its form: equal volumes (det) where the first
+ * letter is E, equal shapes (eigenvalues over det^(1/d)) where the second is, common
+ * eigenvectors (the matrices commute) for orientation E, diagonal for I, and lambda I
+ * for the spherical models. */
+static void test_model_forms(void) {
+  const int64_t n = 900, d = 3, G = 3;
+  int64_t *label = malloc(sizeof(int64_t) * n);
+  double *x = mixture(n, d, G, 5, 0, 77, label);
+  for (int m = 0; m < GPUML_GMM_N_MODELS; m++) {
+    const gpuml_gmm_covariance model = (gpuml_gmm_covariance)m;
+    const char *name = model_label(model);
+    gpuml_options opt = options(test_backend);
+    fit_t f = fit_with(x, n, d, &G, 1, model, 2000, 1e-12, 0, 1, 3, &opt);
+    CHECK(f.status == GPUML_OK && f.model.covariance == model, "%s fit: %s", name,
+          gpuml_last_error());
+    if (f.status) {
+      fit_free(&f);
+      continue;
+    }
+    double val[3][3], vec[3][9], det[3];
+    const double *S[3];
+    for (int64_t k = 0; k < G; k++) {
+      S[k] = f.model.covariances + k * d * d;
+      jacobi_eigen(S[k], d, val[k], vec[k]);
+      det[k] = val[k][0] * val[k][1] * val[k][2];
+    }
+    int vol = 1, shape = 1, orient = 1, form = 1;
+    for (int64_t k = 1; k < G; k++) {
+      vol &= rel_diff(det[k], det[0]) < 1e-8;
+      for (int64_t j = 0; j < d; j++)
+        shape &= rel_diff(val[k][j] / cbrt(det[k]), val[0][j] / cbrt(det[0])) < 1e-6;
+      /* common eigenvectors: S_0 S_k = S_k S_0 */
+      double scale = 0;
+      for (int64_t j = 0; j < d; j++) scale = fmax(scale, val[0][j] * val[k][j]);
+      for (int64_t a = 0; a < d; a++)
+        for (int64_t b = 0; b < d; b++) {
+          double ab = 0, ba = 0;
+          for (int64_t q = 0; q < d; q++) {
+            ab += S[0][a + q * d] * S[k][q + b * d];
+            ba += S[k][a + q * d] * S[0][q + b * d];
+          }
+          orient &= fabs(ab - ba) < 1e-7 * scale;
+        }
+    }
+    for (int64_t k = 0; k < G; k++)
+      for (int64_t a = 0; a < d; a++)
+        for (int64_t b = 0; b < d; b++) {
+          const double v = S[k][a + b * d];
+          if (name[2] == 'I' && a != b) form &= v == 0;
+          if (name[1] == 'I' && a == b) form &= rel_diff(v, S[k][0]) < 1e-12;
+        }
+    if (name[0] == 'E') CHECK(vol, "%s: equal volumes (det %g %g %g)", name, det[0], det[1], det[2]);
+    if (name[1] == 'E' || name[1] == 'I')
+      CHECK(shape, "%s: equal shapes", name);
+    if (name[2] == 'E' || name[2] == 'I') CHECK(orient, "%s: common orientation", name);
+    CHECK(form, "%s: diagonal or spherical as the name says", name);
+    if (name[0] == 'V' && name[1] == 'V' && name[2] == 'V')
+      CHECK(!vol && !shape && !orient, "VVV: unconstrained on these data");
+    fit_free(&f);
+  }
+  free(x);
+  free(label);
+}
+
 int main(void) {
   harness_init();
   HARNESS_FOR_EACH_BACKEND(b) {
@@ -786,6 +994,7 @@ int main(void) {
     test_one_component();
     test_separated();
     test_monotone();
+    test_model_forms();
     test_bic();
     test_reproducible();
     test_predict();

@@ -75,9 +75,20 @@ static void test_algorithms(void) {
   const char *diag = "diag";
   CHECK(gpuml_params_set_numbers(GPUML_PARAMS_GMM, &gp, "G", G, 3) == GPUML_OK && gp.nG == 3 &&
             gp.G[2] == 5 &&
-            gpuml_params_set_strings(GPUML_PARAMS_GMM, &gp, "covariance", &diag, 1) == GPUML_OK &&
-            gp.covariance == GPUML_GMM_DIAG,
-        "gmm: G and covariance by name");
+            gpuml_params_set_strings(GPUML_PARAMS_GMM, &gp, "models", &diag, 1) == GPUML_OK &&
+            gp.n_models == 1 && gp.models[0] == GPUML_GMM_VVI,
+        "gmm: G and a model by name");
+  const char *two[] = {"EVE", "vvv"};
+  CHECK(gpuml_params_set_strings(GPUML_PARAMS_GMM, &gp, "models", two, 2) == GPUML_OK &&
+            gp.n_models == 2 && gp.models[0] == GPUML_GMM_EVE && gp.models[1] == GPUML_GMM_VVV,
+        "gmm: models by mclust's names");
+  const char *bad = "XXX";
+  CHECK(gpuml_params_set_strings(GPUML_PARAMS_GMM, &gp, "models", &bad, 1) == GPUML_ERR_ARG,
+        "gmm: an unknown model name");
+  const char *km = "kmeans++";
+  CHECK(gpuml_params_set_strings(GPUML_PARAMS_GMM, &gp, "init", &km, 1) == GPUML_OK &&
+            gp.init == GPUML_GMM_INIT_KMEANSPP,
+        "gmm: init by name");
   int64_t gmax = 0;
   CHECK(gpuml_gmm_check(100, 4, &gp, NULL, &gmax) == GPUML_ERR_ARG, "gmm check: NULL options");
   gpuml_options opt;

@@ -12,17 +12,22 @@ as_whole_numbers <- function(x, what, single = TRUE) {
   as.double(x)
 }
 
-gpu_gmm <- function(data, G = 1:9, covariance = "full", max_iter = 1000, tol = 1e-8,
-                    reg = 1e-6, n_init = 1, seed = NULL, verbose = FALSE,
+gpu_gmm <- function(data, G = 1:9, modelNames = NULL, init = "hc", max_iter = 1000,
+                    tol = 1e-5, reg = 1e-6, n_init = 1, seed = NULL, verbose = FALSE,
                     backend = "auto") {
   cl <- match.call()
   data <- as_double_matrix(data, "data")
-  params <- given_args(cl, environment(), c("G", "covariance", "max_iter", "tol", "reg", "n_init"))
+  params <- given_args(cl, environment(), c("G", "init", "max_iter", "tol", "reg", "n_init"))
+  if (!is.null(modelNames)) {
+    if (!is.character(modelNames) || !length(modelNames) || anyNA(modelNames))
+      stop("modelNames must be NULL or a character vector of mclust's model names",
+           call. = FALSE)
+    params$models <- modelNames
+  }
   seed <- as_seed(seed)
   verbose <- as_flag(verbose, "verbose")
   res <- .Call(gpuml_r_gmm_fit, data, params, seed, as_backend(backend), verbose,
                gpuml_threads())
-  G <- res$G_tried
   vars <- colnames(data)
   d <- ncol(data)
   mean <- res$mean
@@ -35,47 +40,62 @@ gpu_gmm <- function(data, G = 1:9, covariance = "full", max_iter = 1000, tol = 1
   names(classification) <- rownames(data)
   uncertainty <- res$uncertainty
   names(uncertainty) <- rownames(data)
-  bic <- res$bic
-  names(bic) <- format(G, trim = TRUE)
+  BIC <- res$BIC
+  dimnames(BIC) <- list(format(res$G_tried, trim = TRUE), res$models_tried)
+  BIC <- structure(BIC, class = "gpu_gmm_bic")
   fit <- structure(list(
-    call = cl, n = nrow(data), d = d, G = res$G, covariance = res$covariance,
-    modelName = res$modelName,
+    call = cl, n = nrow(data), d = d, G = res$G, modelName = res$modelName,
     parameters = list(pro = res$pro, mean = mean,
                       variance = list(modelName = res$modelName, d = d, G = res$G,
                                       sigma = sigma)),
     z = z, classification = classification, uncertainty = uncertainty,
-    loglik = res$loglik, bic = bic, df = res$df, n_iter = res$n_iter,
-    converged = res$converged, backend = res$backend, seed = seed),
+    loglik = res$loglik, bic = max(unclass(BIC), na.rm = TRUE), BIC = BIC, df = res$df,
+    n_iter = res$n_iter, converged = res$converged, backend = res$backend, seed = seed),
     class = "gpu_gmm")
   if (verbose)
-    message(sprintf("gmm: G = %d (%s) chosen by BIC = %.6g; loglik %.6g after %d iteration%s%s on %s",
-                    fit$G, fit$modelName, max(bic, na.rm = TRUE), fit$loglik, fit$n_iter,
+    message(sprintf("gmm: %s with G = %d chosen by BIC = %.6g; loglik %.6g after %d iteration%s%s on %s",
+                    fit$modelName, fit$G, fit$bic, fit$loglik, fit$n_iter,
                     if (fit$n_iter == 1L) "" else "s",
                     if (fit$converged) "" else " (not converged)", fit$backend))
   fit
 }
 
+# The best `n` cells of a BIC table (G x model), largest first, named "model,G".
+top_bic <- function(BIC, n = 3L) {
+  b <- unclass(BIC)
+  o <- order(b, decreasing = TRUE, na.last = NA)[seq_len(min(n, sum(!is.na(b))))]
+  stats::setNames(b[o], paste(colnames(b)[col(b)[o]], rownames(b)[row(b)[o]], sep = ","))
+}
+
+print.gpu_gmm_bic <- function(x, digits = getOption("digits"), ...) {
+  cat("Bayesian Information Criterion (BIC), G x model:\n")
+  print(round(unclass(x), 2L), ...)
+  cat("\nTop 3 models based on the BIC criterion:\n")
+  print(round(top_bic(x), 2L), ...)
+  invisible(x)
+}
+
 print.gpu_gmm <- function(x, digits = getOption("digits") - 3L, ...) {
-  cat(sprintf("Gaussian mixture model (gpuml): %d component%s, %s covariance (%s)\n", x$G,
-              if (x$G == 1L) "" else "s", x$covariance, x$modelName))
+  cat(sprintf("Gaussian mixture model (gpuml): %s with %d component%s\n", x$modelName, x$G,
+              if (x$G == 1L) "" else "s"))
   cat(sprintf("fitted by EM on %s: %d iteration%s, %s; n = %d, d = %d\n", x$backend,
               x$n_iter, if (x$n_iter == 1L) "" else "s",
               if (x$converged) "converged" else "not converged (max_iter reached)", x$n, x$d))
   cat(sprintf("log-likelihood %s, df %d, BIC %s\n", format(x$loglik, digits = digits + 3L),
-              as.integer(x$df), format(max(x$bic, na.rm = TRUE), digits = digits + 3L)))
+              as.integer(x$df), format(x$bic, digits = digits + 3L)))
   cat("mixing proportions:\n")
   print(round(x$parameters$pro, digits), ...)
-  if (length(x$bic) > 1L) {
-    cat("BIC by G:\n")
-    print(round(x$bic, 2L), ...)
+  if (length(x$BIC) > 1L) {
+    cat("Top models by BIC:\n")
+    print(round(top_bic(x$BIC), 2L), ...)
   }
   invisible(x)
 }
 
 summary.gpu_gmm <- function(object, ...) {
-  structure(list(G = object$G, covariance = object$covariance, modelName = object$modelName,
+  structure(list(G = object$G, modelName = object$modelName,
                  n = object$n, d = object$d, loglik = object$loglik, df = object$df,
-                 bic = max(object$bic, na.rm = TRUE), BIC = object$bic,
+                 bic = object$bic, BIC = object$BIC, top = top_bic(object$BIC),
                  pro = object$parameters$pro, mean = object$parameters$mean,
                  variance = object$parameters$variance$sigma,
                  classification = table(factor(object$classification,
@@ -86,8 +106,8 @@ summary.gpu_gmm <- function(object, ...) {
 }
 
 print.summary.gpu_gmm <- function(x, digits = getOption("digits") - 3L, ...) {
-  cat(sprintf("Gaussian mixture model (gpuml) fitted by EM on %s\n", x$backend))
-  cat(sprintf("%s (%s covariance) with %d component%s\n\n", x$modelName, x$covariance, x$G,
+  cat(sprintf("Gaussian finite mixture model (gpuml) fitted by EM on %s\n", x$backend))
+  cat(sprintf("%s model with %d component%s\n\n", x$modelName, x$G,
               if (x$G == 1L) "" else "s"))
   print(data.frame(`log-likelihood` = x$loglik, n = x$n, df = as.integer(x$df), BIC = x$bic,
                    iterations = x$n_iter, converged = x$converged, check.names = FALSE),
@@ -98,9 +118,9 @@ print.summary.gpu_gmm <- function(x, digits = getOption("digits") - 3L, ...) {
   print(round(x$pro, digits))
   cat("\nMeans:\n")
   print(round(x$mean, digits))
-  if (length(x$BIC) > 1L) {
-    cat("\nBIC by G:\n")
-    print(round(x$BIC, 2L))
+  if (length(x$top) > 1L) {
+    cat("\nBest BIC values:\n")
+    print(round(x$top, 2L))
   }
   invisible(x)
 }
@@ -113,7 +133,7 @@ predict.gpu_gmm <- function(object, newdata, backend = "auto", ...) {
   p <- object$parameters
   res <- .Call(gpuml_r_gmm_predict, as.double(p$pro), matrix(as.double(p$mean), object$d),
                array(as.double(p$variance$sigma), c(object$d, object$d, object$G)),
-               object$covariance, newdata, as_backend(backend), FALSE, gpuml_threads())
+               object$modelName, newdata, as_backend(backend), FALSE, gpuml_threads())
   z <- res$z
   rownames(z) <- rownames(newdata)
   classification <- res$classification
@@ -136,14 +156,22 @@ plot.gpu_gmm <- function(x, what = c("BIC", "classification", "uncertainty"), da
   G <- x$G
   cols <- gpuml_palette(G)
   if (what == "BIC") {
-    g <- as.numeric(names(x$bic))
+    B <- unclass(x$BIC)
+    g <- as.numeric(rownames(B))
     o <- order(g)
-    best <- which.max(x$bic)
-    graphics::plot(g[o], x$bic[o], type = "b", pch = 16, xlab = "number of components G",
-                   ylab = "BIC", main = sprintf("BIC, %s covariance (%s)", x$covariance,
-                                                x$modelName), xaxt = "n", ...)
+    models <- colnames(B)
+    cols_m <- gpuml_palette(length(models))
+    pch_m <- c(16, 17, 15, 18, 1, 2, 0, 5, 3, 4, 8, 6, 7, 9)[seq_along(models)]
+    rng <- range(B, na.rm = TRUE)
+    graphics::matplot(g[o], B[o, , drop = FALSE], type = "b", lty = 1, pch = pch_m,
+                      col = cols_m, xlab = "number of components G", ylab = "BIC",
+                      ylim = rng, main = sprintf("BIC (best: %s, G = %d)", x$modelName, x$G),
+                      xaxt = "n", ...)
     graphics::axis(1, at = g)
-    graphics::points(g[best], x$bic[best], pch = 1, cex = 2.2, col = "red", lwd = 2)
+    best <- which(B == max(B, na.rm = TRUE), arr.ind = TRUE)[1L, ]
+    graphics::points(g[best[1]], B[best[1], best[2]], pch = 1, cex = 2.4, col = "red", lwd = 2)
+    graphics::legend("bottomright", legend = models, col = cols_m, pch = pch_m, lty = 1,
+                     ncol = if (length(models) > 7L) 2L else 1L, cex = 0.7, bg = "white")
     return(invisible(x))
   }
   if (is.null(data))

@@ -8,9 +8,10 @@
 #include <R_ext/Utils.h>
 #include "gpuml_r.h"
 
+/* A model name (a CHARSXP) -> the core's model. */
 static gpuml_gmm_covariance covariance_of(SEXP name) {
-  gpuml_gmm_covariance c = GPUML_GMM_FULL;
-  if (gpuml_gmm_parse_covariance(CHAR(STRING_ELT(name, 0)), &c) != GPUML_OK)
+  gpuml_gmm_covariance c = GPUML_GMM_VVV;
+  if (gpuml_gmm_parse_covariance(CHAR(name), &c) != GPUML_OK)
     Rf_error("%s", gpuml_last_error());
   return c;
 }
@@ -39,7 +40,7 @@ static void outputs(const double *z, const int64_t *cls, const double *unc, int6
 }
 
 /* x: double matrix; params: a named list of the parameters the user gave, by the core's
- * names (G, covariance, max_iter, tol, reg, n_init); the core holds the defaults. */
+ * names (G, models, init, max_iter, tol, reg, n_init); the core holds the defaults. */
 SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
@@ -51,6 +52,8 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
   int64_t gmax = 0;
   gpuml_r_stop_on_failure(gpuml_gmm_check(n, d, &p, &opt, &gmax));  /* before allocating */
   const int64_t nG = p.nG;
+  gpuml_gmm_covariance models[GPUML_GMM_N_MODELS];
+  const int64_t nM = gpuml_gmm_models_tried(n, d, &p, models);
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
   model.weights = (double *)R_alloc((size_t)gmax, sizeof(double));
@@ -59,7 +62,7 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
   double *z = (double *)R_alloc((size_t)n * (size_t)gmax, sizeof(double));
   double *unc = (double *)R_alloc((size_t)n, sizeof(double));
   int64_t *cls = (int64_t *)R_alloc((size_t)n, sizeof(int64_t));
-  double *bic = (double *)R_alloc(nG > 0 ? (size_t)nG : 1, sizeof(double));
+  double *bic = (double *)R_alloc((size_t)(nG * nM), sizeof(double));
   gpuml_gmm_result result;
   gpuml_r_stop_on_failure(
       gpuml_gmm_fit(REAL(x), n, d, &p, &model, z, cls, unc, bic, &opt, &result));
@@ -73,33 +76,36 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
   memcpy(REAL(mu), model.means, sizeof(double) * (size_t)(d * Gb));
   SEXP sigma = PROTECT(Rf_alloc3DArray(REALSXP, (int)d, (int)d, (int)Gb));
   memcpy(REAL(sigma), model.covariances, sizeof(double) * (size_t)(d * d * Gb));
-  SEXP rbic = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nG));
-  for (int64_t g = 0; g < nG; g++) REAL(rbic)[g] = ISNAN(bic[g]) ? NA_REAL : bic[g];
+  SEXP rbic = PROTECT(Rf_allocMatrix(REALSXP, (int)nG, (int)nM));
+  for (int64_t e = 0; e < nG * nM; e++) REAL(rbic)[e] = ISNAN(bic[e]) ? NA_REAL : bic[e];
   SEXP tried = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)nG));
   for (int64_t g = 0; g < nG; g++) INTEGER(tried)[g] = (int)p.G[g];
-  const char *names[] = {"G",     "covariance", "modelName",      "pro",         "mean",
-                         "sigma", "z",          "classification", "uncertainty", "loglik",
-                         "bic",   "df",         "n_iter",         "converged",   "backend",
-                         "G_tried", "settings"};
+  SEXP model_names = PROTECT(Rf_allocVector(STRSXP, (R_xlen_t)nM));
+  for (int64_t m = 0; m < nM; m++)
+    SET_STRING_ELT(model_names, m, Rf_mkChar(gpuml_gmm_model_name(models[m], d)));
+  const char *names[] = {"G",           "modelName", "pro",    "mean",   "sigma",
+                         "z",           "classification", "uncertainty", "loglik", "BIC",
+                         "df",          "n_iter",    "converged", "backend", "G_tried",
+                         "models_tried", "settings"};
   SEXP res = new_list(17, names);
   SET_VECTOR_ELT(res, 0, Rf_ScalarInteger((int)Gb));
-  SET_VECTOR_ELT(res, 1, Rf_mkString(gpuml_gmm_covariance_name(model.covariance)));
-  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_gmm_model_name(model.covariance)));
-  SET_VECTOR_ELT(res, 3, w);
-  SET_VECTOR_ELT(res, 4, mu);
-  SET_VECTOR_ELT(res, 5, sigma);
-  SET_VECTOR_ELT(res, 6, rz);
-  SET_VECTOR_ELT(res, 7, rcls);
-  SET_VECTOR_ELT(res, 8, runc);
-  SET_VECTOR_ELT(res, 9, Rf_ScalarReal(model.loglik));
-  SET_VECTOR_ELT(res, 10, rbic);
-  SET_VECTOR_ELT(res, 11, Rf_ScalarReal((double)gpuml_gmm_npar(model.covariance, Gb, d)));
-  SET_VECTOR_ELT(res, 12, Rf_ScalarInteger((int)model.n_iter));
-  SET_VECTOR_ELT(res, 13, Rf_ScalarLogical(model.converged != 0));
-  SET_VECTOR_ELT(res, 14, Rf_mkString(gpuml_backend_name(result.run.backend)));
-  SET_VECTOR_ELT(res, 15, tried);
+  SET_VECTOR_ELT(res, 1, Rf_mkString(gpuml_gmm_model_name(model.covariance, d)));
+  SET_VECTOR_ELT(res, 2, w);
+  SET_VECTOR_ELT(res, 3, mu);
+  SET_VECTOR_ELT(res, 4, sigma);
+  SET_VECTOR_ELT(res, 5, rz);
+  SET_VECTOR_ELT(res, 6, rcls);
+  SET_VECTOR_ELT(res, 7, runc);
+  SET_VECTOR_ELT(res, 8, Rf_ScalarReal(model.loglik));
+  SET_VECTOR_ELT(res, 9, rbic);
+  SET_VECTOR_ELT(res, 10, Rf_ScalarReal((double)gpuml_gmm_npar(model.covariance, Gb, d)));
+  SET_VECTOR_ELT(res, 11, Rf_ScalarInteger((int)model.n_iter));
+  SET_VECTOR_ELT(res, 12, Rf_ScalarLogical(model.converged != 0));
+  SET_VECTOR_ELT(res, 13, Rf_mkString(gpuml_backend_name(result.run.backend)));
+  SET_VECTOR_ELT(res, 14, tried);
+  SET_VECTOR_ELT(res, 15, model_names);
   SET_VECTOR_ELT(res, 16, gpuml_r_params_values(GPUML_PARAMS_GMM, &p));
-  UNPROTECT(9);
+  UNPROTECT(10);
   return res;
 }
 
@@ -111,7 +117,7 @@ SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covari
   gpuml_r_stop_on_failure(gpuml_check_columns("gmm", "newdata", Rf_ncols(x), "the model", d));
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
-  model.covariance = covariance_of(covariance);
+  model.covariance = covariance_of(STRING_ELT(covariance, 0));
   model.G = G;
   model.d = d;
   model.weights = REAL(weights);

@@ -73,6 +73,7 @@ typedef struct {
   double *block_ll;     /* one per block of rows */
   double *work;         /* per thread: GM_GMM_BLOCK x (d + 1) */
   int avx2;             /* the processor runs the AVX2 kernels */
+  int full_capable;     /* U has room for full factors */
 } gm_gmm_cpu;
 
 static int64_t block_count(int64_t n) { return (n + GM_GMM_BLOCK - 1) / GM_GMM_BLOCK; }
@@ -100,13 +101,14 @@ gpuml_status gm_gmm_cpu_open(const gm_gmm_data *data, void **engine) {
   /* Small problems run on one thread: their iterations take less than the cost of
    * waking and joining the others (and, on a busy machine, far less). */
   const double work = (double)data->n * (double)data->kmax * (double)data->d *
-                      (data->covariance == GPUML_GMM_FULL ? (double)data->d : 1.0);
+                      (data->structure == GM_GMM_FULL_STRUCTURE ? (double)data->d : 1.0);
   e->threads = work >= GM_GMM_PARALLEL_WORK ? gm_threads(data->opt) : 1;
 #if GM_GMM_AVX2
   e->avx2 = __builtin_cpu_supports("avx2") != 0;
 #endif
   const size_t n = (size_t)data->n, d = (size_t)data->d, K = (size_t)data->kmax;
-  const int full = data->covariance == GPUML_GMM_FULL;
+  const int full = data->structure == GM_GMM_FULL_STRUCTURE;
+  e->full_capable = full;
   e->w = gm_alloc(K, sizeof(double));
   e->mu = gm_alloc(d * K, sizeof(double));
   e->cov = gm_alloc(d * d * K, sizeof(double));
@@ -152,7 +154,7 @@ static gpuml_status cpu_factor(void *p, int64_t K, int *info) {
   gm_gmm_cpu *e = p;
   const int64_t d = e->data.d;
   const int di = (int)d;
-  const int full = e->data.covariance == GPUML_GMM_FULL;
+  const int full = e->data.structure == GM_GMM_FULL_STRUCTURE;
   const int blas_threads = gm_blas_serial_begin();
 #pragma omp parallel for num_threads(e->threads) schedule(dynamic, 1) if (full && d >= 32)
   for (int64_t k = 0; k < K; k++) {
@@ -336,7 +338,7 @@ static void block_log_prob(const gm_gmm_cpu *e, int64_t r0, int64_t rn, int64_t 
 #pragma omp simd
     for (int64_t i = 0; i < rn; i++) y[i] = col[i] - m;
   }
-  if (e->data.covariance != GPUML_GMM_FULL) {
+  if (e->data.structure != GM_GMM_FULL_STRUCTURE) {
     const double *u = e->U + k * d;
     for (int64_t j = 0; j < d; j++) {
       const double *y = Y + j * rn, uj = u[j];
@@ -411,7 +413,8 @@ static gpuml_status cpu_log_density(void *p, double *out) {
   return GPUML_OK;
 }
 
-/* Weight, mean and covariance of component k from its responsibilities. */
+/* Weight, mean and unconstrained covariance (without reg) of component k from its
+ * responsibilities. */
 static void mstep_component(gm_gmm_cpu *e, int64_t k, double *W, double *nk_out) {
   const int64_t n = e->data.n, d = e->data.d;
   const double *x = e->data.x, *z = e->z + k * n;
@@ -436,7 +439,7 @@ static void mstep_component(gm_gmm_cpu *e, int64_t k, double *W, double *nk_out)
   const double inv = 1 / nk, zero = 0, one = 1;
   dgemv_("T", &ni, &di, &inv, x, &ni, z, &one_i, &zero, mu, &one_i, 1);
   e->w[k] = nk / (double)n;
-  if (e->data.covariance == GPUML_GMM_FULL) {
+  if (e->data.structure == GM_GMM_FULL_STRUCTURE) {
     /* The scatter of the rows centred on the new mean, by blocks of
      * W = sqrt(z) (x - mu): S += W'W (hand-written up to GM_GMM_SMALL_D, else DSYRK). */
     const int small = d <= GM_GMM_SMALL_D;
@@ -464,13 +467,12 @@ static void mstep_component(gm_gmm_cpu *e, int64_t k, double *W, double *nk_out)
     }
     for (int64_t b = 0; b < d; b++)
       for (int64_t a = 0; a <= b; a++) {
-        const double v = S[a + b * d] * inv + (a == b ? e->data.reg : 0);
+        const double v = S[a + b * d] * inv;
         S[a + b * d] = v;
         S[b + a * d] = v;
       }
     return;
   }
-  double total = 0;
   for (int64_t j = 0; j < d; j++) {
     const double *col = x + j * n;
     double s = 0;
@@ -479,12 +481,9 @@ static void mstep_component(gm_gmm_cpu *e, int64_t k, double *W, double *nk_out)
       s += z[i] * t * t;
     }
     W[j] = s * inv;
-    total += W[j];
   }
   memset(S, 0, (size_t)(d * d) * sizeof(double));
-  for (int64_t j = 0; j < d; j++)
-    S[j + j * d] = (e->data.covariance == GPUML_GMM_SPHERICAL ? total / (double)d : W[j]) +
-                   e->data.reg;
+  for (int64_t j = 0; j < d; j++) S[j + j * d] = W[j];
 }
 
 static gpuml_status cpu_mstep(void *p, int64_t K, double *nk) {
@@ -522,6 +521,16 @@ static gpuml_status cpu_get_z(void *p, int64_t K, double *z) {
   return GPUML_OK;
 }
 
+static gpuml_status cpu_set_structure(void *p, gm_gmm_structure structure) {
+  gm_gmm_cpu *e = p;
+  if (structure == GM_GMM_FULL_STRUCTURE && !e->full_capable)
+    return gm_fail(GPUML_ERR_ARG, "gmm:internal",
+                   "the engine was opened for diagonal covariances only");
+  e->data.structure = structure;
+  return GPUML_OK;
+}
+
 const gm_gmm_ops gm_gmm_cpu_ops = {cpu_set_params, cpu_set_component, cpu_factor,
                                    cpu_estep,      cpu_log_density,   cpu_mstep,
-                                   cpu_get_params, cpu_get_z,         cpu_close};
+                                   cpu_get_params, cpu_get_z,         cpu_set_structure,
+                                   cpu_close};

@@ -537,48 +537,83 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
  * Gaussian mixture models: core/gmm.c, kernels/gmm.cu
  * ===================================================================================== */
 
-/* Covariance structure of every component (mclust's model names in brackets). */
+/* The covariance models, with mclust's names and in mclust's order: component k has
+ * covariance Sigma_k = lambda_k D_k A_k D_k' (volume lambda_k, diagonal shape A_k of
+ * determinant 1, orthogonal orientation D_k), each letter saying whether volume, shape
+ * and orientation are Equal across components, Variable, or the Identity. */
 typedef enum {
-  GPUML_GMM_FULL = 0,     /* an unrestricted covariance matrix per component ("VVV") */
-  GPUML_GMM_DIAG = 1,     /* a diagonal covariance matrix per component ("VVI") */
-  GPUML_GMM_SPHERICAL = 2 /* sigma_k^2 times the identity per component ("VII") */
+  GPUML_GMM_EII = 0, /* lambda I: spherical, equal volume */
+  GPUML_GMM_VII,     /* lambda_k I: spherical */
+  GPUML_GMM_EEI,     /* lambda A: diagonal, equal */
+  GPUML_GMM_VEI,     /* lambda_k A */
+  GPUML_GMM_EVI,     /* lambda A_k */
+  GPUML_GMM_VVI,     /* lambda_k A_k: diagonal */
+  GPUML_GMM_EEE,     /* lambda D A D': one covariance for all */
+  GPUML_GMM_VEE,     /* lambda_k D A D' */
+  GPUML_GMM_EVE,     /* lambda D A_k D' */
+  GPUML_GMM_VVE,     /* lambda_k D A_k D' */
+  GPUML_GMM_EEV,     /* lambda D_k A D_k' */
+  GPUML_GMM_VEV,     /* lambda_k D_k A D_k' */
+  GPUML_GMM_EVV,     /* lambda D_k A_k D_k' */
+  GPUML_GMM_VVV,     /* lambda_k D_k A_k D_k': unrestricted */
+  GPUML_GMM_FULL = GPUML_GMM_VVV,
+  GPUML_GMM_DIAG = GPUML_GMM_VVI,
+  GPUML_GMM_SPHERICAL = GPUML_GMM_VII
 } gpuml_gmm_covariance;
+#define GPUML_GMM_N_MODELS 14
 
-/* "full", "diag", "spherical" (case-insensitive) <-> enum; an unknown name is
- * GPUML_ERR_ARG with id "gmm:badCovariance" and a message listing the valid names. */
-const char *gpuml_gmm_covariance_name(gpuml_gmm_covariance covariance);
+/* A model's name: mclust's three letters ("E" or "V" when d = 1, where every model is
+ * one of mclust's two univariate ones); "" for an unknown value. */
+const char *gpuml_gmm_model_name(gpuml_gmm_covariance model, int64_t d);
+/* A name (case-insensitive) -> the model: the 14 names, "full", "diag", "spherical"
+ * (VVV, VVI, VII) and "E", "V" (EII, VII). An unknown name is GPUML_ERR_ARG with id
+ * "gmm:badModel" and a message listing the valid names. */
 gpuml_status gpuml_gmm_parse_covariance(const char *name, gpuml_gmm_covariance *out);
-/* mclust's name of the model: "VVV", "VVI", "VII" ("" for an unknown value). */
-const char *gpuml_gmm_model_name(gpuml_gmm_covariance covariance);
-/* Free parameters of a G-component model in d dimensions: G - 1 weights, G d means
- * and G d (d + 1) / 2, G d or G variances. BIC = 2 loglik - npar log(n). */
-int64_t gpuml_gmm_npar(gpuml_gmm_covariance covariance, int64_t G, int64_t d);
+/* Free parameters of a G-component model in d dimensions, counted as mclust counts
+ * them: G - 1 weights, G d means and the model's covariance parameters.
+ * BIC = 2 loglik - npar log(n). */
+int64_t gpuml_gmm_npar(gpuml_gmm_covariance model, int64_t G, int64_t d);
 
 /* The most numbers of components one fit tries (params.G). */
 #define GPUML_GMM_MAX_G 256
 
+typedef enum {
+  GPUML_GMM_INIT_HC = 0,      /* model-based agglomerative clustering (deterministic) */
+  GPUML_GMM_INIT_KMEANSPP = 1 /* greedy k-means++ centres drawn with opt->seed */
+} gpuml_gmm_init;
+
 typedef struct {
   int64_t G[GPUML_GMM_MAX_G]; /* the numbers of components to try: nG values >= 1 */
   int64_t nG;
-  gpuml_gmm_covariance covariance;
+  gpuml_gmm_covariance models[GPUML_GMM_N_MODELS]; /* the models to try ... */
+  int64_t n_models;      /* ... 0: all that apply (gpuml_gmm_models_tried) */
+  gpuml_gmm_init init;   /* how each fit starts */
   int64_t max_iter;      /* EM iterations per fit, >= 1 */
-  double tol;            /* stop when |loglik_t - loglik_{t-1}| <= tol |loglik_t|; 0 runs
-                            max_iter iterations */
+  double tol;            /* stop when |loglik_t - loglik_{t-1}| <= tol (1 + |loglik_t|);
+                            0 runs max_iter iterations */
   double reg;            /* >= 0, added to the diagonal of every covariance matrix */
-  int64_t n_init;        /* k-means++ starts per G; the one of largest loglik is kept */
+  int64_t n_init;        /* starts per G and model (the first from `init`, the others
+                            k-means++); the one of largest loglik is kept */
 } gpuml_gmm_params;
 
-/* Defaults: G = 1:9 (mclust's), full covariance, max_iter 1000, tol 1e-8, reg 1e-6,
- * n_init 1. */
+/* Defaults: G = 1:9 and all models that apply (mclust's), init "hc", max_iter 1000,
+ * tol 1e-5 (mclust's), reg 1e-6, n_init 1. */
 void gpuml_gmm_params_init(gpuml_gmm_params *params);
+
+/* The models a fit with these params tries, in order, into models[GPUML_GMM_N_MODELS];
+ * returns their number. With n_models = 0, mclust's rule: all 14 in the order above;
+ * only the six spherical and diagonal ones when n <= d; EII and VII (mclust's E and V)
+ * when d = 1. */
+int64_t gpuml_gmm_models_tried(int64_t n, int64_t d, const gpuml_gmm_params *params,
+                               gpuml_gmm_covariance *models);
 
 /* A fitted mixture. The arrays are the caller's, sized for the largest G that the
  * model may hold; the first G components are meaningful. Column-major, as mclust
  * holds them: component k has weight weights[k], mean means[0 .. d-1 + k d] and
  * covariance covariances[k d d .. (k + 1) d d - 1] (a full d x d matrix for every
- * structure: diagonal for "diag", sigma_k^2 I for "spherical"). */
+ * model). */
 typedef struct {
-  gpuml_gmm_covariance covariance;
+  gpuml_gmm_covariance covariance; /* the model */
   int64_t G, d;
   double *weights;       /* G: mixing proportions, summing to 1 */
   double *means;         /* d x G */
@@ -589,21 +624,29 @@ typedef struct {
 } gpuml_gmm_model;
 
 /*
- * Fits a Gaussian mixture by EM (fp64 on both backends) for each G in params->G and
- * keeps the one of largest BIC (ties: the earlier G in the list). Each fit starts from
- * greedy k-means++ centres drawn with opt->seed (the same centres on both backends;
- * a given G gives the same fit whatever else is in the list), with params->n_init
- * starts per G. A component left with less than one point's worth of
- * responsibility, or whose covariance is not positive definite even after reg, is
- * re-seeded at the worst-fitted points; a fit where that keeps happening fails
- * ("gmm:collapse"): with several G, that G gets a NaN BIC and the others go on.
+ * Fits Gaussian mixtures by EM (fp64 on both backends) for each G in params->G and
+ * each model tried (gpuml_gmm_models_tried), and keeps the one of largest BIC (ties:
+ * the earlier model, then the earlier G). Each fit starts from params->init:
+ *  - "hc": the partitions of a model-based agglomerative clustering (VVV criterion,
+ *    on SVD-scaled data, of at most 2,000 rows chosen deterministically; quantile
+ *    classes when d = 1), computed once for all G and models; the model's M-step on
+ *    those rows gives the starting parameters. Its cost grows as d^2 to d^3 per
+ *    merge: above d = 100 the fits start from k-means++ instead;
+ *  - "kmeans++": greedy k-means++ centres drawn with opt->seed (the same on both
+ *    backends; a given G gives the same fit whatever else is in the list).
+ * Further starts (n_init > 1) are k-means++ draws; the fit of largest loglik is kept.
+ * A component left with less than one point's worth of responsibility, or whose
+ * covariance is not positive definite even after reg, is re-seeded at the
+ * worst-fitted points; a fit where that keeps happening fails ("gmm:collapse"): that
+ * G and model get a NaN BIC and the others go on.
  *   x: n x d data.
  *   model: in: weights, means, covariances allocated for max(G) components; out: the
  *     chosen model (G, d, covariance and all fields).
  *   z: NULL or n x max(G); out: z[i + k n] (k < model->G) = P(component k | x_i).
  *   classification: NULL or n; out: the component of largest z (0-based; ties: the
  *     smaller index). uncertainty: NULL or n; out: 1 - max_k z[i, k].
- *   bic: NULL or nG; out: BIC of each G tried (NaN where it could not be fitted).
+ *   bic: NULL or nG x (number of models tried), column-major (G down, models across,
+ *     as mclustBIC); out: the BIC of each fit (NaN where it could not be fitted).
  * Same data, params, seed and backend give identical results (any thread count).
  */
 typedef struct {

@@ -4,11 +4,11 @@
  *   [labels, model] = gpuml_gmm_mex (X, params, seed, backend, verbose)
  *
  * X: n x d double. params: a cell {name, value, ...} of the parameters the user gave,
- * by the core's names (G, covariance, max_iter, tol, reg, n_init); the core holds the
- * defaults (G = 1:9 among them). labels: n x 1, 1-based. model: struct with G,
- * covariance, modelName, weights (1 x G), means (G x d, one row per component),
- * covariances (d x d x G), z (n x G), uncertainty (n x 1), loglik, bic (one per K
- * tried), K, n_iter, converged, backend.
+ * by the core's names (G, models, init, max_iter, tol, reg, n_init); the core holds the
+ * defaults (G = 1:9 and every model that applies among them). labels: n x 1, 1-based.
+ * model: struct with G, modelName, weights (1 x G), means (G x d, one row per component),
+ * covariances (d x d x G), z (n x G), uncertainty (n x 1), loglik, bic (K tried x models
+ * tried), K, modelNames, n_iter, converged, backend.
  */
 #include <math.h>
 #include <string.h>
@@ -38,6 +38,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   int64_t kmax = 0;
   if ((st = gpuml_gmm_check(n, d, &p, &opt, &kmax))) gpuml_mex_raise(st);  /* before allocating */
   const int64_t nK = p.nG;
+  gpuml_gmm_covariance models[GPUML_GMM_N_MODELS];
+  const int64_t nM = gpuml_gmm_models_tried(n, d, &p, models);
   const size_t rows = n > 0 ? (size_t)n : 1, dd = d > 0 ? (size_t)d : 1;
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
@@ -47,7 +49,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   double *z = (double *)mxMalloc(rows * (size_t)kmax * sizeof(double));
   double *unc = (double *)mxMalloc(rows * sizeof(double));
   int64_t *cls = (int64_t *)mxMalloc(rows * sizeof(int64_t));
-  double *bic = (double *)mxMalloc((size_t)nK * sizeof(double));
+  double *bic = (double *)mxMalloc((size_t)(nK * nM) * sizeof(double));
   gpuml_gmm_result result;
   st = gpuml_gmm_fit((const double *)gpuml_mex_data(X), n, d, &p, &model, z, cls, unc, bic, &opt,
                      &result);
@@ -58,13 +60,12 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   for (int64_t i = 0; i < n; i++) mxGetPr(labels)[i] = (double)(cls[i] + 1);
   plhs[0] = labels;
   if (nlhs > 1) {
-    const char *fields[] = {"G",           "covariance", "modelName", "weights", "means",
-                            "covariances", "z",          "uncertainty", "loglik", "bic",
-                            "K",           "n_iter",     "converged", "backend"};
+    const char *fields[] = {"G",           "modelName", "weights", "means",
+                            "covariances", "z",         "uncertainty", "loglik", "bic",
+                            "K",           "modelNames", "n_iter",   "converged", "backend"};
     mxArray *s = mxCreateStructMatrix(1, 1, 14, fields);
     mxSetField(s, 0, "G", mxCreateDoubleScalar((double)G));
-    mxSetField(s, 0, "covariance", mxCreateString(gpuml_gmm_covariance_name(model.covariance)));
-    mxSetField(s, 0, "modelName", mxCreateString(gpuml_gmm_model_name(model.covariance)));
+    mxSetField(s, 0, "modelName", mxCreateString(gpuml_gmm_model_name(model.covariance, d)));
     mxArray *w = mxCreateDoubleMatrix(1, (mwSize)G, mxREAL);
     memcpy(mxGetPr(w), model.weights, (size_t)G * sizeof(double));
     mxSetField(s, 0, "weights", w);
@@ -83,14 +84,16 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     memcpy(mxGetPr(u), unc, (size_t)n * sizeof(double));
     mxSetField(s, 0, "uncertainty", u);
     mxSetField(s, 0, "loglik", mxCreateDoubleScalar(model.loglik));
-    mxArray *b = mxCreateDoubleMatrix(1, (mwSize)nK, mxREAL);
+    mxArray *b = mxCreateDoubleMatrix((mwSize)nK, (mwSize)nM, mxREAL);
+    memcpy(mxGetPr(b), bic, (size_t)(nK * nM) * sizeof(double));
     mxArray *kt = mxCreateDoubleMatrix(1, (mwSize)nK, mxREAL);
-    for (int64_t g = 0; g < nK; g++) {
-      mxGetPr(b)[g] = bic[g];
-      mxGetPr(kt)[g] = (double)p.G[g];
-    }
+    for (int64_t g = 0; g < nK; g++) mxGetPr(kt)[g] = (double)p.G[g];
+    mxArray *mn = mxCreateCellMatrix(1, (mwSize)nM);
+    for (int64_t m = 0; m < nM; m++)
+      mxSetCell(mn, (mwIndex)m, mxCreateString(gpuml_gmm_model_name(models[m], d)));
     mxSetField(s, 0, "bic", b);
     mxSetField(s, 0, "K", kt);
+    mxSetField(s, 0, "modelNames", mn);
     mxSetField(s, 0, "n_iter", mxCreateDoubleScalar((double)model.n_iter));
     mxSetField(s, 0, "converged", mxCreateLogicalScalar(model.converged != 0));
     mxSetField(s, 0, "backend", mxCreateString(gpuml_backend_name(result.run.backend)));

@@ -35,7 +35,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_status st = gpuml_check_columns("gmm", "X", (int64_t)mxGetN(X), "the model", d);
   if (st) gpuml_mex_raise(st);
   if (!mxIsChar(prhs[3]) || mxGetM(prhs[3]) > 1)
-    mexErrMsgIdAndTxt("gpuml:gmm:badOption", "covariance must be a string");
+    mexErrMsgIdAndTxt("gpuml:gmm:badOption", "the model's modelName must be a string");
   char *cov_name = mxArrayToString(prhs[3]);
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);

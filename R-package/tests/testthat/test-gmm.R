@@ -1,11 +1,12 @@
 backend <- function() test_backend()
+mclust_models <- c("EII", "VII", "EEI", "VEI", "EVI", "VVI", "EEE", "VEE", "EVE", "VVE", "EEV",
+                   "VEV", "EVV", "VVV")
 
 test_that("gpu_gmm returns an mclust-like object", {
-  fit <- gpu_gmm(faithful, G = 1:4, seed = 1, backend = backend())
+  fit <- gpu_gmm(faithful, G = 1:4, modelNames = "VVV", seed = 1, backend = backend())
   expect_s3_class(fit, "gpu_gmm")
   expect_identical(fit$G, 2L)
   expect_identical(fit$modelName, "VVV")
-  expect_identical(fit$covariance, "full")
   expect_named(fit$parameters, c("pro", "mean", "variance"))
   expect_equal(sum(fit$parameters$pro), 1, tolerance = 1e-12)
   expect_identical(dim(fit$parameters$mean), c(2L, 2L))
@@ -15,9 +16,11 @@ test_that("gpu_gmm returns an mclust-like object", {
   expect_equal(rowSums(fit$z), rep(1, 272), tolerance = 1e-12, ignore_attr = TRUE)
   expect_true(is.integer(fit$classification) && all(fit$classification %in% 1:2))
   expect_equal(unname(fit$uncertainty), unname(1 - apply(fit$z, 1, max)), tolerance = 1e-14)
-  expect_identical(names(fit$bic), c("1", "2", "3", "4"))
-  expect_identical(which.max(fit$bic), c(`2` = 2L))
-  expect_equal(max(fit$bic), 2 * fit$loglik - fit$df * log(272), tolerance = 1e-12)
+  expect_s3_class(fit$BIC, "gpu_gmm_bic")
+  expect_identical(dimnames(fit$BIC), list(c("1", "2", "3", "4"), "VVV"))
+  expect_identical(which.max(fit$BIC), 2L)
+  expect_identical(fit$bic, max(fit$BIC))
+  expect_equal(fit$bic, 2 * fit$loglik - fit$df * log(272), tolerance = 1e-12)
   expect_identical(fit$df, 11)
   expect_true(fit$converged && fit$n_iter >= 1)
   if (backend() != "auto") expect_identical(fit$backend, backend())
@@ -27,12 +30,12 @@ test_that("gpu_gmm returns an mclust-like object", {
 
 test_that("faithful: the same fit as mclust's VVV model", {
   skip_if_no_peer("mclust")
-  fit <- gpu_gmm(faithful, G = 1:4, seed = 1, backend = backend())
+  fit <- gpu_gmm(faithful, G = 1:4, modelNames = "VVV", seed = 1, backend = backend())
   m <- mclust_fit(faithful, 1:4)
   expect_identical(fit$G, m$G)
   expect_gte(fit$loglik, m$loglik - 1e-6 * abs(m$loglik))
   expect_equal(fit$loglik, m$loglik, tolerance = 1e-6)
-  expect_equal(max(fit$bic), m$bic, tolerance = 1e-6)
+  expect_equal(fit$bic, m$bic, tolerance = 1e-6)
   expect_gte(adjusted_rand(fit$classification, m$classification), 0.99)
 })
 
@@ -40,12 +43,12 @@ test_that("separated mixtures are recovered, at least as well as by mclust", {
   for (case in list(list(n = 1200, d = 3, G = 3), list(n = 2000, d = 6, G = 4))) {
     mx <- gmm_mixture(case$n, case$d, case$G, seed = case$d)
     for (cov in c("full", "diag", "spherical")) {
-      fit <- gpu_gmm(mx$x, G = case$G, covariance = cov, seed = 2, backend = backend())
+      fit <- gpu_gmm(mx$x, G = case$G, modelNames = cov, seed = 2, backend = backend())
       expect_gte(adjusted_rand(fit$classification, mx$label), 0.95)
       expect_true(fit$converged)
     }
     if (requireNamespace("mclust", quietly = TRUE)) {
-      fit <- gpu_gmm(mx$x, G = case$G, seed = 2, backend = backend())
+      fit <- gpu_gmm(mx$x, G = case$G, modelNames = "VVV", seed = 2, backend = backend())
       m <- mclust_fit(mx$x, case$G)
       expect_gte(fit$loglik, m$loglik - 1e-3 * abs(m$loglik))
     }
@@ -55,17 +58,17 @@ test_that("separated mixtures are recovered, at least as well as by mclust", {
 test_that("BIC picks the true number of components", {
   for (cov in c("full", "diag", "spherical")) {
     mx <- gmm_mixture(900, 2, 3, spread = 40, seed = 11, shape = cov)
-    fit <- gpu_gmm(mx$x, G = 1:6, covariance = cov, seed = 4, backend = backend())
+    fit <- gpu_gmm(mx$x, G = 1:6, modelNames = cov, seed = 4, backend = backend())
     expect_identical(fit$G, 3L)
-    expect_false(anyNA(fit$bic))
+    expect_false(anyNA(fit$BIC))
     expect_gte(adjusted_rand(fit$classification, mx$label), 0.95)
   }
 })
 
 test_that("diag and spherical covariances have their form and mclust's names", {
   mx <- gmm_mixture(600, 3, 2, seed = 5)
-  fd <- gpu_gmm(mx$x, G = 2, covariance = "diag", seed = 1, backend = backend())
-  fs <- gpu_gmm(mx$x, G = 2, covariance = "Spherical", seed = 1, backend = backend())
+  fd <- gpu_gmm(mx$x, G = 2, modelNames = "diag", seed = 1, backend = backend())
+  fs <- gpu_gmm(mx$x, G = 2, modelNames = "Spherical", seed = 1, backend = backend())
   expect_identical(c(fd$modelName, fs$modelName), c("VVI", "VII"))
   for (k in 1:2) {
     sd <- fd$parameters$variance$sigma[, , k]
@@ -119,13 +122,14 @@ test_that("a seed makes fits reproducible; set.seed() is honoured", {
   # a G fitted alone is the same fit as within a list
   one <- gpu_gmm(mx$x, G = 3, seed = 10, backend = backend())
   list_fit <- gpu_gmm(mx$x, G = 3:4, seed = 10, backend = backend())
-  expect_equal(unname(list_fit$bic["3"]), max(one$bic))
+  expect_equal(unname(list_fit$BIC["3", ]), unname(one$BIC["3", ]))
 })
 
 test_that("print, summary and plot work", {
   fit <- gpu_gmm(faithful, G = 1:3, seed = 1, backend = backend())
-  expect_output(print(fit), "Gaussian mixture model \\(gpuml\\): 2 components, full covariance \\(VVV\\)")
-  expect_output(print(fit), "BIC by G")
+  expect_output(print(fit), "Gaussian mixture model \\(gpuml\\): EEE with 3 components")
+  expect_output(print(fit), "Top models by BIC")
+  expect_output(print(fit$BIC), "Top 3 models based on the BIC criterion")
   s <- summary(fit)
   expect_s3_class(s, "summary.gpu_gmm")
   expect_output(print(s), "Clustering table")
@@ -145,8 +149,8 @@ test_that("print, summary and plot work", {
 test_that("verbose reports the fits and the model chosen", {
   out <- capture.output(fit <- gpu_gmm(faithful, G = 1:3, seed = 1, verbose = TRUE,
                                        backend = "cpu"), type = "message")
-  expect_match(out, "^gmm: 3/3 \\(100%\\)$", all = FALSE)
-  expect_match(out, "^gmm: G = 2 \\(VVV\\) chosen by BIC", all = FALSE)
+  expect_match(out, "^gmm: 42/42 \\(100%\\)$", all = FALSE)
+  expect_match(out, "^gmm: EEE with G = 3 chosen by BIC", all = FALSE)
   quiet <- capture.output(gpu_gmm(faithful, G = 2, seed = 1, backend = "cpu"), type = "message")
   expect_length(quiet, 0)
 })
@@ -163,12 +167,17 @@ test_that("gpu_gmm reports bad input clearly", {
   bad[5, 2] <- Inf
   expect_error(gpu_gmm(bad, G = 2), "data contains Inf at row 5, column 2")
   wide <- matrix(rnorm(8 * 10), 8)
-  expect_error(gpu_gmm(wide, G = 1), "need more than 10 rows.*diag")
-  expect_s3_class(gpu_gmm(wide, G = 1, covariance = "diag", backend = backend()), "gpu_gmm")
-  expect_s3_class(gpu_gmm(wide, G = 1, reg = 1, backend = backend()), "gpu_gmm")
-  expect_error(gpu_gmm(x, G = 2, covariance = "EEE"), "covariance = \"EEE\" is not known")
-  expect_error(gpu_gmm(x, G = 2, covariance = c("full", "diag")), "covariance must be a single name")
-  expect_identical(gpu_gmm(x, G = 2, covariance = "VVI", backend = backend())$modelName, "VVI")
+  expect_error(gpu_gmm(wide, G = 1, modelNames = "VVV"), "need more than 10 rows.*EEI")
+  # mclust's rule: with n <= d only the spherical and diagonal models are tried
+  w <- gpu_gmm(wide, G = 1, backend = backend())
+  expect_identical(colnames(w$BIC), c("EII", "VII", "EEI", "VEI", "EVI", "VVI"))
+  expect_s3_class(gpu_gmm(wide, G = 1, modelNames = "VVV", reg = 1, backend = backend()), "gpu_gmm")
+  expect_error(gpu_gmm(x, G = 2, modelNames = "XYZ"),
+               "\"XYZ\" is not known.*\"EII\", \"VII\", \"EEI\", \"VEI\", \"EVI\", \"VVI\", \"EEE\", \"VEE\", \"EVE\", \"VVE\", \"EEV\", \"VEV\", \"EVV\", \"VVV\"")
+  expect_error(gpu_gmm(x, G = 2, modelNames = c("EEE", "EEE")), "EEE is given twice")
+  expect_error(gpu_gmm(x, G = 2, modelNames = 3), "modelNames must be NULL or a character vector")
+  expect_error(gpu_gmm(x, G = 2, init = "random"), "init")
+  expect_identical(gpu_gmm(x, G = 2, modelNames = "VVI", backend = backend())$modelName, "VVI")
   expect_error(gpu_gmm(x, G = 2, tol = -1), "tol = -1 must be")
   expect_error(gpu_gmm(x, G = 2, reg = -1), "reg = -1 must be")
   expect_error(gpu_gmm(x, G = 2, max_iter = 0), "max_iter = 0 must be at least 1")
@@ -176,10 +185,14 @@ test_that("gpu_gmm reports bad input clearly", {
   expect_error(gpu_gmm(x, G = 2, seed = -1), "seed = -1 must be a whole number")
   expect_error(gpu_gmm(x, G = 2, backend = "gpu"), "unknown backend \"gpu\"")
   expect_error(gpu_gmm(letters, G = 2), "data must be numeric")
-  expect_error(gpu_gmm(matrix(c(1, 1, 2, 2), 4, 1), G = 3), "exceeds the 2 distinct rows")
+  expect_error(gpu_gmm(matrix(c(1, 1, 2, 2), 4, 1), G = 3, init = "kmeans++"),
+               "exceeds the 2 distinct rows")
+  expect_error(gpu_gmm(matrix(c(1, 1, 2, 2), 4, 1), G = 3), "singular")
   # a G that cannot be fitted gets an NA BIC; the others are still compared
-  fit <- gpu_gmm(matrix(c(1, 1, 2, 2), 4, 1), G = 1:3, reg = 0.01, backend = backend())
-  expect_true(is.na(fit$bic[["3"]]) && !anyNA(fit$bic[1:2]))
+  fit <- gpu_gmm(matrix(c(1, 1, 2, 2), 4, 1), G = 1:3, reg = 0.01, init = "kmeans++",
+                 backend = backend())
+  expect_true(all(is.na(fit$BIC["3", ])) && !anyNA(fit$BIC[1:2, ]))
+  expect_identical(colnames(fit$BIC), c("E", "V"))
   expect_identical(dim(gpu_gmm(x, G = 2, backend = backend())$z), c(272L, 2L))
 })
 
@@ -193,10 +206,10 @@ test_that("the CUDA backend agrees with the CPU backend", {
   skip_if_no_cuda()
   for (case in list(list(n = 3000, d = 2, G = 3), list(n = 4000, d = 30, G = 5))) {
     mx <- gmm_mixture(case$n, case$d, case$G, spread = 8, seed = case$d)
-    for (cov in c("full", "diag", "spherical")) {
-      g <- gpu_gmm(mx$x, G = case$G, covariance = cov, seed = 5, tol = 0, max_iter = 30,
+    for (cov in mclust_models) {
+      g <- gpu_gmm(mx$x, G = case$G, modelNames = cov, seed = 5, tol = 0, max_iter = 30,
                    backend = "cuda")
-      h <- gpu_gmm(mx$x, G = case$G, covariance = cov, seed = 5, tol = 0, max_iter = 30,
+      h <- gpu_gmm(mx$x, G = case$G, modelNames = cov, seed = 5, tol = 0, max_iter = 30,
                    backend = "cpu")
       expect_identical(g$backend, "cuda")
       expect_lt(abs(g$loglik - h$loglik) / abs(h$loglik), 1e-8)
@@ -206,7 +219,62 @@ test_that("the CUDA backend agrees with the CPU backend", {
     }
     g <- gpu_gmm(mx$x, G = 1:6, seed = 5, backend = "cuda")
     h <- gpu_gmm(mx$x, G = 1:6, seed = 5, backend = "cpu")
-    expect_identical(g$G, h$G)
+    expect_identical(c(g$G, g$modelName), c(h$G, h$modelName))
+    expect_lt(max(abs(g$BIC - h$BIC) / abs(h$BIC), na.rm = TRUE), 1e-7)
     expect_lt(abs(g$loglik - h$loglik) / abs(h$loglik), 1e-8)
   }
+})
+
+test_that("every model matches mclust's fit from the same start", {
+  skip_if_no_peer("mclust")
+  # n <= 2000: mclust's hierarchical start uses every row, as gpuml's does
+  mx <- gmm_mixture(700, 3, 3, spread = 6, seed = 21)
+  for (m in mclust_models) {
+    fit <- gpu_gmm(mx$x, G = 3, modelNames = m, backend = backend())
+    ref <- mclust_fit(mx$x, 3, m)
+    expect_identical(fit$modelName, m)
+    expect_identical(fit$df, as.numeric(ref$df))
+    expect_gte(fit$loglik, ref$loglik - 1e-6 * abs(ref$loglik))
+    # the same optimum, unless gpuml's is better (mclust's VVE stops short here)
+    if (fit$loglik - ref$loglik < 1e-6 * abs(ref$loglik))
+      expect_gte(adjusted_rand(fit$classification, ref$classification), 0.99)
+  }
+})
+
+test_that("BIC picks mclust's model and G on data made from a known model", {
+  skip_if_no_peer("mclust")
+  # one shared covariance: EEE
+  set.seed(3)
+  S <- matrix(c(2, 0.8, 0.3, 0.8, 1, 0.2, 0.3, 0.2, 0.5), 3)
+  cl <- rep(1:3, c(300, 250, 200))
+  centres <- matrix(c(0, 0, 0, 6, 1, -2, -3, 7, 3), 3)
+  x <- t(centres[, cl]) + matrix(rnorm(750 * 3), ncol = 3) %*% chol(S)
+  fit <- gpu_gmm(x, backend = backend())
+  suppressPackageStartupMessages(require("mclust", quietly = TRUE, character.only = TRUE))
+  ref <- mclust::Mclust(x, verbose = FALSE)
+  expect_identical(c(fit$modelName, as.character(fit$G)), c(ref$modelName, as.character(ref$G)))
+  expect_identical(fit$modelName, "EEE")
+  expect_gte(fit$bic, ref$bic - 2e-6 * abs(ref$bic))
+  expect_identical(dim(fit$BIC), c(9L, 14L))
+  expect_identical(colnames(fit$BIC), mclust_models)
+  # cell by cell as good as mclust's where both start alike (n <= 2000), up to the true
+  # G (beyond it the fits of superfluous components end in one local optimum or another)
+  common <- unclass(fit$BIC)[1:3, colnames(ref$BIC)]
+  both <- !is.na(ref$BIC[1:3, ]) & !is.na(common)
+  expect_identical(sum(both), 42L)
+  expect_true(all(common[both] >= ref$BIC[1:3, ][both] - 2e-6 * abs(ref$BIC[1:3, ][both])))
+  expect_identical(dim(fit$parameters$variance$sigma), c(3L, 3L, 3L))
+  pdf(NULL)
+  on.exit(dev.off())
+  expect_identical(plot(fit, "BIC"), fit)
+  expect_output(print(summary(fit)), "Best BIC values")
+})
+
+test_that("the default start is deterministic and needs no seed", {
+  mx <- gmm_mixture(900, 4, 3, spread = 5, seed = 31)
+  a <- gpu_gmm(mx$x, G = 2:4, modelNames = c("VVV", "EVE"), seed = 1, backend = backend())
+  b <- gpu_gmm(mx$x, G = 2:4, modelNames = c("VVV", "EVE"), seed = 2, backend = backend())
+  expect_identical(unclass(a$BIC), unclass(b$BIC))
+  k <- gpu_gmm(mx$x, G = 3, modelNames = "VVV", init = "kmeans++", seed = 1, backend = backend())
+  expect_identical(k$G, 3L)
 })
