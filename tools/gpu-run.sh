@@ -19,6 +19,11 @@
 #   GPU_RUN_STEPS="build tests sanitize algos bench variants r"   only these steps
 #   GPU_RUN_ALGOS="dpc gmm tsne"   the other algorithms' programs (tests, sanitizer,
 #                          benchmarks and scikit-learn peers) to run
+#   GPU_RUN_KNN=0          leave out the kNN tests and sanitizer runs (test_core,
+#                          test_knn_index, bench/knn_gpu --sanitize)
+#   GPU_RUN_ALGO_CONFIGS="auto double-64M"   the configurations the other algorithms'
+#                          tests run in (default: auto double single double-64M
+#                          double-tiles)
 # When the machine has no BLAS, source tools/gpu-r-env.sh first: its portable R brings
 # Debian's BLAS/LAPACK and puts them on the linker's path.
 # Logs go to build/gpu-run (pack them into $OUT after the run: at most 8 files come back).
@@ -91,6 +96,7 @@ if want tests; then
   #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernel with the references split (merge path)
   #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
   #   GPUML_CUDA_KNN_RECHECK=all every query of precision auto rechecked in fp64
+  if [ "${GPU_RUN_KNN:-1}" != 0 ]; then
   run_tests test_core auto GPUML_TEST_PRECISION=auto
   run_tests test_core double GPUML_TEST_PRECISION=double
   run_tests test_core single GPUML_TEST_PRECISION=single
@@ -124,20 +130,25 @@ if want tests; then
   run_tests test_knn_index auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_knn_index auto-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_TILE=300
   run_tests test_knn_index double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
+  fi
   # The other algorithms' programs: both precisions, and a small memory limit.
   for t in build/tests/test_*; do
     prog=$(basename "$t")
     [ "$prog" = test_core ] && continue
     case " $ALGOS rng " in *" ${prog#test_} "*) ;; *) continue ;; esac
-    run_tests "$prog" auto GPUML_TEST_PRECISION=auto
-    run_tests "$prog" double GPUML_TEST_PRECISION=double
-    run_tests "$prog" single GPUML_TEST_PRECISION=single
-    run_tests "$prog" double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M
-    run_tests "$prog" double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300
+    for config in ${GPU_RUN_ALGO_CONFIGS:-auto double single double-64M double-tiles}; do
+      case $config in
+        auto) run_tests "$prog" auto GPUML_TEST_PRECISION=auto ;;
+        double) run_tests "$prog" double GPUML_TEST_PRECISION=double ;;
+        single) run_tests "$prog" single GPUML_TEST_PRECISION=single ;;
+        double-64M) run_tests "$prog" double-64M GPUML_TEST_PRECISION=double GPUML_GPU_MEMORY_LIMIT=64M ;;
+        double-tiles) run_tests "$prog" double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300 ;;
+      esac
+    done
   done
 fi
 
-if want sanitize; then
+if want sanitize && [ "${GPU_RUN_KNN:-1}" != 0 ]; then
   step "compute-sanitizer (small runs of every path, each checked against the CPU)"
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -n 1)
   if [ -z "$CS" ]; then
@@ -181,7 +192,7 @@ if want sanitize; then
   fi
 fi
 
-if want sanitize && [ -n "${CS:-}" ]; then
+if want sanitize && [ -n "${CS:-}" ] && [ "${GPU_RUN_KNN:-1}" != 0 ]; then
   step "compute-sanitizer on the kNN index's tests (device memory leaks included)"
   f="$LOG/sanitize-knn-index.log"
   t1=$(date +%s)
@@ -194,6 +205,7 @@ fi
 
 if want sanitize; then
   step "compute-sanitizer on the other algorithms' small runs (each checked against the CPU)"
+  CS=${CS:-$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -n 1)}
   for algo in $ALGOS; do
     prog=${algo}_gpu
     [ -x "build/bench/$prog" ] && [ -n "$CS" ] || continue
