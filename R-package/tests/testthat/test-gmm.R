@@ -151,7 +151,7 @@ test_that("verbose reports the fits and the model chosen", {
                                        backend = "cpu"), type = "message")
   expect_match(out, "^gmm: 42/42 \\(100%\\)$", all = FALSE)
   expect_match(out, "^gmm: EEE with G = 3 chosen by BIC", all = FALSE)
-  quiet <- capture.output(gpu_gmm(faithful, G = 2, seed = 1, backend = "cpu"), type = "message")
+  quiet <- capture.output(q <- gpu_gmm(faithful, G = 2, seed = 1, backend = "cpu"), type = "message")
   expect_length(quiet, 0)
 })
 
