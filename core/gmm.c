@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "blas.h"
 #include "gmm.h"
 #include "backend.h"
 #include "params.h"
@@ -50,7 +51,7 @@ void gpuml_gmm_params_init(gpuml_gmm_params *params) {
   params->init = GPUML_GMM_INIT_HC;
   params->max_iter = 1000;
   params->tol = GM_GMM_DEFAULT_TOL;
-  params->reg = 1e-6;
+  params->reg = 0; /* mclust has none: a ridge biases fits whose covariance is nearly singular */
   params->n_init = 1;
 }
 
@@ -391,6 +392,10 @@ typedef struct {
   int64_t m;
   int64_t *rows;  /* d > 1 */
   int32_t *labels; /* d > 1: m x gmax; d = 1: n (the rank of each row) */
+  /* n > GM_GMM_HC_SUBSET: a second clustering, of other rows (the middles of m equal
+   * strata), whose partitions the refinement below also tries */
+  int64_t *rows2;
+  int32_t *labels2; /* m x gmax */
 } gm_hc_start;
 
 typedef struct {
@@ -424,12 +429,33 @@ static gpuml_status hc_start_prepare(const gm_gmm_data *data, int64_t gmax, gm_h
   h->labels = gm_alloc((size_t)h->m * (size_t)gmax, sizeof(int32_t));
   if (!h->rows || !h->labels)
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the hierarchical start");
-  return gm_gmm_hc(data->x, n, d, gmax, data->opt, h->rows, h->labels);
+  gpuml_status st = gm_gmm_hc(data->x, n, d, gmax, data->opt, h->rows, h->labels);
+  if (st || n <= GM_GMM_HC_SUBSET) return st;
+  const int64_t m = h->m;
+  double *xs = gm_alloc((size_t)(m * d), sizeof(double));
+  int64_t *all = gm_alloc((size_t)m, sizeof(int64_t));
+  h->rows2 = gm_alloc((size_t)m, sizeof(int64_t));
+  h->labels2 = gm_alloc((size_t)(m * gmax), sizeof(int32_t));
+  if (!xs || !all || !h->rows2 || !h->labels2) {
+    free(xs);
+    free(all);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the hierarchical start");
+  }
+  for (int64_t i = 0; i < m; i++) {
+    h->rows2[i] = (int64_t)(((double)i + 0.5) * (double)n / (double)m);
+    for (int64_t j = 0; j < d; j++) xs[i + j * m] = data->x[h->rows2[i] + j * n];
+  }
+  st = gm_gmm_hc(xs, m, d, gmax, data->opt, all, h->labels2);
+  free(xs);
+  free(all);
+  return st;
 }
 
 static void hc_start_free(gm_hc_start *h) {
   free(h->rows);
   free(h->labels);
+  free(h->rows2);
+  free(h->labels2);
 }
 
 /* The partition of G groups of the start (labels written into `scratch`, n entries,
@@ -447,6 +473,121 @@ static gm_partition hc_partition(const gm_gmm_data *data, const gm_hc_start *h, 
   p.rows = h->rows;
   p.labels = h->labels + (G - 1) * h->m;
   return p;
+}
+
+/* ---- refining the hierarchical start ------------------------------------------------ */
+
+/* Per G, the GM_GMM_KEEP fits of largest BIC are kept; after the sweep each of the
+ * GM_GMM_KEEP best fits overall is fitted again from the partitions that the other kept
+ * fits of its G give the start's rows (when they differ from its own) and, above
+ * GM_GMM_HC_SUBSET rows, from the partition of a second clustering of other rows; the
+ * better fit is kept. A fit stuck in a poor optimum (two groups merged and another
+ * split, the way a start from a subset of the rows can go wrong) is restarted from a
+ * better partition; only the best fits are refined, so the extra fits are few. */
+#define GM_GMM_KEEP 3
+
+typedef struct {
+  int64_t mi; /* index in the models tried; -1: empty */
+  int refined;
+  double bic;
+  gm_fit_result fit;
+  double *w, *mu, *cov; /* G, d x G, d x d x G */
+} gm_kept;
+
+static void kept_free(gm_kept *k, int64_t count) {
+  for (int64_t i = 0; k && i < count; i++) {
+    free(k[i].w);
+    free(k[i].mu);
+    free(k[i].cov);
+  }
+  free(k);
+}
+
+static gm_kept *kept_alloc(int64_t count, int64_t d, int64_t gmax) {
+  gm_kept *k = gm_alloc((size_t)count, sizeof *k);
+  if (!k) return NULL;
+  memset(k, 0, (size_t)count * sizeof *k);
+  for (int64_t i = 0; i < count; i++) {
+    k[i].mi = -1;
+    k[i].w = gm_alloc((size_t)gmax, sizeof(double));
+    k[i].mu = gm_alloc((size_t)(d * gmax), sizeof(double));
+    k[i].cov = gm_alloc((size_t)(d * d * gmax), sizeof(double));
+    if (!k[i].w || !k[i].mu || !k[i].cov) {
+      kept_free(k, count);
+      return NULL;
+    }
+  }
+  return k;
+}
+
+/* The slot of slots[0 .. GM_GMM_KEEP-1] a fit of this BIC replaces (an empty one, or the
+ * one of least BIC when it is below), or NULL. */
+static gm_kept *kept_slot(gm_kept *slots, double bic) {
+  gm_kept *worst = NULL;
+  for (int64_t i = 0; i < GM_GMM_KEEP; i++) {
+    if (slots[i].mi < 0) return slots + i;
+    if (!worst || slots[i].bic < worst->bic) worst = slots + i;
+  }
+  return worst->bic < bic ? worst : NULL;
+}
+
+/* labels[i] = the component of largest posterior weight of row rows[i] (rows NULL: row
+ * i) under the mixture (ties: the smaller index). Returns 0 when a covariance is not
+ * positive definite. work: d x d + d doubles. */
+static int classify_rows(const double *x, int64_t n, int64_t d, const int64_t *rows, int64_t m,
+                         int64_t G, const double *w, const double *mu, const double *cov,
+                         double *work, double *score, int32_t *labels) {
+  double *L = work, *y = work + d * d;
+  const int di = (int)d;
+  for (int64_t i = 0; i < m; i++) score[i] = -INFINITY;
+  for (int64_t k = 0; k < G; k++) {
+    memcpy(L, cov + k * d * d, (size_t)(d * d) * sizeof(double));
+    int info = 0;
+    dpotrf_("L", &di, L, &di, &info, 1);
+    if (info) return 0;
+    double logdet = 0;
+    for (int64_t j = 0; j < d; j++) logdet += 2 * log(L[j + j * d]);
+    const double c = log(w[k]) - 0.5 * logdet;
+    for (int64_t i = 0; i < m; i++) {
+      const int64_t row = rows ? rows[i] : i;
+      double q = 0;
+      for (int64_t j = 0; j < d; j++) { /* L y = x - mu */
+        double t = x[row + j * n] - mu[j + k * d];
+        for (int64_t p = 0; p < j; p++) t -= L[j + p * d] * y[p];
+        y[j] = t / L[j + j * d];
+        q += y[j] * y[j];
+      }
+      const double sc = c - 0.5 * q;
+      if (sc > score[i]) {
+        score[i] = sc;
+        labels[i] = (int32_t)k;
+      }
+    }
+  }
+  return 1;
+}
+
+/* Whether two labellings of m rows into G groups are the same partition. map: 2 G ints. */
+static int same_partition(const int32_t *a, const int32_t *b, int64_t m, int64_t G, int *map) {
+  for (int64_t k = 0; k < 2 * G; k++) map[k] = -1;
+  for (int64_t i = 0; i < m; i++) {
+    if (map[a[i]] < 0 && map[G + b[i]] < 0) {
+      map[a[i]] = b[i];
+      map[G + b[i]] = a[i];
+    } else if (map[a[i]] != b[i] || map[G + b[i]] != a[i]) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Every group of a labelling into G groups has a row. */
+static int all_groups_used(const int32_t *labels, int64_t m, int64_t G, int *seen) {
+  for (int64_t k = 0; k < G; k++) seen[k] = 0;
+  for (int64_t i = 0; i < m; i++) seen[labels[i]] = 1;
+  for (int64_t k = 0; k < G; k++)
+    if (!seen[k]) return 0;
+  return 1;
 }
 
 /* ---- argument checks ---------------------------------------------------------------- */
@@ -599,8 +740,10 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   gm_hc_start hc;
   memset(&ms, 0, sizeof ms);
   memset(&hc, 0, sizeof hc);
-  double *zbuf = NULL;
-  int32_t *labels1 = NULL;
+  double *zbuf = NULL, *score = NULL, *cwork = NULL;
+  int32_t *labels1 = NULL, *lab_t = NULL, *lab_s = NULL;
+  int *map = NULL;
+  gm_kept *kept = NULL;
   gm_engine eng = {NULL, NULL};
   const int ok_s = alloc_space(&s, n, d, gmax), ok_b = alloc_space(&best_g, 1, d, gmax);
   if (!ok_s || !ok_b || !gm_gmm_mstep_alloc(&ms, d, gmax) ||
@@ -614,6 +757,18 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   if ((st = open_engine(&data, &eng))) goto done;
   const int use_hc = params->init == GPUML_GMM_INIT_HC && d <= GM_GMM_HC_MAX_DIM;
   if (use_hc && (st = hc_start_prepare(&data, gmax, &hc))) goto done;
+  if (use_hc) {
+    kept = kept_alloc(params->nG * GM_GMM_KEEP, d, gmax);
+    score = gm_alloc((size_t)hc.m, sizeof(double));
+    cwork = gm_alloc((size_t)(d * d + d), sizeof(double));
+    lab_t = gm_alloc((size_t)hc.m, sizeof(int32_t));
+    lab_s = gm_alloc((size_t)hc.m, sizeof(int32_t));
+    map = gm_alloc((size_t)(2 * gmax), sizeof(int));
+    if (!kept || !score || !cwork || !lab_t || !lab_s || !map) {
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's refinement");
+      goto done;
+    }
+  }
 
   const int64_t nG = params->nG, total_fits = nG * n_models * params->n_init;
   int64_t fits_done = 0, best_run = -1, last_run = -1, run = 0;
@@ -663,6 +818,15 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
       const double b = 2 * best_fit.loglik -
                        (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
       if (cell) *cell = b;
+      gm_kept *slot = kept ? kept_slot(kept + gi * GM_GMM_KEEP, b) : NULL;
+      if (slot) {
+        slot->mi = mi;
+        slot->bic = b;
+        slot->fit = best_fit;
+        memcpy(slot->w, best_g.w, (size_t)G * sizeof(double));
+        memcpy(slot->mu, best_g.mu, (size_t)(d * G) * sizeof(double));
+        memcpy(slot->cov, best_g.cov, (size_t)(d * d * G) * sizeof(double));
+      }
       if (best_run < 0 || b > best_bic) {
         best_bic = b;
         best_run = best_fit_run;
@@ -681,6 +845,126 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   if (best_run < 0) {
     st = last_failure;  /* its message is the last error */
     goto done;
+  }
+
+  for (int t = 0; kept && t < GM_GMM_KEEP; t++) {
+    gm_kept *target = NULL;
+    int64_t tgi = -1;
+    for (int64_t gi = 0; gi < nG; gi++)
+      for (int64_t i = 0; i < GM_GMM_KEEP; i++) {
+        gm_kept *c = kept + gi * GM_GMM_KEEP + i;
+        if (c->mi >= 0 && !c->refined && (!target || c->bic > target->bic)) {
+          target = c;
+          tgi = gi;
+        }
+      }
+    if (!target) break;
+    target->refined = 1;
+    const int64_t G = params->G[tgi];
+    if (G < 2 || !classify_rows(x, n, d, hc.rows, hc.m, G, target->w, target->mu, target->cov,
+                                cwork, score, lab_t))
+      continue;
+    const gm_fit_setup fs = {models[target->mi], params->reg,
+                             params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var, &ms};
+    /* sources: the other kept fits of this G (their partitions of the start's rows),
+     * then the second clustering's partition of its rows */
+    for (int64_t i = 0; i <= GM_GMM_KEEP; i++) {
+      const int64_t *rows = hc.rows;
+      if (i < GM_GMM_KEEP) {
+        const gm_kept *src = kept + tgi * GM_GMM_KEEP + i;
+        if (src->mi < 0 || src == target ||
+            !classify_rows(x, n, d, hc.rows, hc.m, G, src->w, src->mu, src->cov, cwork, score,
+                           lab_s) ||
+            same_partition(lab_t, lab_s, hc.m, G, map) || !all_groups_used(lab_s, hc.m, G, map))
+          continue;
+      } else {
+        if (!hc.labels2) continue;
+        rows = hc.rows2;
+        memcpy(lab_s, hc.labels2 + (G - 1) * hc.m, (size_t)hc.m * sizeof(int32_t));
+      }
+      const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
+      if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
+                                                  ? GM_GMM_FULL_STRUCTURE
+                                                  : GM_GMM_DIAGONAL_STRUCTURE)))
+        goto done;
+      const gm_partition part = {rows, lab_s, hc.m, 1};
+      gm_fit_result fit = {0, 0, 0};
+      st = partition_start(&data, &fs, G, &part, &s);
+      if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
+      last_run = -2; /* the engine holds this fit */
+      if (fit_failed(st)) {
+        st = GPUML_OK;
+        continue;
+      }
+      if (st) goto done;
+      const double b = 2 * fit.loglik - (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
+      if (!(b > target->bic)) continue;
+      target->bic = b;
+      target->fit = fit;
+      if ((st = eng.ops->get_params(eng.e, G, target->w, target->mu, target->cov))) goto done;
+      if (bic) bic[tgi + target->mi * nG] = b;
+      if (b > best_bic) {
+        best_bic = b;
+        best_run = -3; /* not the engine's: evaluated again below */
+        model->covariance = fs.model;
+        model->G = G;
+        model->loglik = fit.loglik;
+        model->n_iter = fit.n_iter;
+        model->converged = fit.converged;
+        memcpy(model->weights, target->w, (size_t)G * sizeof(double));
+        memcpy(model->means, target->mu, (size_t)(d * G) * sizeof(double));
+        memcpy(model->covariances, target->cov, (size_t)(d * d * G) * sizeof(double));
+      }
+      /* its own partition of the start's rows is now this fit's */
+      if (!classify_rows(x, n, d, hc.rows, hc.m, G, target->w, target->mu, target->cov, cwork,
+                         score, lab_t))
+        break;
+    }
+  }
+
+  /* Above GM_GMM_HC_SUBSET rows, every G of the models among the best fits is also fitted
+   * from the second clustering's partitions: a fit stuck at one G would otherwise never
+   * be compared with its neighbours. */
+  for (int64_t mi = 0; kept && hc.labels2 && mi < n_models; mi++) {
+    int top = 0;
+    for (int64_t c = 0; c < nG * GM_GMM_KEEP; c++) top |= kept[c].mi == mi && kept[c].refined;
+    if (!top) continue;
+    const gm_fit_setup fs = {models[mi], params->reg,
+                             params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var, &ms};
+    const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
+    if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
+                                                ? GM_GMM_FULL_STRUCTURE
+                                                : GM_GMM_DIAGONAL_STRUCTURE)))
+      goto done;
+    for (int64_t gi = 0; gi < nG; gi++) {
+      const int64_t G = params->G[gi];
+      if (G < 2) continue;
+      const gm_partition part = {hc.rows2, hc.labels2 + (G - 1) * hc.m, hc.m, 1};
+      gm_fit_result fit = {0, 0, 0};
+      st = partition_start(&data, &fs, G, &part, &s);
+      if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
+      last_run = -2;
+      if (fit_failed(st)) {
+        st = GPUML_OK;
+        continue;
+      }
+      if (st) goto done;
+      const double b = 2 * fit.loglik - (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
+      double *cell = bic ? bic + gi + mi * nG : NULL;
+      if (cell && !(b > *cell) && !isnan(*cell)) continue;
+      if (cell) *cell = b;
+      if (b > best_bic) {
+        best_bic = b;
+        best_run = -3;
+        model->covariance = fs.model;
+        model->G = G;
+        model->loglik = fit.loglik;
+        model->n_iter = fit.n_iter;
+        model->converged = fit.converged;
+        if ((st = eng.ops->get_params(eng.e, G, model->weights, model->means, model->covariances)))
+          goto done;
+      }
+    }
   }
 
   if (z || classification || uncertainty) {
@@ -711,6 +995,12 @@ done:
   free_space(&best_g);
   gm_gmm_mstep_free(&ms);
   hc_start_free(&hc);
+  kept_free(kept, params->nG * GM_GMM_KEEP);
+  free(score);
+  free(cwork);
+  free(lab_t);
+  free(lab_s);
+  free(map);
   free(labels1);
   free(zbuf);
   free(centre);

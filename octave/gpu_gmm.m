@@ -52,7 +52,7 @@
 ## iterations).
 ##
 ## @item @qcode{"reg"}
-## Added to the diagonal of every covariance matrix (default 1e-6).
+## Added to the diagonal of every covariance matrix (default 0, as mclust).
 ##
 ## @item @qcode{"n_init"}
 ## Starts per @var{K} and model (the first from @qcode{"init"}, the others
@@ -118,7 +118,7 @@ function [labels, model] = gpu_gmm (X, varargin)
   endif
   [opts, given] = gpuml_parse_options ("gpu_gmm",
                                        struct ("modelNames", [], "init", "hc",
-                                               "max_iter", 1000, "tol", 1e-5, "reg", 1e-6,
+                                               "max_iter", 1000, "tol", 1e-5, "reg", 0,
                                                "n_init", 1,
                                                "seed", [], "backend", "auto",
                                                "verbose", false),

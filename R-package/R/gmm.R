@@ -13,7 +13,7 @@ as_whole_numbers <- function(x, what, single = TRUE) {
 }
 
 gpu_gmm <- function(data, G = 1:9, modelNames = NULL, init = "hc", max_iter = 1000,
-                    tol = 1e-5, reg = 1e-6, n_init = 1, seed = NULL, verbose = FALSE,
+                    tol = 1e-5, reg = 0, n_init = 1, seed = NULL, verbose = FALSE,
                     backend = "auto") {
   cl <- match.call()
   data <- as_double_matrix(data, "data")

@@ -597,7 +597,7 @@ typedef struct {
 } gpuml_gmm_params;
 
 /* Defaults: G = 1:9 and all models that apply (mclust's), init "hc", max_iter 1000,
- * tol 1e-5 (mclust's), reg 1e-6, n_init 1. */
+ * tol 1e-5 (mclust's), reg 0 (mclust has none), n_init 1. */
 void gpuml_gmm_params_init(gpuml_gmm_params *params);
 
 /* The models a fit with these params tries, in order, into models[GPUML_GMM_N_MODELS];
