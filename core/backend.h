@@ -49,13 +49,16 @@ typedef struct gm_neighbour_ops {
  * points bucketed by cells; without them all pairs are visited. */
 typedef struct gm_dpc_ops {
   /* rho, and for every point but the top of the density order (gm_dpc_top) the
-   * squared distance to its nearest denser point and that point's index. */
+   * squared distance to its nearest denser point and that point's index; rho on the
+   * index when rho_grid is given, delta when delta_grid is (the same index). */
   gpuml_status (*density)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                           const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                           double *rho, double *delta_sq, int64_t *nearest,
                           const gpuml_options *opt);
   /* border[i] = the largest (rho_i + rho_j) / 2 over the j of other clusters with
-   * s_ij < cut, 0 when there is none (grid: cells of side >= dc, or NULL). */
+   * s_ij < cut, 0 when there is none; on the index (grid with its runs, or NULL for the
+   * tiles) a point may get less where that cannot be its cluster's largest: each
+   * cluster's largest border[i] is exact. */
   gpuml_status (*border)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                          double cut, const double *rho, const int64_t *cluster,
                          double *border, const gpuml_options *opt);

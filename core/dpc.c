@@ -61,6 +61,14 @@ int64_t gm_dpc_top(const double *rho, int64_t n) {
   return top;
 }
 
+/* The rule of `auto` for the passes within dc (the cutoff density, the halo): on the
+ * cell index when a point's ball of radius dc touches at most n / GM_DPC_ROW_COST rows of
+ * cells (a row costs about as much as that many pairs of the all-pairs tiles), else on
+ * the tiles. Delta is always searched on the index when d <= GM_DPC_GRID_MAX_DIM. */
+int gm_dpc_rows_fit(const gm_dpc_grid *g, double cut, int64_t n) {
+  return gm_dpc_grid_rows(g, cut) * GM_DPC_ROW_COST <= (double)n;
+}
+
 /* ---- dc ------------------------------------------------------------------------ */
 
 static void swap_d(double *a, double *b) {
@@ -233,20 +241,17 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
     return st;
   const int gaussian = params->kernel == GPUML_DPC_GAUSSIAN;
   const double cut = gm_dpc_sq_threshold(dc, 1);
-  /* Up to 3 dimensions: grids of cells, one of side >= dc for the cutoff density, a
-   * finer one for the search of the nearest denser point. */
-  const int use_grid = gm_dpc_grid_usable(d), rho_grid_wanted = use_grid && !gaussian;
-  gm_dpc_grid rho_grid, delta_grid;
-  memset(&rho_grid, 0, sizeof rho_grid);
-  memset(&delta_grid, 0, sizeof delta_grid);
-  if (rho_grid_wanted) st = gm_dpc_grid_build(x, n, d, dc, &rho_grid);
-  if (!st && use_grid) st = gm_dpc_grid_build(x, n, d, 0, &delta_grid);
+  /* The index for d <= GM_DPC_GRID_MAX_DIM (gm_dpc_index_rule): delta always on it, the
+   * cutoff density when a point's ball touches few enough rows of cells. */
+  gm_dpc_grid grid;
+  memset(&grid, 0, sizeof grid);
+  const int use_grid = gm_dpc_grid_usable(d);
+  if (use_grid) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), &grid);
+  const int rho_on_grid = !st && use_grid && !gaussian && gm_dpc_rows_fit(&grid, cut, n);
   if (!st)
-    st = b->dpc->density(x, n, d, rho_grid_wanted ? &rho_grid : NULL,
-                         use_grid ? &delta_grid : NULL, gaussian, dc, cut, rho, delta, nearest,
-                         &used);
-  gm_dpc_grid_free(&rho_grid);
-  gm_dpc_grid_free(&delta_grid);
+    st = b->dpc->density(x, n, d, rho_on_grid ? &grid : NULL, use_grid ? &grid : NULL, gaussian,
+                         dc, cut, rho, delta, nearest, &used);
+  gm_dpc_grid_free(&grid);
   if (st) return st;
   const int64_t top = gm_dpc_top(rho, n);
   delta[top] = farthest_sq(x, n, d, top);
@@ -352,12 +357,27 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
   if (st) return st;
 
   ranked *r = gm_alloc((size_t)n, sizeof *r);
-  if (!r) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
-                         (double)n * sizeof *r / 1e6);
+  double *keys = gm_alloc((size_t)n, sizeof *keys);
+  if (!r || !keys) {
+    free(r);
+    free(keys);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
+                   (double)n * (sizeof *r + sizeof *keys) / 1e6);
+  }
+  /* With k, only the points whose gamma reaches the k-th largest are ranked (found in
+   * O(n) by selection), so the cut stays O(n) at any n. */
+  double floor_key = -INFINITY;
+  if (sel->has_k) {
+    for (int64_t i = 0; i < n; i++) keys[i] = rho[i] * delta[i];
+    floor_key = select_kth(keys, n, n - sel->k);
+  }
+  free(keys);
   int64_t count = 0;
   for (int64_t i = 0; i < n; i++) {
     if (!sel->has_k && !(rho[i] > sel->rho_min && delta[i] > sel->delta_min)) continue;
-    r[count].key = rho[i] * delta[i];
+    const double key = rho[i] * delta[i];
+    if (key < floor_key) continue;
+    r[count].key = key;
     r[count].rho = rho[i];
     r[count].index = i;
     count++;
@@ -381,26 +401,29 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
     centres[c] = r[c].index;
     cluster[r[c].index] = c;
   }
-  /* Each point joins the cluster of its nearest denser point, in decreasing density,
-   * so that point is assigned first; the chains end at the top point, always a centre
-   * (its gamma and, with thresholds, its rho and delta are the largest). */
-  for (int64_t i = 0; i < n; i++) {
-    r[i].key = rho[i];
-    r[i].rho = rho[i];
-    r[i].index = i;
-  }
-  qsort(r, (size_t)n, sizeof *r, compare_ranked);
-  for (int64_t p = 0; p < n; p++) {
-    const int64_t i = r[p].index;
-    if (cluster[i] >= 0) continue;
-    if (nearest[i] < 0) {
-      free(r);
-      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
-                     "the densest point is not a centre: pass the output of the density peaks fit");
-    }
-    cluster[i] = cluster[nearest[i]];
-  }
   free(r);
+  /* Each point joins the cluster of its nearest denser point: follow the chain up to
+   * the first assigned point, then label the chain on the way back (each point once,
+   * O(n)). The chains end at the top point, always a centre (its gamma and, with
+   * thresholds, its rho and delta are the largest). */
+  int64_t *chain = gm_alloc((size_t)n, sizeof *chain);
+  if (!chain)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to assign the clusters",
+                   (double)n * 8 / 1e6);
+  for (int64_t i0 = 0; i0 < n; i0++) {
+    int64_t len = 0, i = i0;
+    while (cluster[i] < 0) {
+      if (nearest[i] < 0 || len == n) {
+        free(chain);
+        return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                       "the densest point is not a centre: pass the output of the density peaks fit");
+      }
+      chain[len++] = i;
+      i = nearest[i];
+    }
+    while (len > 0) cluster[chain[--len]] = cluster[i];
+  }
+  free(chain);
   *ncentres = k;
   return GPUML_OK;
 }
@@ -446,12 +469,16 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
                    (double)(n + ncentres) * 8 / 1e6);
   }
   gm_dpc_grid grid;
-  const int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid) st = gm_dpc_grid_build(x, n, d, dc, &grid);
-  if (!st) {
-    st = b->dpc->border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, &used);
-    if (use_grid) gm_dpc_grid_free(&grid);
+  memset(&grid, 0, sizeof grid);
+  int use_grid = gm_dpc_grid_usable(d);
+  if (use_grid) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), &grid);
+  if (!st && use_grid && !gm_dpc_rows_fit(&grid, cut, n)) {
+    gm_dpc_grid_free(&grid);
+    use_grid = 0;
   }
+  if (!st && use_grid) st = gm_dpc_grid_runs(&grid, rho, cluster);
+  if (!st) st = b->dpc->border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, &used);
+  gm_dpc_grid_free(&grid);
   if (!st) {
     for (int64_t c = 0; c < ncentres; c++) cluster_border[c] = 0;
     for (int64_t i = 0; i < n; i++)
