@@ -280,7 +280,8 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
                         const gpuml_options *opt) {
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, !grid && d >= kGemmMinDim));
-  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) : 0);
+  // rho, cluster, border and both by cell; the index with its runs (3 arrays by cell)
+  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) + (size_t)grid->ncells * 24 : 0);
   if (grid && fixed > ctx.budget())
     return gm_fail(GPUML_ERR_NOMEM, "dpc:cuda",
                    "the halo needs %.1f MB of GPU memory for %lld points, more than the budget "

@@ -368,25 +368,28 @@ static void count_block(const double *restrict X, int64_t n, int dim, const doub
 }
 
 /* The cutoff density of the points of one cell together: the rows, and the cells wholly
- * inside the ball of every point of the cell, are found once for the cell (from its
- * box); only the points of the cells between are tested, against all the cell's points
- * at once. */
+ * inside the ball of every point of the cell, are found once for the cell (from the
+ * bounding box of its points); only the points of the cells between are tested, against
+ * all the cell's points at once. */
 static void rho_cell(const gm_dpc_grid *g, const rho_ctx *ctx, int64_t cell, double *q,
                      double *acc) {
   const gm_dpc_geom *geo = &g->geom;
   const int64_t *start = g->start, s0 = start[cell], m = start[cell + 1] - s0;
   if (m == 0) return;
-  int64_t c[GM_DPC_GRID_MAX_DIM];
   double qa[GM_DPC_GRID_MAX_DIM], qb[GM_DPC_GRID_MAX_DIM];
-  cell_coords(g, cell, c);
-  for (int t = 0; t < geo->dim; t++) gm_dpc_box(geo, t, c[t], &qa[t], &qb[t]);
   for (int64_t k0 = 0; k0 < m; k0 += GM_DPC_GRID_BLOCK_CELL) {
     const int64_t mk = m - k0 < GM_DPC_GRID_BLOCK_CELL ? m - k0 : GM_DPC_GRID_BLOCK_CELL;
     const int64_t kn = (mk + 7) / 8 * 8;
-    for (int t = 0; t < geo->dim; t++)
-      for (int64_t k = 0; k < kn; k++)
-        q[t * GM_DPC_GRID_BLOCK_CELL + k] =
-            k < mk ? g->coords[(size_t)t * (size_t)g->n + (size_t)(s0 + k0 + k)] : NAN;
+    /* the queries, and their bounding box (tighter than the cell's) */
+    for (int t = 0; t < geo->dim; t++) {
+      const double *col = g->coords + (size_t)t * (size_t)g->n + (size_t)(s0 + k0);
+      qa[t] = qb[t] = col[0];
+      for (int64_t k = 0; k < kn; k++) {
+        q[t * GM_DPC_GRID_BLOCK_CELL + k] = k < mk ? col[k] : NAN;
+        if (k < mk && col[k] < qa[t]) qa[t] = col[k];
+        if (k < mk && col[k] > qb[t]) qb[t] = col[k];
+      }
+    }
     for (int64_t k = 0; k < kn; k++) acc[k] = 0;
     int64_t common = 0;
     gm_dpc_rows rows;
