@@ -213,11 +213,12 @@ static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top) {
   return best;
 }
 
-gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
-                               const gpuml_dpc_params *params, double *rho, double *delta,
-                               int64_t *nearest, double *gamma, const gpuml_options *opt,
-                               gpuml_dpc_result *result) {
-  gm_clear_error();
+/* gpuml_dpc_density(); when keep is given, the index it built (if any) is handed over
+ * there for the halo of the same call to reuse (else keep->start stays NULL). */
+static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
+                                 const gpuml_dpc_params *params, double *rho, double *delta,
+                                 int64_t *nearest, double *gamma, const gpuml_options *opt,
+                                 gpuml_dpc_result *result, gm_dpc_grid *keep) {
   gpuml_status st = check_data(x, n, d);
   if (st) return st;
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
@@ -251,7 +252,8 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
   if (!st)
     st = b->dpc->density(x, n, d, rho_on_grid ? &grid : NULL, use_grid ? &grid : NULL, gaussian,
                          dc, cut, rho, delta, nearest, &used);
-  gm_dpc_grid_free(&grid);
+  if (keep && !st && use_grid) *keep = grid;
+  else gm_dpc_grid_free(&grid);
   if (st) return st;
   const int64_t top = gm_dpc_top(rho, n);
   delta[top] = farthest_sq(x, n, d, top);
@@ -265,6 +267,14 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
     result->dc = dc;
   }
   return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
+                               const gpuml_dpc_params *params, double *rho, double *delta,
+                               int64_t *nearest, double *gamma, const gpuml_options *opt,
+                               gpuml_dpc_result *result) {
+  gm_clear_error();
+  return density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result, NULL);
 }
 
 /* ---- centres and clusters --------------------------------------------------------- */
@@ -430,10 +440,12 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
 
 /* ---- halo ---------------------------------------------------------------------- */
 
-gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
-                            const int64_t *cluster, int64_t ncentres, int *halo,
-                            const gpuml_options *opt, gpuml_dpc_result *result) {
-  gm_clear_error();
+/* gpuml_dpc_halo(); reuse, when it holds an index of the same data (from density_impl),
+ * spares building it again; the caller frees it. */
+static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                              const int64_t *cluster, int64_t ncentres, int *halo,
+                              const gpuml_options *opt, gpuml_dpc_result *result,
+                              gm_dpc_grid *reuse) {
   gpuml_status st = check_data(x, n, d);
   if (!st) st = check_dc(dc);
   if (st) return st;
@@ -468,17 +480,16 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo",
                    (double)(n + ncentres) * 8 / 1e6);
   }
-  gm_dpc_grid grid;
-  memset(&grid, 0, sizeof grid);
+  gm_dpc_grid own;
+  memset(&own, 0, sizeof own);
+  const int reused = reuse && reuse->start;
+  gm_dpc_grid *grid = reused ? reuse : &own;
   int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), &grid);
-  if (!st && use_grid && !gm_dpc_rows_fit(&grid, cut, n)) {
-    gm_dpc_grid_free(&grid);
-    use_grid = 0;
-  }
-  if (!st && use_grid) st = gm_dpc_grid_runs(&grid, rho, cluster);
-  if (!st) st = b->dpc->border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, &used);
-  gm_dpc_grid_free(&grid);
+  if (use_grid && !reused) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), grid);
+  if (!st && use_grid && !gm_dpc_rows_fit(grid, cut, n)) use_grid = 0;
+  if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
+  if (!st) st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, border, &used);
+  gm_dpc_grid_free(&own);
   if (!st) {
     for (int64_t c = 0; c < ncentres; c++) cluster_border[c] = 0;
     for (int64_t i = 0; i < n; i++)
@@ -492,6 +503,13 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
   free(border);
   free(cluster_border);
   return st;
+}
+
+gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                            const int64_t *cluster, int64_t ncentres, int *halo,
+                            const gpuml_options *opt, gpuml_dpc_result *result) {
+  gm_clear_error();
+  return halo_impl(x, n, d, dc, rho, cluster, ncentres, halo, opt, result, NULL);
 }
 
 /* ---- density, centres, clusters and halo in one call ------------------------------- */
@@ -515,12 +533,22 @@ gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dp
   gpuml_dpc_result local;
   if (!result) result = &local;
   const double t0 = gm_seconds();
-  if ((st = gpuml_dpc_density(x, n, d, params, rho, delta, nearest, gamma, opt, result)) || !cut)
+  /* The halo reuses the index of the density pass (the same data). */
+  gm_dpc_grid index;
+  memset(&index, 0, sizeof index);
+  if ((st = density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result,
+                         cut ? &index : NULL)) || !cut) {
+    gm_dpc_grid_free(&index);
     return st;
+  }
   const gpuml_run_info run = result->run;
-  if ((st = gpuml_dpc_recut(x, n, d, result->dc, rho, delta, nearest, params, centres, ncentres,
-                            cluster, halo, opt, result)))
-    return st;
+  st = gpuml_dpc_cut(rho, delta, nearest, n, &params->select, centres, ncentres, cluster);
+  if (!st) {
+    gm_clear_error();
+    st = halo_impl(x, n, d, result->dc, rho, cluster, *ncentres, halo, opt, result, &index);
+  }
+  gm_dpc_grid_free(&index);
+  if (st) return st;
   result->run = run;
   result->run.seconds = gm_seconds() - t0;
   return GPUML_OK;
