@@ -63,6 +63,8 @@ double gm_dpc_grid_rows(const gm_dpc_grid *g, double cut);
 /* The rule of `auto` (core/dpc.c): whether the passes within dc run on the index. */
 #define GM_DPC_ROW_COST 16
 int gm_dpc_rows_fit(const gm_dpc_grid *g, double cut, int64_t n);
+/* The density above which the halo's border pass takes the points first (about 1%). */
+double gm_dpc_seed_rho(const double *rho, int64_t n);
 /* The halo's runs of cells by cluster (run_label, run_end, run_max). */
 gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *cluster);
 

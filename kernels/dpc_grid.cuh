@@ -144,12 +144,13 @@ __global__ void __launch_bounds__(kPassThreads)
     grid_border_kernel(GridDev g, double cut, const double *__restrict__ rho_sorted,
                        const int64_t *__restrict__ cluster_sorted,
                        const double *__restrict__ cell_max, double rho_max,
-                       unsigned long long *found, double *__restrict__ border, int64_t s0,
-                       int64_t s1) {
+                       unsigned long long *found, double *__restrict__ border, double seed_rho,
+                       int seeding, int64_t s0, int64_t s1) {
   const int64_t s = s0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= s1) return;
   const int64_t own = cluster_sorted[s];
   const double rho_i = rho_sorted[s];
+  if ((rho_i >= seed_rho) != (seeding != 0)) return;  // the densest points go first
   double best = 0;
   border[g.order[s]] = 0;
   if ((rho_i + rho_max) / 2 <= found_of(found, own)) return;
