@@ -3,7 +3,7 @@
 # estimate, the index, rho, delta, and with k the centres, clusters and halo), best of
 # `reps` calls after one warm-up call (the first call of the session is printed too).
 # On the CPU, then n = 10^7 in 2-d with k = 10 once, with the peak memory of the R
-# process (O(n): an n x n distance object would be 800 TB), dpc_clusters() and the plots.
+# process (O(n): a distance object would take 400 TB), dpc_clusters() and the plots.
 #   Rscript bench/dpc_index_cpu.R [reps]          the CPU rows
 #   Rscript bench/dpc_index_cpu.R 3 cuda          issue 16's GPU rows (GPU machine)
 suppressPackageStartupMessages(library(gpuml))

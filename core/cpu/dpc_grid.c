@@ -260,6 +260,37 @@ static gpuml_status for_points(const gm_dpc_grid *g, const gpuml_options *opt, c
   return GPUML_OK;
 }
 
+/* What one pass does for the points of one cell. */
+typedef void (*gm_cell_fn)(const gm_dpc_grid *g, const void *ctx, int64_t cell);
+
+/* Runs fn over all cells on the OpenMP threads, in blocks of cells, with progress (in
+ * points) and interrupt checks on the calling thread. */
+static gpuml_status for_cells(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
+                              gm_cell_fn fn, const void *ctx) {
+  const int64_t nc = g->ncells, nblocks = (nc + GM_DPC_GRID_CELLS - 1) / GM_DPC_GRID_CELLS;
+  volatile int stop = 0;
+  int64_t done = 0, reported = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(gm_threads(opt))
+  for (int64_t b = 0; b < nblocks; b++) {
+    if (stop) continue;
+    const int64_t c0 = b * GM_DPC_GRID_CELLS;
+    const int64_t c1 = c0 + GM_DPC_GRID_CELLS < nc ? c0 + GM_DPC_GRID_CELLS : nc;
+    for (int64_t cell = c0; cell < c1; cell++) fn(g, ctx, cell);
+    int64_t now;
+#pragma omp atomic capture
+    now = done += g->start[c1] - g->start[c0];
+    if (gm_is_calling_thread()) {
+      if (gm_interrupted(opt)) stop = 1;
+      else gm_progress(opt, stage, reported = now, g->n);
+    }
+  }
+  /* once more after the pass: the calling thread may have had no block of it */
+  if (stop || gm_interrupted(opt))
+    return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
+  if (reported < g->n) gm_progress(opt, stage, g->n, g->n);
+  return GPUML_OK;
+}
+
 /* The densest point of each cell (-1 when empty), from rho by sorted position. */
 static double *cell_max_of(const gm_dpc_grid *g, const double *rho_sorted) {
   double *m = gm_alloc((size_t)g->ncells, sizeof *m);
@@ -371,8 +402,9 @@ static void count_block(const double *restrict X, int64_t n, int dim, const doub
  * inside the ball of every point of the cell, are found once for the cell (from the
  * bounding box of its points); only the points of the cells between are tested, against
  * all the cell's points at once. */
-static void rho_cell(const gm_dpc_grid *g, const rho_ctx *ctx, int64_t cell, double *q,
-                     double *acc) {
+static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
+  const rho_ctx *ctx = vctx;
+  double q[GM_DPC_GRID_MAX_DIM * GM_DPC_GRID_BLOCK_CELL], acc[GM_DPC_GRID_BLOCK_CELL];
   const gm_dpc_geom *geo = &g->geom;
   const int64_t *start = g->start, s0 = start[cell], m = start[cell + 1] - s0;
   if (m == 0) return;
@@ -420,32 +452,7 @@ static void rho_cell(const gm_dpc_grid *g, const rho_ctx *ctx, int64_t cell, dou
 gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, double cut, double *rho,
                              const gpuml_options *opt) {
   rho_ctx ctx = {cut, rho};
-  const int64_t nc = g->ncells, nblocks = (nc + GM_DPC_GRID_CELLS - 1) / GM_DPC_GRID_CELLS;
-  volatile int stop = 0;
-  int64_t done = 0, reported = 0;
-#pragma omp parallel num_threads(gm_threads(opt))
-  {
-    double q[GM_DPC_GRID_MAX_DIM * GM_DPC_GRID_BLOCK_CELL], acc[GM_DPC_GRID_BLOCK_CELL];
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t b = 0; b < nblocks; b++) {
-      if (stop) continue;
-      const int64_t c0 = b * GM_DPC_GRID_CELLS;
-      const int64_t c1 = c0 + GM_DPC_GRID_CELLS < nc ? c0 + GM_DPC_GRID_CELLS : nc;
-      for (int64_t cell = c0; cell < c1; cell++) rho_cell(g, &ctx, cell, q, acc);
-      int64_t now;
-#pragma omp atomic capture
-      now = done += g->start[c1] - g->start[c0];
-      if (gm_is_calling_thread()) {
-        if (gm_interrupted(opt)) stop = 1;
-        else gm_progress(opt, "dpc rho", reported = now, g->n);
-      }
-    }
-  }
-  /* once more after the pass: the calling thread may have had no block of it */
-  if (stop || gm_interrupted(opt))
-    return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
-  if (reported < g->n) gm_progress(opt, "dpc rho", g->n, g->n);
-  return GPUML_OK;
+  return for_cells(g, opt, "dpc rho", rho_cell, &ctx);
 }
 
 /* ---- the nearest denser point ---------------------------------------------------- */
@@ -623,6 +630,109 @@ static void border_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   }
 }
 
+/* The border densities of the points of one cell of one cluster together (a cell of
+ * several clusters goes point by point): the rows, the runs and the cells of another
+ * cluster wholly within dc of every point are found once from the bounding box of the
+ * cell's points; the points of the other cells are tested for each point. */
+static void border_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
+  const border_ctx *ctx = vctx;
+  const gm_dpc_geom *geo = &g->geom;
+  const int64_t s0 = g->start[cell], m = g->start[cell + 1] - s0;
+  if (m == 0) return;
+  const int64_t own = ctx->cluster_sorted[s0];
+  for (int64_t k = 1; k < m; k++)
+    if (ctx->cluster_sorted[s0 + k] != own) {
+      for (int64_t j = 0; j < m; j++) border_point(g, ctx, s0 + j);
+      return;
+    }
+  for (int64_t k0 = 0; k0 < m; k0 += GM_DPC_GRID_BLOCK_CELL) {
+    const int64_t mk = m - k0 < GM_DPC_GRID_BLOCK_CELL ? m - k0 : GM_DPC_GRID_BLOCK_CELL;
+    int64_t pos[GM_DPC_GRID_BLOCK_CELL], na = 0;
+    double best[GM_DPC_GRID_BLOCK_CELL], bar[GM_DPC_GRID_BLOCK_CELL], rk[GM_DPC_GRID_BLOCK_CELL];
+    double pts[GM_DPC_GRID_BLOCK_CELL][GM_DPC_GRID_MAX_DIM];
+    const double floor = found_of(ctx, own);
+    double rho_hi = 0;
+    for (int64_t k = 0; k < mk; k++) {
+      const int64_t s = s0 + k0 + k;
+      const double rho_i = ctx->rho_sorted[s];
+      if (rho_i >= ctx->seed_rho) continue; /* done in the first pass */
+      ctx->border[g->order[s]] = 0;
+      if ((rho_i + ctx->rho_max) / 2 <= floor) continue;
+      pos[na] = s;
+      rk[na] = rho_i;
+      best[na] = 0;
+      bar[na] = floor;
+      point_of(g, s, pts[na]);
+      if (rho_i > rho_hi) rho_hi = rho_i;
+      na++;
+    }
+    if (na == 0) continue;
+    double qa[GM_DPC_GRID_MAX_DIM], qb[GM_DPC_GRID_MAX_DIM];
+    for (int t = 0; t < geo->dim; t++) {
+      qa[t] = qb[t] = pts[0][t];
+      for (int64_t k = 1; k < na; k++) {
+        if (pts[k][t] < qa[t]) qa[t] = pts[k][t];
+        if (pts[k][t] > qb[t]) qb[t] = pts[k][t];
+      }
+    }
+    gm_dpc_rows rows;
+    if (gm_dpc_rows_ball(geo, qa, qb, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
+        double near_sq, far_sq;
+        const int64_t base = gm_dpc_row_base(geo, &rows, qa, qb, &near_sq, &far_sq);
+        int64_t o_lo, o_hi, i_lo, i_hi;
+        if (!gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
+                              &i_hi))
+          continue;
+        const double seen = found_of(ctx, own);
+        double bar_min = INFINITY;
+        for (int64_t k = 0; k < na; k++) {
+          if (seen > bar[k]) bar[k] = seen;
+          if (bar[k] < bar_min) bar_min = bar[k];
+        }
+        int64_t q = o_lo;
+        while (q <= o_hi) {
+          const int64_t id = base + q, label = g->run_label[id], end = g->run_end[id] - base;
+          if (label == own || label == GM_DPC_EMPTY || (rho_hi + g->run_max[id]) / 2 <= bar_min) {
+            q = end + 1;
+            continue;
+          }
+          const int64_t stop = end < o_hi ? end : o_hi;
+          for (; q <= stop; q++) {
+            const int64_t cq = base + q;
+            const double top = ctx->cell_max[cq];
+            if (top < 0 || (rho_hi + top) / 2 <= bar_min) continue;
+            const int inside = label >= 0 && q >= i_lo && q <= i_hi;
+            for (int64_t k = 0; k < na; k++) {
+              if ((rk[k] + top) / 2 <= bar[k]) continue;
+              if (inside) {
+                best[k] = bar[k] = (rk[k] + top) / 2; /* another cluster, all within the cut */
+                continue;
+              }
+              for (int64_t j = g->start[cq]; j < g->start[cq + 1]; j++) {
+                if (ctx->cluster_sorted[j] == own) continue;
+                const double avg = (rk[k] + ctx->rho_sorted[j]) / 2;
+                if (avg > bar[k] && grid_sqdist(g, pts[k], j) < ctx->cut) best[k] = bar[k] = avg;
+              }
+            }
+            bar_min = INFINITY;
+            for (int64_t k = 0; k < na; k++)
+              if (bar[k] < bar_min) bar_min = bar[k];
+          }
+        }
+      } while (gm_dpc_rows_next(geo, &rows));
+    double top_best = 0;
+    for (int64_t k = 0; k < na; k++)
+      if (best[k] > 0) {
+        ctx->border[g->order[pos[k]]] = best[k];
+        if (best[k] > top_best) top_best = best[k];
+      }
+    if (top_best > 0) {
+#pragma omp critical(gm_dpc_border_found)
+      if (top_best > ctx->found[own]) ctx->found[own] = top_best;
+    }
+  }
+}
+
 gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *rho,
                                 const int64_t *cluster, double *border,
                                 const gpuml_options *opt) {
@@ -653,7 +763,7 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
 #pragma omp parallel for schedule(dynamic, 256) num_threads(gm_threads(opt))
     for (int64_t s = 0; s < g->n; s++) border_point(g, &ctx, s);
     ctx.seeding = 0;
-    st = for_points(g, opt, "dpc halo", border_point, &ctx);
+    st = for_cells(g, opt, "dpc halo", border_cell, &ctx);
   }
   free(rho_sorted);
   free(cluster_sorted);
