@@ -44,9 +44,9 @@ typedef struct gm_neighbour_ops {
   void (*resident_free)(void *state);
 } gm_neighbour_ops;
 
-/* Density peaks: the passes over pairs. rho_grid (cells of side >= dc; NULL for the
- * Gaussian kernel or d > 3) and delta_grid (finer cells; NULL when d > 3) hold the
- * points bucketed by cells; without them all pairs are visited. */
+/* Density peaks: the passes over pairs. rho_grid and delta_grid are the same cell index
+ * (core/dpc.h; d <= GM_DPC_GRID_MAX_DIM), given where core's rule (gm_dpc_rows_fit) puts
+ * that pass on it; NULL: all pairs are visited, in tiles. */
 typedef struct gm_dpc_ops {
   /* rho, and for every point but the top of the density order (gm_dpc_top) the
    * squared distance to its nearest denser point and that point's index; rho on the

@@ -1,6 +1,6 @@
 /* Density peaks clustering (Rodriguez & Laio, Science 2014): the public entry points,
  * their argument checks, the dc estimate, the choice of centres, the assignment and
- * the halo. The passes over pairs run on the grid or on distance tiles (CPU,
+ * the halo. The passes over pairs run on the cell index or on distance tiles (CPU,
  * core/dpc_grid.c and core/dpc_tiles.c) or on the GPU (kernels/dpc.cu); everything
  * else is shared by both backends, so that they give the same answers. */
 #include <math.h>
@@ -242,7 +242,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
     return st;
   const int gaussian = params->kernel == GPUML_DPC_GAUSSIAN;
   const double cut = gm_dpc_sq_threshold(dc, 1);
-  /* The index for d <= GM_DPC_GRID_MAX_DIM (gm_dpc_index_rule): delta always on it, the
+  /* The index for d <= GM_DPC_GRID_MAX_DIM (gm_dpc_rows_fit): delta always on it, the
    * cutoff density when a point's ball touches few enough rows of cells. */
   gm_dpc_grid grid;
   memset(&grid, 0, sizeof grid);

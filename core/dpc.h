@@ -1,5 +1,5 @@
 /* Density peaks internals shared by core/dpc*.c and kernels/dpc.cu: the exact distance
- * thresholds, the spatial grid, the density order, and the CPU passes over pairs. */
+ * thresholds, the cell index, the density order, and the CPU passes over pairs. */
 #ifndef GPUML_DPC_H
 #define GPUML_DPC_H
 #include <stdint.h>
