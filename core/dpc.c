@@ -247,7 +247,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   gm_dpc_grid grid;
   memset(&grid, 0, sizeof grid);
   const int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), &grid);
+  if (use_grid) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(&used), &grid);
   const int rho_on_grid = !st && use_grid && !gaussian && gm_dpc_rows_fit(&grid, cut, n);
   if (!st)
     st = b->dpc->density(x, n, d, rho_on_grid ? &grid : NULL, use_grid ? &grid : NULL, gaussian,
@@ -485,7 +485,7 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
   const int reused = reuse && reuse->start;
   gm_dpc_grid *grid = reused ? reuse : &own;
   int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid && !reused) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), grid);
+  if (use_grid && !reused) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(&used), grid);
   if (!st && use_grid && !gm_dpc_rows_fit(grid, cut, n)) use_grid = 0;
   if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
   if (!st) st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, border, &used);

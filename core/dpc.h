@@ -49,13 +49,14 @@ typedef struct gm_dpc_grid {
   int64_t *run_label, *run_end;
   double *run_max;
   int64_t nclusters; /* the largest cluster id + 1 */
+  int threads;       /* the OpenMP threads of its host loops (the options') */
 } gm_dpc_grid;
 
 /* Whether the index serves d dimensions, and its mean points per cell there. */
 int gm_dpc_grid_usable(int64_t d);
 double gm_dpc_grid_per_cell(int64_t d);
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
-                               gm_dpc_grid *g);
+                               int threads, gm_dpc_grid *g);
 void gm_dpc_grid_free(gm_dpc_grid *g);
 /* The rows of cells a point's ball of squared radius cut can touch, at most (the cost of
  * a cutoff count or a halo scan per point on the index, next to n pairs on tiles). */

@@ -58,8 +58,9 @@ static double cells_for(const double *range, int dim, double h, int64_t *per_dim
 }
 
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
-                               gm_dpc_grid *g) {
+                               int threads, gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
+  g->threads = threads > 0 ? threads : 1;
   gm_dpc_geom *geo = &g->geom;
   geo->dim = (int)d;
   g->n = n;
@@ -68,7 +69,7 @@ gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per
   for (int t = 0; t < geo->dim; t++) {
     const double *col = x + (size_t)t * (size_t)n;
     double lo = col[0], hi = col[0];
-#pragma omp parallel for reduction(min : lo) reduction(max : hi)
+#pragma omp parallel for reduction(min : lo) reduction(max : hi) num_threads(g->threads)
     for (int64_t i = 1; i < n; i++) {
       lo = col[i] < lo ? col[i] : lo;
       hi = col[i] > hi ? col[i] : hi;
@@ -111,7 +112,7 @@ gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per
   /* The cell of each point (in g->cell, by original index for now), then a stable
    * counting sort: within a cell, points keep their index order. */
   int64_t *cell_of = g->cell;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(g->threads)
   for (int64_t i = 0; i < n; i++) {
     int64_t id = 0;
     for (int t = 0; t < geo->dim; t++) {
@@ -122,25 +123,48 @@ gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per
     }
     cell_of[i] = id;
   }
-  memset(g->start, 0, ((size_t)g->ncells + 1) * sizeof *g->start);
-  for (int64_t i = 0; i < n; i++) g->start[cell_of[i] + 1]++;
-  for (int64_t c = 0; c < g->ncells; c++) g->start[c + 1] += g->start[c];
-  /* order[] as the fill pointer of each cell: start[c] .. start[c+1]-1 */
-  {
-    int64_t *fill = gm_alloc((size_t)g->ncells, sizeof *fill);
-    if (!fill) {
-      gm_dpc_grid_free(g);
-      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the density peaks index");
-    }
-    memcpy(fill, g->start, (size_t)g->ncells * sizeof *fill);
-    for (int64_t i = 0; i < n; i++) g->order[fill[cell_of[i]]++] = i;
-    free(fill);
+  /* Per-thread counts over contiguous chunks of the points, so that the sort runs on
+   * all threads and stays stable (chunks in index order); one thread when the counts
+   * would take more than 2n entries. */
+  const int64_t nc = g->ncells;
+  int parts = g->threads;
+  if ((double)parts * (double)nc > 2.0 * (double)n + 1024) parts = 1;
+  const int64_t chunk = (n + parts - 1) / parts;
+  int64_t *counts = gm_alloc((size_t)parts * (size_t)nc, sizeof *counts);
+  if (!counts) {
+    gm_dpc_grid_free(g);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the density peaks index");
   }
+#pragma omp parallel for schedule(static, 1) num_threads(parts)
+  for (int part = 0; part < parts; part++) {
+    int64_t *mine = counts + (size_t)part * (size_t)nc;
+    memset(mine, 0, (size_t)nc * sizeof *mine);
+    const int64_t i1 = (part + 1) * chunk < n ? (part + 1) * chunk : n;
+    for (int64_t i = part * chunk; i < i1; i++) mine[cell_of[i]]++;
+  }
+  g->start[0] = 0;
+  for (int64_t c = 0; c < nc; c++) {
+    int64_t run = g->start[c];
+    for (int part = 0; part < parts; part++) {
+      int64_t *at = counts + (size_t)part * (size_t)nc + c;
+      const int64_t k = *at;
+      *at = run; /* becomes this part's next position in cell c */
+      run += k;
+    }
+    g->start[c + 1] = run;
+  }
+#pragma omp parallel for schedule(static, 1) num_threads(parts)
+  for (int part = 0; part < parts; part++) {
+    int64_t *next = counts + (size_t)part * (size_t)nc;
+    const int64_t i1 = (part + 1) * chunk < n ? (part + 1) * chunk : n;
+    for (int64_t i = part * chunk; i < i1; i++) g->order[next[cell_of[i]]++] = i;
+  }
+  free(counts);
   /* The cell of each sorted position, from the sorted ids in start[]. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(g->threads)
   for (int64_t c = 0; c < g->ncells; c++)
     for (int64_t s = g->start[c]; s < g->start[c + 1]; s++) g->cell[s] = c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(g->threads)
   for (int64_t s = 0; s < n; s++) {
     const int64_t i = g->order[s];
     for (int t = 0; t < geo->dim; t++)
@@ -170,7 +194,7 @@ gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *
     if (cluster[i] > top_cluster) top_cluster = cluster[i];
   g->nclusters = top_cluster + 1;
   /* Each cell's label and densest point (run_end holds nothing yet). */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(g->threads)
   for (int64_t c = 0; c < nc; c++) {
     int64_t label = GM_DPC_EMPTY;
     double top = -1;
@@ -295,7 +319,7 @@ static gpuml_status for_cells(const gm_dpc_grid *g, const gpuml_options *opt, co
 static double *cell_max_of(const gm_dpc_grid *g, const double *rho_sorted) {
   double *m = gm_alloc((size_t)g->ncells, sizeof *m);
   if (!m) return NULL;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(g->threads)
   for (int64_t c = 0; c < g->ncells; c++) {
     double top = -1;
     for (int64_t s = g->start[c]; s < g->start[c + 1]; s++)
@@ -523,7 +547,7 @@ gpuml_status gm_dpc_grid_delta(const gm_dpc_grid *g, const double *rho, int64_t 
   double *cell_max = NULL;
   gpuml_status st;
   if (rho_sorted) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(g->threads)
     for (int64_t s = 0; s < g->n; s++) rho_sorted[s] = rho[g->order[s]];
     cell_max = cell_max_of(g, rho_sorted);
   }
@@ -743,7 +767,7 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
   gpuml_status st;
   double rho_max = 0;
   if (rho_sorted && cluster_sorted && found) {
-#pragma omp parallel for schedule(static) reduction(max : rho_max)
+#pragma omp parallel for schedule(static) reduction(max : rho_max) num_threads(g->threads)
     for (int64_t s = 0; s < g->n; s++) {
       rho_sorted[s] = rho[g->order[s]];
       cluster_sorted[s] = cluster[g->order[s]];
