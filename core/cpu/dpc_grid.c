@@ -23,6 +23,8 @@
 #define GM_DPC_MAX_CELLS_PER_DIM ((int64_t)1 << 20)
 /* Points per block of work between progress reports and interrupt checks. */
 #define GM_DPC_GRID_BLOCK 4096
+/* Points from which the index's host loops (build, runs, gathers) run in parallel. */
+#define GM_DPC_GRID_PARALLEL_MIN 100000
 /* Cells per block of the cutoff density, and points of a cell counted together. */
 #define GM_DPC_GRID_CELLS 1024
 #define GM_DPC_GRID_BLOCK_CELL 32
@@ -60,7 +62,9 @@ static double cells_for(const double *range, int dim, double h, int64_t *per_dim
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
                                int threads, gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
-  g->threads = threads > 0 ? threads : 1;
+  /* the host loops of the index are memory-bound passes over n: below this many points
+   * a parallel region costs more than it saves (and spins on a loaded machine) */
+  g->threads = threads > 0 && n >= GM_DPC_GRID_PARALLEL_MIN ? threads : 1;
   gm_dpc_geom *geo = &g->geom;
   geo->dim = (int)d;
   g->n = n;
@@ -261,9 +265,10 @@ typedef void (*gm_point_fn)(const gm_dpc_grid *g, const void *ctx, int64_t s);
 static gpuml_status for_points(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
                                gm_point_fn fn, const void *ctx) {
   const int64_t n = g->n, nblocks = (n + GM_DPC_GRID_BLOCK - 1) / GM_DPC_GRID_BLOCK;
+  const int threads = gm_threads(opt) < nblocks ? gm_threads(opt) : (int)nblocks;
   volatile int stop = 0;
   int64_t done = 0, reported = 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(gm_threads(opt))
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t b = 0; b < nblocks; b++) {
     if (stop) continue;
     const int64_t s0 = b * GM_DPC_GRID_BLOCK;
@@ -292,9 +297,10 @@ typedef void (*gm_cell_fn)(const gm_dpc_grid *g, const void *ctx, int64_t cell);
 static gpuml_status for_cells(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
                               gm_cell_fn fn, const void *ctx) {
   const int64_t nc = g->ncells, nblocks = (nc + GM_DPC_GRID_CELLS - 1) / GM_DPC_GRID_CELLS;
+  const int threads = gm_threads(opt) < nblocks ? gm_threads(opt) : (int)nblocks;
   volatile int stop = 0;
   int64_t done = 0, reported = 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(gm_threads(opt))
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t b = 0; b < nblocks; b++) {
     if (stop) continue;
     const int64_t c0 = b * GM_DPC_GRID_CELLS;
@@ -784,7 +790,7 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
                       gm_dpc_seed_rho(rho_sorted, g->n), 1};
     /* The densest points first (about 1%): they raise each cluster's largest border
      * density early, so that most other points are skipped at once. */
-#pragma omp parallel for schedule(dynamic, 256) num_threads(gm_threads(opt))
+#pragma omp parallel for schedule(dynamic, 256) num_threads(g->threads)
     for (int64_t s = 0; s < g->n; s++) border_point(g, &ctx, s);
     ctx.seeding = 0;
     st = for_cells(g, opt, "dpc halo", border_cell, &ctx);
