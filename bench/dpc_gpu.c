@@ -6,6 +6,9 @@
  *   build/bench/dpc_gpu             all cases
  *   build/bench/dpc_gpu --no-check  timings only (the CPU check of n = 1e6 takes a while)
  *   build/bench/dpc_gpu --sanitize  small runs of every path, for compute-sanitizer
+ *   build/bench/dpc_gpu --fit       issue 16's rows: gpuml_dpc_fit (density, and with k the
+ *                                   centres, clusters and halo) on the cell index, each
+ *                                   compared with the CPU backend (add --no-check to skip)
  *
  * Build (as tools/gpu-run.sh builds bench/knn_gpu.c):
  *   gcc -O2 -std=c11 -fopenmp -Icore/include bench/dpc_gpu.c build/libgpuml.a $LIBS -lm
@@ -146,11 +149,96 @@ static int halo_check(const double *x, int64_t n, int64_t d, const result *g) {
   return ok && bad == 0;
 }
 
+static double *make_uniform(int64_t n, int64_t d) {
+  double *x = malloc(sizeof(double) * (size_t)n * (size_t)d);
+  if (!x) {
+    fprintf(stderr, "out of host memory\n");
+    exit(2);
+  }
+  for (int64_t i = 0; i < n * d; i++) x[i] = uniform();
+  return x;
+}
+
+/* gpuml_dpc_fit on one backend; *ms the time of the call. */
+static int fit_once(const double *x, int64_t n, int64_t d, int64_t k, gpuml_backend backend,
+                    result *r, int64_t *cluster, int *halo, double *ms) {
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  if (k > 0) {
+    p.select.has_k = 1;
+    p.select.k = k;
+  }
+  gpuml_options o;
+  gpuml_options_init(&o);
+  o.backend = backend;
+  int64_t *centres = k > 0 ? malloc(sizeof(int64_t) * (size_t)k) : NULL, nc = 0;
+  gpuml_dpc_result res;
+  double t0 = now_ms();
+  gpuml_status st = gpuml_dpc_fit(x, n, d, &p, r->rho, r->delta, r->nearest, NULL, centres, &nc,
+                                  k > 0 ? cluster : NULL, k > 0 ? halo : NULL, &o, &res);
+  *ms = now_ms() - t0;
+  free(centres);
+  r->dc = st ? NAN : res.dc;
+  if (st) fprintf(stderr, "gpuml_dpc_fit (%s): %s\n", gpuml_backend_name(backend), gpuml_last_error());
+  return st == GPUML_OK;
+}
+
+/* Issue 16's GPU rows: best of 3 on the GPU, then one CPU run for the check. */
+static int fit_cases(int do_check) {
+  struct {
+    int64_t n, d, k;
+    int uniform;
+    double target_ms;
+  } cases[] = {{1000000, 2, 0, 0, 60},  {1000000, 2, 5, 0, 100}, {10000000, 2, 10, 0, 500},
+               {24000000, 3, 10, 0, 1500}, {1000000, 5, 10, 1, 2000}};
+  int failures = 0;
+  printf("| case | gpuml_dpc_fit cuda ms (best of 3) | target (ms) | dc | CPU backend ms | differ |\n"
+         "|---|---|---|---|---|---|\n");
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const int64_t n = cases[c].n, d = cases[c].d, k = cases[c].k;
+    double *x = cases[c].uniform ? make_uniform(n, d) : make_data(n, d);
+    result g, h;
+    int64_t *cl_g = malloc(sizeof(int64_t) * (size_t)n), *cl_h = malloc(sizeof(int64_t) * (size_t)n);
+    int *halo_g = malloc(sizeof(int) * (size_t)n), *halo_h = malloc(sizeof(int) * (size_t)n);
+    if (!alloc_result(&g, n) || !alloc_result(&h, n) || !cl_g || !cl_h || !halo_g || !halo_h) return 2;
+    double best = INFINITY, ms = 0, cpu_ms = NAN;
+    int ok = 1;
+    for (int rep = 0; rep < 3 && ok; rep++) {
+      ok = fit_once(x, n, d, k, GPUML_BACKEND_CUDA, &g, cl_g, halo_g, &ms);
+      if (ms < best) best = ms;
+    }
+    int64_t bad = -1;
+    if (ok && do_check && fit_once(x, n, d, k, GPUML_BACKEND_CPU, &h, cl_h, halo_h, &cpu_ms)) {
+      bad = 0;
+      for (int64_t i = 0; i < n; i++)
+        bad += !(g.rho[i] == h.rho[i] && g.nearest[i] == h.nearest[i] && g.delta[i] == h.delta[i] &&
+                 (k == 0 || (cl_g[i] == cl_h[i] && halo_g[i] == halo_h[i])));
+    }
+    printf("RESULT dpc_fit_n=%lld_d=%lld_k=%lld%s %.1f\n", (long long)n, (long long)d,
+           (long long)k, cases[c].uniform ? "_uniform" : "", ok ? best : NAN);
+    printf("| n = %lld, d = %lld, %s, k = %lld | %.1f | %.0f (%s) | %.4g | %.0f | %lld |\n",
+           (long long)n, (long long)d, cases[c].uniform ? "uniform" : "blobs", (long long)k,
+           ok ? best : NAN, cases[c].target_ms, ok && best <= cases[c].target_ms ? "met" : "missed",
+           g.dc, cpu_ms, (long long)bad);
+    failures += !ok || bad > 0;
+    free_result(&g);
+    free_result(&h);
+    free(cl_g);
+    free(cl_h);
+    free(halo_g);
+    free(halo_h);
+    free(x);
+  }
+  printf("fit runs: %d failed\n", failures);
+  return failures;
+}
+
 int main(int argc, char **argv) {
-  int do_check = 1, sanitize = 0;
+  int do_check = 1, sanitize = 0, fit = 0;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--no-check")) do_check = 0;
     else if (!strcmp(argv[a], "--sanitize")) sanitize = 1;
+    else if (!strcmp(argv[a], "--fit")) fit = 1;
   }
   gpuml_info info;
   gpuml_backend_info(&info);
@@ -182,6 +270,7 @@ int main(int argc, char **argv) {
     free_result(&r);
     free(w);
   }
+  if (fit) return fit_cases(do_check) ? 1 : 0;
   printf("| case | gpuml cuda ms (best of 3) | target | dc |\n|---|---|---|---|\n");
   char lines[16][160];
   for (int c = 0; c < ncases; c++) {

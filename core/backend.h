@@ -44,18 +44,21 @@ typedef struct gm_neighbour_ops {
   void (*resident_free)(void *state);
 } gm_neighbour_ops;
 
-/* Density peaks: the passes over pairs. rho_grid (cells of side >= dc; NULL for the
- * Gaussian kernel or d > 3) and delta_grid (finer cells; NULL when d > 3) hold the
- * points bucketed by cells; without them all pairs are visited. */
+/* Density peaks: the passes over pairs. rho_grid and delta_grid are the same cell index
+ * (core/dpc.h; d <= GM_DPC_GRID_MAX_DIM), given where core's rule (gm_dpc_rows_fit) puts
+ * that pass on it; NULL: all pairs are visited, in tiles. */
 typedef struct gm_dpc_ops {
   /* rho, and for every point but the top of the density order (gm_dpc_top) the
-   * squared distance to its nearest denser point and that point's index. */
+   * squared distance to its nearest denser point and that point's index; rho on the
+   * index when rho_grid is given, delta when delta_grid is (the same index). */
   gpuml_status (*density)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                           const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                           double *rho, double *delta_sq, int64_t *nearest,
                           const gpuml_options *opt);
   /* border[i] = the largest (rho_i + rho_j) / 2 over the j of other clusters with
-   * s_ij < cut, 0 when there is none (grid: cells of side >= dc, or NULL). */
+   * s_ij < cut, 0 when there is none; on the index (grid with its runs, or NULL for the
+   * tiles) a point may get less where that cannot be its cluster's largest: each
+   * cluster's largest border[i] is exact. */
   gpuml_status (*border)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                          double cut, const double *rho, const int64_t *cluster,
                          double *border, const gpuml_options *opt);

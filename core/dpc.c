@@ -1,6 +1,6 @@
 /* Density peaks clustering (Rodriguez & Laio, Science 2014): the public entry points,
  * their argument checks, the dc estimate, the choice of centres, the assignment and
- * the halo. The passes over pairs run on the grid or on distance tiles (CPU,
+ * the halo. The passes over pairs run on the cell index or on distance tiles (CPU,
  * core/dpc_grid.c and core/dpc_tiles.c) or on the GPU (kernels/dpc.cu); everything
  * else is shared by both backends, so that they give the same answers. */
 #include <math.h>
@@ -59,6 +59,14 @@ int64_t gm_dpc_top(const double *rho, int64_t n) {
   for (int64_t i = 1; i < n; i++)
     if (rho[i] > rho[top]) top = i;
   return top;
+}
+
+/* The rule of `auto` for the passes within dc (the cutoff density, the halo): on the
+ * cell index when a point's ball of radius dc touches at most n / GM_DPC_ROW_COST rows of
+ * cells (a row costs about as much as that many pairs of the all-pairs tiles), else on
+ * the tiles. Delta is always searched on the index when d <= GM_DPC_GRID_MAX_DIM. */
+int gm_dpc_rows_fit(const gm_dpc_grid *g, double cut, int64_t n) {
+  return gm_dpc_grid_rows(g, cut) * GM_DPC_ROW_COST <= (double)n;
 }
 
 /* ---- dc ------------------------------------------------------------------------ */
@@ -205,11 +213,12 @@ static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top) {
   return best;
 }
 
-gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
-                               const gpuml_dpc_params *params, double *rho, double *delta,
-                               int64_t *nearest, double *gamma, const gpuml_options *opt,
-                               gpuml_dpc_result *result) {
-  gm_clear_error();
+/* gpuml_dpc_density(); when keep is given, the index it built (if any) is handed over
+ * there for the halo of the same call to reuse (else keep->start stays NULL). */
+static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
+                                 const gpuml_dpc_params *params, double *rho, double *delta,
+                                 int64_t *nearest, double *gamma, const gpuml_options *opt,
+                                 gpuml_dpc_result *result, gm_dpc_grid *keep) {
   gpuml_status st = check_data(x, n, d);
   if (st) return st;
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
@@ -233,20 +242,18 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
     return st;
   const int gaussian = params->kernel == GPUML_DPC_GAUSSIAN;
   const double cut = gm_dpc_sq_threshold(dc, 1);
-  /* Up to 3 dimensions: grids of cells, one of side >= dc for the cutoff density, a
-   * finer one for the search of the nearest denser point. */
-  const int use_grid = gm_dpc_grid_usable(d), rho_grid_wanted = use_grid && !gaussian;
-  gm_dpc_grid rho_grid, delta_grid;
-  memset(&rho_grid, 0, sizeof rho_grid);
-  memset(&delta_grid, 0, sizeof delta_grid);
-  if (rho_grid_wanted) st = gm_dpc_grid_build(x, n, d, dc, &rho_grid);
-  if (!st && use_grid) st = gm_dpc_grid_build(x, n, d, 0, &delta_grid);
+  /* The index for d <= GM_DPC_GRID_MAX_DIM (gm_dpc_rows_fit): delta always on it, the
+   * cutoff density when a point's ball touches few enough rows of cells. */
+  gm_dpc_grid grid;
+  memset(&grid, 0, sizeof grid);
+  const int use_grid = gm_dpc_grid_usable(d);
+  if (use_grid) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(&used), &grid);
+  const int rho_on_grid = !st && use_grid && !gaussian && gm_dpc_rows_fit(&grid, cut, n);
   if (!st)
-    st = b->dpc->density(x, n, d, rho_grid_wanted ? &rho_grid : NULL,
-                         use_grid ? &delta_grid : NULL, gaussian, dc, cut, rho, delta, nearest,
-                         &used);
-  gm_dpc_grid_free(&rho_grid);
-  gm_dpc_grid_free(&delta_grid);
+    st = b->dpc->density(x, n, d, rho_on_grid ? &grid : NULL, use_grid ? &grid : NULL, gaussian,
+                         dc, cut, rho, delta, nearest, &used);
+  if (keep && !st && use_grid) *keep = grid;
+  else gm_dpc_grid_free(&grid);
   if (st) return st;
   const int64_t top = gm_dpc_top(rho, n);
   delta[top] = farthest_sq(x, n, d, top);
@@ -260,6 +267,14 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
     result->dc = dc;
   }
   return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
+                               const gpuml_dpc_params *params, double *rho, double *delta,
+                               int64_t *nearest, double *gamma, const gpuml_options *opt,
+                               gpuml_dpc_result *result) {
+  gm_clear_error();
+  return density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result, NULL);
 }
 
 /* ---- centres and clusters --------------------------------------------------------- */
@@ -352,12 +367,27 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
   if (st) return st;
 
   ranked *r = gm_alloc((size_t)n, sizeof *r);
-  if (!r) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
-                         (double)n * sizeof *r / 1e6);
+  double *keys = gm_alloc((size_t)n, sizeof *keys);
+  if (!r || !keys) {
+    free(r);
+    free(keys);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
+                   (double)n * (sizeof *r + sizeof *keys) / 1e6);
+  }
+  /* With k, only the points whose gamma reaches the k-th largest are ranked (found in
+   * O(n) by selection), so the cut stays O(n) at any n. */
+  double floor_key = -INFINITY;
+  if (sel->has_k) {
+    for (int64_t i = 0; i < n; i++) keys[i] = rho[i] * delta[i];
+    floor_key = select_kth(keys, n, n - sel->k);
+  }
+  free(keys);
   int64_t count = 0;
   for (int64_t i = 0; i < n; i++) {
     if (!sel->has_k && !(rho[i] > sel->rho_min && delta[i] > sel->delta_min)) continue;
-    r[count].key = rho[i] * delta[i];
+    const double key = rho[i] * delta[i];
+    if (key < floor_key) continue;
+    r[count].key = key;
     r[count].rho = rho[i];
     r[count].index = i;
     count++;
@@ -381,36 +411,41 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
     centres[c] = r[c].index;
     cluster[r[c].index] = c;
   }
-  /* Each point joins the cluster of its nearest denser point, in decreasing density,
-   * so that point is assigned first; the chains end at the top point, always a centre
-   * (its gamma and, with thresholds, its rho and delta are the largest). */
-  for (int64_t i = 0; i < n; i++) {
-    r[i].key = rho[i];
-    r[i].rho = rho[i];
-    r[i].index = i;
-  }
-  qsort(r, (size_t)n, sizeof *r, compare_ranked);
-  for (int64_t p = 0; p < n; p++) {
-    const int64_t i = r[p].index;
-    if (cluster[i] >= 0) continue;
-    if (nearest[i] < 0) {
-      free(r);
-      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
-                     "the densest point is not a centre: pass the output of the density peaks fit");
-    }
-    cluster[i] = cluster[nearest[i]];
-  }
   free(r);
+  /* Each point joins the cluster of its nearest denser point: follow the chain up to
+   * the first assigned point, then label the chain on the way back (each point once,
+   * O(n)). The chains end at the top point, always a centre (its gamma and, with
+   * thresholds, its rho and delta are the largest). */
+  int64_t *chain = gm_alloc((size_t)n, sizeof *chain);
+  if (!chain)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to assign the clusters",
+                   (double)n * 8 / 1e6);
+  for (int64_t i0 = 0; i0 < n; i0++) {
+    int64_t len = 0, i = i0;
+    while (cluster[i] < 0) {
+      if (nearest[i] < 0 || len == n) {
+        free(chain);
+        return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                       "the densest point is not a centre: pass the output of the density peaks fit");
+      }
+      chain[len++] = i;
+      i = nearest[i];
+    }
+    while (len > 0) cluster[chain[--len]] = cluster[i];
+  }
+  free(chain);
   *ncentres = k;
   return GPUML_OK;
 }
 
 /* ---- halo ---------------------------------------------------------------------- */
 
-gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
-                            const int64_t *cluster, int64_t ncentres, int *halo,
-                            const gpuml_options *opt, gpuml_dpc_result *result) {
-  gm_clear_error();
+/* gpuml_dpc_halo(); reuse, when it holds an index of the same data (from density_impl),
+ * spares building it again; the caller frees it. */
+static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                              const int64_t *cluster, int64_t ncentres, int *halo,
+                              const gpuml_options *opt, gpuml_dpc_result *result,
+                              gm_dpc_grid *reuse) {
   gpuml_status st = check_data(x, n, d);
   if (!st) st = check_dc(dc);
   if (st) return st;
@@ -445,13 +480,16 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo",
                    (double)(n + ncentres) * 8 / 1e6);
   }
-  gm_dpc_grid grid;
-  const int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid) st = gm_dpc_grid_build(x, n, d, dc, &grid);
-  if (!st) {
-    st = b->dpc->border(x, n, d, use_grid ? &grid : NULL, cut, rho, cluster, border, &used);
-    if (use_grid) gm_dpc_grid_free(&grid);
-  }
+  gm_dpc_grid own;
+  memset(&own, 0, sizeof own);
+  const int reused = reuse && reuse->start;
+  gm_dpc_grid *grid = reused ? reuse : &own;
+  int use_grid = gm_dpc_grid_usable(d);
+  if (use_grid && !reused) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(&used), grid);
+  if (!st && use_grid && !gm_dpc_rows_fit(grid, cut, n)) use_grid = 0;
+  if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
+  if (!st) st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, border, &used);
+  gm_dpc_grid_free(&own);
   if (!st) {
     for (int64_t c = 0; c < ncentres; c++) cluster_border[c] = 0;
     for (int64_t i = 0; i < n; i++)
@@ -465,6 +503,13 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
   free(border);
   free(cluster_border);
   return st;
+}
+
+gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                            const int64_t *cluster, int64_t ncentres, int *halo,
+                            const gpuml_options *opt, gpuml_dpc_result *result) {
+  gm_clear_error();
+  return halo_impl(x, n, d, dc, rho, cluster, ncentres, halo, opt, result, NULL);
 }
 
 /* ---- density, centres, clusters and halo in one call ------------------------------- */
@@ -488,12 +533,22 @@ gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dp
   gpuml_dpc_result local;
   if (!result) result = &local;
   const double t0 = gm_seconds();
-  if ((st = gpuml_dpc_density(x, n, d, params, rho, delta, nearest, gamma, opt, result)) || !cut)
+  /* The halo reuses the index of the density pass (the same data). */
+  gm_dpc_grid index;
+  memset(&index, 0, sizeof index);
+  if ((st = density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result,
+                         cut ? &index : NULL)) || !cut) {
+    gm_dpc_grid_free(&index);
     return st;
+  }
   const gpuml_run_info run = result->run;
-  if ((st = gpuml_dpc_recut(x, n, d, result->dc, rho, delta, nearest, params, centres, ncentres,
-                            cluster, halo, opt, result)))
-    return st;
+  st = gpuml_dpc_cut(rho, delta, nearest, n, &params->select, centres, ncentres, cluster);
+  if (!st) {
+    gm_clear_error();
+    st = halo_impl(x, n, d, result->dc, rho, cluster, *ncentres, halo, opt, result, &index);
+  }
+  gm_dpc_grid_free(&index);
+  if (st) return st;
   result->run = run;
   result->run.seconds = gm_seconds() - t0;
   return GPUML_OK;

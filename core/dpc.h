@@ -1,20 +1,15 @@
 /* Density peaks internals shared by core/dpc*.c and kernels/dpc.cu: the exact distance
- * thresholds, the spatial grid, the density order, and the CPU passes over pairs. */
+ * thresholds, the cell index, the density order, and the CPU passes over pairs. */
 #ifndef GPUML_DPC_H
 #define GPUML_DPC_H
 #include <stdint.h>
 #include "internal.h"
+#include "dpc_shared.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The grid serves d <= this many dimensions (the cutoff rho, delta, the halo). */
-#define GM_DPC_GRID_MAX_DIM 3
-/* Ring bounds are shrunk by this factor, far above the rounding of cell indices and
- * of the squared distances, so that a point outside the rings searched is never
- * nearer than the bound says. */
-#define GM_DPC_RING_SLACK 1e-9
 /* In the GEMM form, a screened squared distance s may differ from the exact one by up
  * to GM_DPC_SCREEN_SLACK * (d + 4) * (|a|^2 + |b|^2) (centred points): within that of a
  * threshold or a best value, the pair is recomputed exactly. */
@@ -34,30 +29,45 @@ static inline int gm_dpc_above(double rho_j, int64_t j, double rho_i, int64_t i)
 /* The top of the density order. */
 int64_t gm_dpc_top(const double *rho, int64_t n);
 
-/* Points bucketed by cells of side h >= dc: the neighbours within dc of a point lie
- * in the 3^dim cells around its own. Cell ids are row-major with dimension 0 fastest,
- * so the cells (c0 - 1 .. c0 + 1, c1, c2) hold one contiguous run of sorted points. */
+/* The cell index of density peaks (d <= GM_DPC_GRID_MAX_DIM): the points sorted by
+ * cell, cells of side h holding about gm_dpc_grid_per_cell(d) points each on average
+ * over the bounding box. Cell ids are row-major with dimension 0 fastest (see
+ * gm_dpc_geom), so a row of cells along dimension 0 is one contiguous run of sorted
+ * points, and start[] doubles as the prefix count of points by cell. */
 typedef struct gm_dpc_grid {
-  int dim;
+  gm_dpc_geom geom;
   int64_t n;
-  double lo[GM_DPC_GRID_MAX_DIM], h, inv_h;
-  int64_t cells[GM_DPC_GRID_MAX_DIM];
   int64_t ncells;
-  int64_t max_cells;  /* the largest of cells[] (the last useful ring) */
   int64_t *start;     /* ncells + 1: points of cell c are sorted positions start[c] .. start[c+1]-1 */
   int64_t *cell;      /* n: the cell of each sorted position */
   int64_t *order;     /* n: the original index of each sorted position */
   double *coords;     /* dim x n: coordinate t of sorted position s at coords[t * n + s] */
+  /* The halo's runs (gm_dpc_grid_runs; NULL until then): from cell c onwards in id order,
+   * cells c .. run_end[c] are empty or hold only cluster run_label[c] (GM_DPC_MIXED: c
+   * alone, holding several clusters; GM_DPC_EMPTY: all empty to the last cell), and
+   * run_max[c] is the largest rho among their points. */
+  int64_t *run_label, *run_end;
+  double *run_max;
+  int64_t nclusters; /* the largest cluster id + 1 */
+  int threads;       /* the OpenMP threads of its host loops (the options') */
 } gm_dpc_grid;
 
+/* Whether the index serves d dimensions, and its mean points per cell there. */
 int gm_dpc_grid_usable(int64_t d);
-/* Builds the grid for x (n x d, d <= GM_DPC_GRID_MAX_DIM). For the cutoff density and
- * the halo, min_side = dc: cells of side >= dc, as small as the cell budget (2n + 64)
- * allows. For delta, min_side = 0: cells sized to hold about two points each on
- * average over the bounding box, so that the ring search looks at few points. */
-gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double min_side,
-                               gm_dpc_grid *g);
+double gm_dpc_grid_per_cell(int64_t d);
+gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
+                               int threads, gm_dpc_grid *g);
 void gm_dpc_grid_free(gm_dpc_grid *g);
+/* The rows of cells a point's ball of squared radius cut can touch, at most (the cost of
+ * a cutoff count or a halo scan per point on the index, next to n pairs on tiles). */
+double gm_dpc_grid_rows(const gm_dpc_grid *g, double cut);
+/* The rule of `auto` (core/dpc.c): whether the passes within dc run on the index. */
+#define GM_DPC_ROW_COST 16
+int gm_dpc_rows_fit(const gm_dpc_grid *g, double cut, int64_t n);
+/* The density above which the halo's border pass takes the points first (about 1%). */
+double gm_dpc_seed_rho(const double *rho, int64_t n);
+/* The halo's runs of cells by cluster (run_label, run_end, run_max). */
+gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *cluster);
 
 /* ---- CPU passes (core/dpc_grid.c, core/dpc_tiles.c). Each writes per original index;
  *      delta_sq/nearest are left untouched for `top`. ---- */
@@ -65,11 +75,14 @@ void gm_dpc_grid_free(gm_dpc_grid *g);
 /* rho by the cutoff kernel (cut = gm_dpc_sq_threshold(dc, 1)) on the grid. */
 gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, double cut, double *rho,
                              const gpuml_options *opt);
-/* Squared distance to and index of the nearest point above each point, by rings of
- * cells. */
+/* Squared distance to and index of the nearest point above each point: rings of cells
+ * outwards, skipping rows and cells farther than the best so far and cells with no
+ * point as dense, until the rings' distance bound passes the best. */
 gpuml_status gm_dpc_grid_delta(const gm_dpc_grid *g, const double *rho, int64_t top,
                                double *delta_sq, int64_t *nearest, const gpuml_options *opt);
-/* The largest (rho_i + rho_j) / 2 over the j of other clusters with s_ij < cut. */
+/* border[i]: the largest (rho_i + rho_j) / 2 over the j of other clusters with s_ij < cut,
+ * or a smaller value (0) where it cannot be its cluster's largest: only each cluster's
+ * largest border[i] is exact (all the halo needs; both backends give the same). */
 gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *rho,
                                 const int64_t *cluster, double *border,
                                 const gpuml_options *opt);

@@ -1,11 +1,10 @@
 // gm_cuda_dpc_density() and gm_cuda_dpc_border(): the passes of density peaks over pairs
 // on the GPU, with the same exact decisions as the CPU (core/dpc_grid.c,
 // core/dpc_tiles.c), so that both backends give the same answers:
-//  - d <= 3: the grids built by core/ (points sorted by cell) are uploaded. With cells
-//    of side >= dc, one thread per point scans the 3^d cells around it for the cutoff
-//    density and the halo. On the finer grid of delta, each point scans the cells
-//    around it, then, when its nearest denser point may lie farther, rings of cells
-//    outwards until the ring's distance bound passes the best found.
+//  - d <= GM_DPC_GRID_MAX_DIM: the cell index built by core/ (points sorted by cell) is
+//    uploaded and walked as on the CPU (kernels/dpc_grid.cuh): the rows of cells within
+//    dc for the cutoff density and the halo (when core's rule says so), rings of cells
+//    with pruning for delta.
 //  - otherwise (and for the Gaussian density at any d), all pairs: a direct kernel for
 //    d < 16 (one thread per point, blocks of points through shared memory, exact fp64),
 //    cuBLAS DGEMM tiles for d >= 16 screened against the thresholds and recomputed
@@ -40,12 +39,12 @@ struct PassArgs {
 };
 
 struct GridDev {
-  int64_t n = 0;
-  double h = 0;
-  int64_t cells[GM_DPC_GRID_MAX_DIM] = {1, 1, 1};
-  int64_t max_cells = 0;
+  gm_dpc_geom geom;
+  int64_t n = 0, ncells = 0;
   const int64_t *start = nullptr, *cell = nullptr, *order = nullptr;
   const double *coords = nullptr;
+  const int64_t *run_label = nullptr, *run_end = nullptr;  // the halo's runs
+  const double *run_max = nullptr;
 };
 
 __device__ __forceinline__ bool above(double rho_j, int64_t j, double rho_i, int64_t i) {
@@ -225,15 +224,17 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   const bool all_pairs = !rho_grid || !delta_grid;
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, all_pairs && d >= kGemmMinDim));
-  // rho, rho by cell, delta_sq, nearest, the ring search list (3 arrays), the grids
-  const size_t fixed = (size_t)n * 8 * 7 + (rho_grid ? grid_bytes(rho_grid) : 0) +
-                       (delta_grid ? grid_bytes(delta_grid) : 0);
+  // rho, rho by cell, delta_sq, nearest, the index (one upload when rho and delta share it)
+  const gm_dpc_grid *index = rho_grid ? rho_grid : delta_grid;
+  const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0);
   if (!all_pairs && fixed > ctx.budget())
     return gm_fail(GPUML_ERR_NOMEM, "dpc:cuda",
                    "density peaks needs %.1f MB of GPU memory for %lld points, more than the "
                    "budget of %.1f MB: raise gpu_memory_limit, free GPU memory or use backend "
                    "\"cpu\"",
                    (double)fixed / 1e6, (long long)n, (double)ctx.budget() / 1e6);
+  GridDev g;
+  if (index) GM_TRY(upload_grid(ctx, index, g));
   AllPairs ap;
   if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
   double *rho_d = nullptr, *delta_d = nullptr;
@@ -247,9 +248,7 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   args.inv_dc2 = 1 / (dc * dc);
   args.value = rho_d;
   if (rho_grid) {
-    GridDev g;
-    GM_TRY(upload_grid(ctx, rho_grid, g));
-    GM_TRY(grid_rho(ctx, rho_grid->dim, g, cut, rho_d, opt));
+    GM_TRY(grid_rho(ctx, rho_grid->geom.dim, g, cut, rho_d, opt));
   } else if (gaussian) {
     GM_TRY(all_pairs_pass<kGauss>(ctx, ap, n, d, args, opt));
   } else {
@@ -260,12 +259,10 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   const int64_t top = gm_dpc_top(rho, n);
 
   if (delta_grid) {
-    GridDev g;
-    GM_TRY(upload_grid(ctx, delta_grid, g));
     double *rho_sorted = nullptr;
     GM_TRY(ctx.alloc(&rho_sorted, (size_t)n, "the densities by cell"));
     GM_TRY(gather(ctx, (const double *)rho_d, g.order, n, rho_sorted));
-    GM_TRY(grid_delta(ctx, delta_grid->dim, g, rho_sorted, top, delta_d, nearest_d, opt));
+    GM_TRY(grid_delta(ctx, delta_grid->geom.dim, g, rho_sorted, top, delta_d, nearest_d, opt));
   } else {
     PassArgs da;
     da.rho = rho_d;
@@ -283,7 +280,8 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
                         const gpuml_options *opt) {
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, !grid && d >= kGemmMinDim));
-  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) : 0);
+  // rho, cluster, border and both by cell; the index with its runs (3 arrays by cell)
+  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) + (size_t)grid->ncells * 24 : 0);
   if (grid && fixed > ctx.budget())
     return gm_fail(GPUML_ERR_NOMEM, "dpc:cuda",
                    "the halo needs %.1f MB of GPU memory for %lld points, more than the budget "
@@ -299,22 +297,42 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
   if (grid) {
     GridDev g;
     GM_TRY(upload_grid(ctx, grid, g));
-    double *rho_sorted = nullptr;
+    double *rho_sorted = nullptr, *cell_max = nullptr;
     int64_t *cluster_sorted = nullptr;
+    unsigned long long *found = nullptr;
     GM_TRY(ctx.alloc(&rho_sorted, (size_t)n, "the densities by cell"));
     GM_TRY(ctx.alloc(&cluster_sorted, (size_t)n, "the clusters by cell"));
+    GM_TRY(ctx.alloc(&found, (size_t)(grid->nclusters > 0 ? grid->nclusters : 1),
+                     "the border densities by cluster"));
+    GM_TRY(ctx.check(cudaMemsetAsync(found, 0, (size_t)grid->nclusters * sizeof *found,
+                                     ctx.stream()),
+                     "clearing the border densities by cluster"));
     GM_TRY(gather(ctx, (const double *)rho_d, g.order, n, rho_sorted));
     GM_TRY(gather(ctx, (const int64_t *)cluster_d, g.order, n, cluster_sorted));
-    for (int64_t s0 = 0; s0 < n; s0 += kGridChunk) {
-      const int64_t s1 = min64(n, s0 + kGridChunk);
-      const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
-      GM_DPC_DIM_SWITCH(grid->dim, grid_border_kernel, g, cut, rho_sorted, cluster_sorted,
-                        border_d, s0, s1);
-      GM_TRY(ctx.launched("density peaks halo (grid)"));
-      GM_TRY(ctx.sync("density peaks halo (grid)"));
-      GM_TRY(interrupted(ctx, opt));
-      gm_progress(opt, "dpc halo", s1, n);
-    }
+    GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
+    double rho_max = 0;
+    for (int64_t i = 0; i < n; i++) rho_max = rho[i] > rho_max ? rho[i] : rho_max;
+    // The densest points first (about 1%, as on the CPU): they raise each cluster's
+    // largest border density early, so that most other points stop at once.
+    double *rho_by_cell = (double *)malloc((size_t)n * sizeof(double));
+    if (!rho_by_cell)
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo",
+                     (double)n * 8 / 1e6);
+    for (int64_t s = 0; s < n; s++) rho_by_cell[s] = rho[grid->order[s]];
+    const double seed_rho = gm_dpc_seed_rho(rho_by_cell, n);
+    free(rho_by_cell);
+    for (int seeding = 1; seeding >= 0; seeding--)
+      for (int64_t s0 = 0; s0 < n; s0 += kGridChunk) {
+        const int64_t s1 = min64(n, s0 + kGridChunk);
+        const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
+        GM_DPC_DIM_SWITCH(grid->geom.dim, grid_border_kernel, g, cut, rho_sorted,
+                          cluster_sorted, cell_max, rho_max, found, border_d, seed_rho, seeding,
+                          s0, s1);
+        GM_TRY(ctx.launched("density peaks halo (index)"));
+        GM_TRY(ctx.sync("density peaks halo (index)"));
+        GM_TRY(interrupted(ctx, opt));
+        if (!seeding) gm_progress(opt, "dpc halo", s1, n);
+      }
   } else {
     PassArgs args;
     args.cut = cut;

@@ -181,7 +181,7 @@ endfunction
 %!  endfor
 %!endfunction
 
-## against the definitions: both kernels, grid (d <= 3) and all pairs
+## against the definitions: both kernels, cell index (d <= 8) and all pairs
 %!test
 %! randn ("state", 41);
 %! for d = [1 2 4 20]

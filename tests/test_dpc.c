@@ -272,6 +272,97 @@ static void test_far_peaks(void) {
   }
 }
 
+/* The cell index (d <= 8) against the brute force at sizes where it has many cells:
+ * rho, delta and nearest at a small, a 2%-like and a large dc, then centres by k
+ * (clusters as the definition assigns them) and the halo against its definition, on
+ * clustered data with uniform noise (dense cells, empty cells, ties of density). */
+static void test_index(void) {
+  const int64_t dims[] = {1, 2, 3, 4, 6, 8};
+  for (size_t a = 0; a < sizeof dims / sizeof dims[0]; a++) {
+    const int64_t d = dims[a], n = d <= 2 ? 4000 : 2500;
+    const int k = 6;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t t = 0; t < d; t++)
+        x[i + t * n] = i % 7 == 6 ? 12 * uniform() - 1
+                                  : 2.0 * (double)((i % 7 + t) % 5) + 0.6 * normal();
+    const double scale = sqrt((double)d);
+    const double dcs[] = {0.08 * scale, 0.5 * scale, 2.5 * scale};
+    for (int c = 0; c < 3; c++) {
+      const double dc = dcs[c];
+      fit ref = fit_alloc(n), got = fit_alloc(n);
+      ref_dpc(x, n, d, dc, 0, &ref);
+      gpuml_status st = run_dpc(x, n, d, dc, 0, &got, test_backend, NULL);
+      CHECK(st == GPUML_OK && count_rho_diff(&got, &ref, n, 0) == 0 &&
+                count_delta_diff(&got, &ref, n, 0) == 0,
+            "index, d = %lld, dc = %g: differs from the brute force (%s)", (long long)d, dc,
+            gpuml_last_error());
+      compare_with_cpu("index", x, n, d, dc, 0, &got);
+      /* centres by k and the clusters of the definition (in decreasing density) */
+      int64_t *centres = malloc(sizeof(int64_t) * n), *cluster = malloc(sizeof(int64_t) * n);
+      int64_t *want = malloc(sizeof(int64_t) * n), nc = 0;
+      gpuml_dpc_selection sel;
+      gpuml_dpc_selection_init(&sel);
+      sel.has_k = 1;
+      sel.k = k;
+      st = gpuml_dpc_cut(got.rho, got.delta, got.nearest, n, &sel, centres, &nc, cluster);
+      int ok = st == GPUML_OK && nc == k;
+      for (int64_t i = 0; ok && i < n; i++) want[i] = -1;
+      for (int64_t ci = 0; ok && ci < k; ci++) {
+        /* the ci-th largest gamma (ties: denser, then smaller index), by brute force */
+        int64_t best = -1;
+        for (int64_t i = 0; i < n; i++) {
+          if (want[i] >= 0) continue;
+          if (best < 0 || got.gamma[i] > got.gamma[best] ||
+              (got.gamma[i] == got.gamma[best] &&
+               (got.rho[i] > got.rho[best] || (got.rho[i] == got.rho[best] && i < best))))
+            best = i;
+        }
+        want[best] = ci;
+        ok = centres[ci] == best;
+      }
+      for (int64_t pass = 0; ok && pass < n; pass++) {
+        int64_t changed = 0;
+        for (int64_t i = 0; i < n; i++)
+          if (want[i] < 0 && want[got.nearest[i]] >= 0) {
+            want[i] = want[got.nearest[i]];
+            changed++;
+          }
+        if (!changed) break;
+      }
+      for (int64_t i = 0; ok && i < n; i++) ok = cluster[i] == want[i];
+      CHECK(ok, "index, d = %lld, dc = %g: centres and clusters by k = %d differ from the "
+            "definition (%s)", (long long)d, dc, k, gpuml_last_error());
+      /* the halo against its definition */
+      int *halo = malloc(sizeof(int) * n);
+      gpuml_options opt = options();
+      st = gpuml_dpc_halo(x, n, d, dc, got.rho, cluster, nc, halo, &opt, NULL);
+      double border[8] = {0};
+      for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+          if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
+            const double avg = (got.rho[i] + got.rho[j]) / 2;
+            if (avg > border[cluster[i]]) border[cluster[i]] = avg;
+          }
+      int64_t wrong = 0, halos = 0;
+      for (int64_t i = 0; i < n; i++) {
+        wrong += halo[i] != (got.rho[i] < border[cluster[i]]);
+        halos += halo[i];
+      }
+      CHECK(st == GPUML_OK && wrong == 0,
+            "index, d = %lld, dc = %g: halo %lld wrong of %lld halo points (%s)", (long long)d,
+            dc, (long long)wrong, (long long)halos, gpuml_last_error());
+      free(halo);
+      free(centres);
+      free(cluster);
+      free(want);
+      fit_free(&ref);
+      fit_free(&got);
+    }
+    free(x);
+  }
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -734,6 +825,7 @@ int main(void) {
     test_against_reference();
     test_ties();
     test_far_peaks();
+    test_index();
     test_dc_estimate();
     test_clusters();
     test_callbacks();

@@ -113,12 +113,30 @@ print.summary.gpu_dpc <- function(x, ...) {
 }
 
 
-plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), ...) {
+# The points a plot draws: all up to max_points, else max_points of them evenly spaced
+# by row (no random numbers drawn), always with the peaks and the candidates (the
+# largest gamma), so that the plots stay instant at 10^7 points.
+dpc_plot_rows <- function(x, max_points) {
+  n <- length(x$rho)
+  if (!is.numeric(max_points) || length(max_points) != 1L || is.na(max_points) ||
+      max_points < 1)
+    stop("max_points must be a positive number", call. = FALSE)
+  if (n <= max_points) return(seq_len(n))
+  m <- min(n, 100L)
+  cut <- sort(x$gamma, partial = n - m + 1L)[n - m + 1L]
+  sort(unique(c(round(seq(1, n, length.out = max_points)), which(x$gamma >= cut), x$peaks)))
+}
+
+plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), max_points = 50000,
+                         ...) {
   type <- match.arg(type)
+  rows <- dpc_plot_rows(x, max_points)
+  n <- length(x$rho)
+  sampled <- if (length(rows) < n) sprintf(" (%d of %d points drawn)", length(rows), n) else ""
   if (type == "decision") {
-    graphics::plot(x$rho, x$delta, xlab = expression(rho ~ "(local density)"),
+    graphics::plot(x$rho[rows], x$delta[rows], xlab = expression(rho ~ "(local density)"),
                    ylab = expression(delta ~ "(distance to a denser point)"),
-                   main = "Decision graph", pch = 20, col = "grey40", ...)
+                   main = paste0("Decision graph", sampled), pch = 20, col = "grey40", ...)
     if (!is.null(x$peaks)) {
       col <- gpuml_palette(length(x$peaks))
       graphics::points(x$rho[x$peaks], x$delta[x$peaks], pch = 21, bg = col, cex = 1.8)
@@ -138,6 +156,10 @@ plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), ...) {
     stop(sprintf("the data have %d rows but the fit has %d points", nrow(data),
                  length(x$clusters)), call. = FALSE)
   lab <- colnames(data)
+  data <- data[rows, , drop = FALSE]
+  clusters <- x$clusters[rows]
+  halo <- x$halo[rows]
+  peaks <- match(x$peaks, rows)
   if (ncol(data) == 1L) {
     data <- cbind(data, 0)
     lab <- c(if (is.null(lab)) "x" else lab[1L], "")
@@ -147,15 +169,15 @@ plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), ...) {
     lab <- c("PC1", "PC2")
   }
   if (is.null(lab)) lab <- c("x1", "x2")
-  col <- gpuml_palette(length(x$peaks))[x$clusters]
+  col <- gpuml_palette(length(x$peaks))[clusters]
   graphics::plot(data[, 1], data[, 2], type = "n", xlab = lab[1], ylab = lab[2],
-                 main = sprintf("%d clusters, %d halo points", length(x$peaks),
-                                sum(x$halo)), ...)
-  if (any(x$halo))
-    graphics::points(data[x$halo, 1], data[x$halo, 2], pch = 1, cex = 0.6,
-                     col = grDevices::adjustcolor(col[x$halo], alpha.f = 0.6))
-  graphics::points(data[!x$halo, 1], data[!x$halo, 2], pch = 20, col = col[!x$halo])
-  graphics::points(data[x$peaks, 1], data[x$peaks, 2], pch = 23, cex = 1.8, bg = "white",
+                 main = sprintf("%d clusters, %d halo points%s", length(x$peaks),
+                                sum(x$halo), sampled), ...)
+  if (any(halo))
+    graphics::points(data[halo, 1], data[halo, 2], pch = 1, cex = 0.6,
+                     col = grDevices::adjustcolor(col[halo], alpha.f = 0.6))
+  graphics::points(data[!halo, 1], data[!halo, 2], pch = 20, col = col[!halo])
+  graphics::points(data[peaks, 1], data[peaks, 2], pch = 23, cex = 1.8, bg = "white",
                    col = "black", lwd = 2)
   invisible(x)
 }

@@ -1,5 +1,6 @@
 /* The density peaks passes of the CPU backend: on the grid of cells when the driver
- * built one (d <= 3), else on distance tiles over all pairs. */
+ * built one (d <= GM_DPC_GRID_MAX_DIM, see gm_dpc_rows_fit), else on distance tiles over
+ * all pairs. */
 #include "cpu_backend.h"
 
 gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,

@@ -1,28 +1,52 @@
-/* The spatial grid of density peaks for d <= 3 and the CPU passes over it. With cells
- * of side h >= dc, the cutoff density and the halo only need the 3^d cells around a
- * point; the nearest denser point is searched ring by ring outwards until the ring's
- * distance bound exceeds the best found. Distances are the exact direct-form squares
- * (gm_sqdist), so the answers are those of the brute force. */
+/* The cell index of density peaks (d <= GM_DPC_GRID_MAX_DIM) and the CPU passes over it.
+ * Cells are small (a few points each), so a ball of radius dc covers many of them:
+ *  - the cutoff density walks the rows of cells the ball touches; in each row the cells
+ *    wholly inside the ball are counted from the prefix counts start[] without looking
+ *    at their points, and only the points of the cells the sphere crosses are tested
+ *    (dpc_shared.h classifies the cells, conservatively);
+ *  - the nearest denser point is searched ring by ring outwards, skipping rows and
+ *    cells farther than the best so far and cells whose densest point is below the
+ *    point's density, until the rings' distance bound passes the best;
+ *  - the halo skips, row by row, the runs of cells of the point's own cluster and the
+ *    runs whose densest point cannot raise the border density, and takes the cells of
+ *    another cluster wholly inside the ball from their densest point.
+ * Tested pairs use the exact direct-form squares (gm_sqdist's sum, in dimension order),
+ * so the answers are those of the brute force. The GPU walks the same index with the
+ * same formulas (kernels/dpc_grid.cuh). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "dpc.h"
 
-/* Cells per dimension stay below this, so that the rounding of cell indices (about
- * 3 ulp of the index) stays far below GM_DPC_RING_SLACK. */
+/* Cells per dimension stay below this, so that the rounding of cell indices stays far
+ * below the slack of the cell boxes. */
 #define GM_DPC_MAX_CELLS_PER_DIM ((int64_t)1 << 20)
 /* Points per block of work between progress reports and interrupt checks. */
 #define GM_DPC_GRID_BLOCK 4096
+/* Points from which the index's host loops (build, runs, gathers) run in parallel. */
+#define GM_DPC_GRID_PARALLEL_MIN 100000
+/* Cells per block of the cutoff density, and points of a cell counted together. */
+#define GM_DPC_GRID_CELLS 1024
+#define GM_DPC_GRID_BLOCK_CELL 32
 
 int gm_dpc_grid_usable(int64_t d) { return d >= 1 && d <= GM_DPC_GRID_MAX_DIM; }
+
+/* Points per cell: the cutoff density shares the rows of a cell among its points, and
+ * tests only the points of the cells the sphere crosses (measured at 10^6 points,
+ * 2-d, dc from the 2% rule: 16 per cell best, 2 per cell 2x slower); above 3-d a ball
+ * touches (2 dc / h + 1)^(d - 1) rows, and the nearest denser point wants small cells. */
+double gm_dpc_grid_per_cell(int64_t d) { return d <= 3 ? 16 : 8; }
 
 void gm_dpc_grid_free(gm_dpc_grid *g) {
   free(g->start);
   free(g->cell);
   free(g->order);
   free(g->coords);
-  g->start = g->cell = g->order = NULL;
-  g->coords = NULL;
+  free(g->run_label);
+  free(g->run_end);
+  free(g->run_max);
+  g->start = g->cell = g->order = g->run_label = g->run_end = NULL;
+  g->coords = g->run_max = NULL;
 }
 
 static double cells_for(const double *range, int dim, double h, int64_t *per_dim) {
@@ -35,21 +59,26 @@ static double cells_for(const double *range, int dim, double h, int64_t *per_dim
   return total;
 }
 
-gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double min_side,
-                               gm_dpc_grid *g) {
+gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
+                               int threads, gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
-  g->dim = (int)d;
+  /* the host loops of the index are memory-bound passes over n: below this many points
+   * a parallel region costs more than it saves (and spins on a loaded machine) */
+  g->threads = threads > 0 && n >= GM_DPC_GRID_PARALLEL_MIN ? threads : 1;
+  gm_dpc_geom *geo = &g->geom;
+  geo->dim = (int)d;
   g->n = n;
-  double range[GM_DPC_GRID_MAX_DIM] = {0, 0, 0}, widest = 0, volume = 1;
+  double range[GM_DPC_GRID_MAX_DIM] = {0}, widest = 0, volume = 1;
   int spread = 0;
-  for (int t = 0; t < g->dim; t++) {
+  for (int t = 0; t < geo->dim; t++) {
     const double *col = x + (size_t)t * (size_t)n;
     double lo = col[0], hi = col[0];
+#pragma omp parallel for reduction(min : lo) reduction(max : hi) num_threads(g->threads)
     for (int64_t i = 1; i < n; i++) {
-      if (col[i] < lo) lo = col[i];
-      if (col[i] > hi) hi = col[i];
+      lo = col[i] < lo ? col[i] : lo;
+      hi = col[i] > hi ? col[i] : hi;
     }
-    g->lo[t] = lo;
+    geo->lo[t] = lo;
     range[t] = hi - lo;
     if (range[t] > widest) widest = range[t];
     if (range[t] > 0) {
@@ -57,148 +86,175 @@ gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double min
       spread++;
     }
   }
-  double h, max_total;
-  if (min_side > 0) {
-    /* Slightly wider than dc, so that two points within dc never land two cells apart
-     * through the rounding of (x - lo) / h; wider still when dc would make too many
-     * cells (any side >= dc is correct, only slower). */
-    h = min_side * (1 + 1e-8);
-    max_total = 2.0 * (double)n + 64;
-  } else {
-    max_total = (double)n / 2 + 1;
-    h = spread ? pow(volume / max_total, 1.0 / spread) : 1;
-    if (!(h > 0) || !isfinite(h)) h = widest > 0 ? widest : 1;
-  }
+  const double max_total = (double)n / per_cell + 1;
+  double h = spread ? pow(volume / max_total, 1.0 / spread) : 1;
+  if (!(h > 0) || !isfinite(h)) h = widest > 0 ? widest : 1;
   if (widest / h > (double)(GM_DPC_MAX_CELLS_PER_DIM - 2))
     h = widest / (double)(GM_DPC_MAX_CELLS_PER_DIM - 2);
-  while (cells_for(range, g->dim, h, NULL) > max_total) h *= 1.25;
-  g->h = h;
-  g->inv_h = 1 / h;
-  g->ncells = (int64_t)cells_for(range, g->dim, h, g->cells);
-  for (int t = 0; t < g->dim; t++)
-    if (g->cells[t] > g->max_cells) g->max_cells = g->cells[t];
+  while (cells_for(range, geo->dim, h, NULL) > max_total) h *= 1.1;
+  geo->h = h;
+  geo->inv_h = 1 / h;
+  g->ncells = (int64_t)cells_for(range, geo->dim, h, geo->cells);
+  int64_t stride = 1;
+  for (int t = 0; t < geo->dim; t++) {
+    if (geo->cells[t] > geo->max_cells) geo->max_cells = geo->cells[t];
+    geo->stride[t] = stride;
+    stride *= geo->cells[t];
+    /* the rounding of (x - lo) / h, in cells, is far below this */
+    geo->slack[t] = 1e-6 + 1e-12 * (fabs(geo->lo[t]) + range[t]) * geo->inv_h;
+  }
 
   g->start = gm_alloc((size_t)g->ncells + 1, sizeof *g->start);
   g->cell = gm_alloc((size_t)n, sizeof *g->cell);
   g->order = gm_alloc((size_t)n, sizeof *g->order);
   g->coords = gm_alloc((size_t)n * (size_t)d, sizeof *g->coords);
-  int64_t *cell_of = gm_alloc((size_t)n, sizeof *cell_of);
-  if (!g->start || !g->cell || !g->order || !g->coords || !cell_of) {
-    free(cell_of);
+  if (!g->start || !g->cell || !g->order || !g->coords) {
     gm_dpc_grid_free(g);
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the density peaks grid",
-                   ((double)n * (24.0 + 8.0 * (double)d) + 8.0 * (double)g->ncells) / 1e6);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the density peaks index",
+                   ((double)n * (16.0 + 8.0 * (double)d) + 8.0 * (double)g->ncells) / 1e6);
   }
-  memset(g->start, 0, ((size_t)g->ncells + 1) * sizeof *g->start);
+  /* The cell of each point (in g->cell, by original index for now), then a stable
+   * counting sort: within a cell, points keep their index order. */
+  int64_t *cell_of = g->cell;
+#pragma omp parallel for schedule(static) num_threads(g->threads)
   for (int64_t i = 0; i < n; i++) {
-    int64_t id = 0, stride = 1;
-    for (int t = 0; t < g->dim; t++) {
-      int64_t c = (int64_t)floor((x[i + (size_t)t * (size_t)n] - g->lo[t]) * g->inv_h);
+    int64_t id = 0;
+    for (int t = 0; t < geo->dim; t++) {
+      int64_t c = (int64_t)floor((x[i + (size_t)t * (size_t)n] - geo->lo[t]) * geo->inv_h);
       if (c < 0) c = 0;
-      if (c >= g->cells[t]) c = g->cells[t] - 1;
-      id += c * stride;
-      stride *= g->cells[t];
+      if (c >= geo->cells[t]) c = geo->cells[t] - 1;
+      id += c * geo->stride[t];
     }
     cell_of[i] = id;
-    g->start[id + 1]++;
   }
-  for (int64_t c = 0; c < g->ncells; c++) g->start[c + 1] += g->start[c];
-  /* A counting sort, stable: within a cell, points keep their index order. */
-  int64_t *fill = gm_alloc((size_t)g->ncells, sizeof *fill);
-  if (!fill) {
-    free(cell_of);
+  /* Per-thread counts over contiguous chunks of the points, so that the sort runs on
+   * all threads and stays stable (chunks in index order); one thread when the counts
+   * would take more than 2n entries. */
+  const int64_t nc = g->ncells;
+  int parts = g->threads;
+  if ((double)parts * (double)nc > 2.0 * (double)n + 1024) parts = 1;
+  const int64_t chunk = (n + parts - 1) / parts;
+  int64_t *counts = gm_alloc((size_t)parts * (size_t)nc, sizeof *counts);
+  if (!counts) {
     gm_dpc_grid_free(g);
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the density peaks grid");
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the density peaks index");
   }
-  memcpy(fill, g->start, (size_t)g->ncells * sizeof *fill);
-  for (int64_t i = 0; i < n; i++) g->order[fill[cell_of[i]]++] = i;
-  free(fill);
+#pragma omp parallel for schedule(static, 1) num_threads(parts)
+  for (int part = 0; part < parts; part++) {
+    int64_t *mine = counts + (size_t)part * (size_t)nc;
+    memset(mine, 0, (size_t)nc * sizeof *mine);
+    const int64_t i1 = (part + 1) * chunk < n ? (part + 1) * chunk : n;
+    for (int64_t i = part * chunk; i < i1; i++) mine[cell_of[i]]++;
+  }
+  g->start[0] = 0;
+  for (int64_t c = 0; c < nc; c++) {
+    int64_t run = g->start[c];
+    for (int part = 0; part < parts; part++) {
+      int64_t *at = counts + (size_t)part * (size_t)nc + c;
+      const int64_t k = *at;
+      *at = run; /* becomes this part's next position in cell c */
+      run += k;
+    }
+    g->start[c + 1] = run;
+  }
+#pragma omp parallel for schedule(static, 1) num_threads(parts)
+  for (int part = 0; part < parts; part++) {
+    int64_t *next = counts + (size_t)part * (size_t)nc;
+    const int64_t i1 = (part + 1) * chunk < n ? (part + 1) * chunk : n;
+    for (int64_t i = part * chunk; i < i1; i++) g->order[next[cell_of[i]]++] = i;
+  }
+  free(counts);
+  /* The cell of each sorted position, from the sorted ids in start[]. */
+#pragma omp parallel for schedule(static) num_threads(g->threads)
+  for (int64_t c = 0; c < g->ncells; c++)
+    for (int64_t s = g->start[c]; s < g->start[c + 1]; s++) g->cell[s] = c;
+#pragma omp parallel for schedule(static) num_threads(g->threads)
   for (int64_t s = 0; s < n; s++) {
     const int64_t i = g->order[s];
-    g->cell[s] = cell_of[i];
-    for (int t = 0; t < g->dim; t++)
+    for (int t = 0; t < geo->dim; t++)
       g->coords[(size_t)t * (size_t)n + (size_t)s] = x[i + (size_t)t * (size_t)n];
   }
-  free(cell_of);
   return GPUML_OK;
 }
 
-/* ---- walking the cells ------------------------------------------------------------- */
-
-typedef struct {
-  int64_t a, b; /* sorted positions a .. b - 1 */
-} gm_run;
-
-static void cell_coords(const gm_dpc_grid *g, int64_t id, int64_t *c) {
-  for (int t = 0; t < g->dim; t++) {
-    c[t] = id % g->cells[t];
-    id /= g->cells[t];
-  }
+double gm_dpc_grid_rows(const gm_dpc_grid *g, double cut) {
+  const double span = 2 * ceil(sqrt(cut) * g->geom.inv_h) + 2;
+  double rows = 1;
+  for (int t = 1; t < g->geom.dim; t++)
+    rows *= span < (double)g->geom.cells[t] ? span : (double)g->geom.cells[t];
+  return rows;
 }
 
-/* Calls visit(state, a, b) for the runs of points in the cells at Chebyshev distance
- * exactly r from cell c (r = 0: the cell itself). Along dimension 0 the cells of a row
- * are contiguous, so a row is one run, or two single cells when only its two ends lie
- * on the ring. */
-typedef void (*gm_run_fn)(void *state, int64_t a, int64_t b);
-
-static void walk_ring(const gm_dpc_grid *g, const int64_t *c, int64_t r, gm_run_fn visit,
-                      void *state) {
-  const int64_t m0 = g->cells[0];
-  const int64_t m1 = g->dim > 1 ? g->cells[1] : 1, m2 = g->dim > 2 ? g->cells[2] : 1;
-  const int64_t r1 = g->dim > 1 ? r : 0, r2 = g->dim > 2 ? r : 0;
-  const int64_t c1 = g->dim > 1 ? c[1] : 0, c2 = g->dim > 2 ? c[2] : 0;
-  for (int64_t o2 = -r2; o2 <= r2; o2++) {
-    const int64_t y2 = c2 + o2;
-    if (y2 < 0 || y2 >= m2) continue;
-    for (int64_t o1 = -r1; o1 <= r1; o1++) {
-      const int64_t y1 = c1 + o1;
-      if (y1 < 0 || y1 >= m1) continue;
-      const int64_t row = (y1 + y2 * m1) * m0;
-      if (r == 0 || o1 == r || o1 == -r || o2 == r || o2 == -r) {
-        const int64_t lo = c[0] - r < 0 ? 0 : c[0] - r;
-        const int64_t hi = c[0] + r >= m0 ? m0 - 1 : c[0] + r;
-        visit(state, g->start[row + lo], g->start[row + hi + 1]);
-      } else {
-        if (c[0] - r >= 0) visit(state, g->start[row + c[0] - r], g->start[row + c[0] - r + 1]);
-        if (c[0] + r < m0) visit(state, g->start[row + c[0] + r], g->start[row + c[0] + r + 1]);
-      }
+gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *cluster) {
+  const int64_t nc = g->ncells;
+  g->run_label = gm_alloc((size_t)nc, sizeof *g->run_label);
+  g->run_end = gm_alloc((size_t)nc, sizeof *g->run_end);
+  g->run_max = gm_alloc((size_t)nc, sizeof *g->run_max);
+  if (!g->run_label || !g->run_end || !g->run_max)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo's cell runs",
+                   (double)nc * 24 / 1e6);
+  int64_t top_cluster = -1;
+  for (int64_t i = 0; i < g->n; i++)
+    if (cluster[i] > top_cluster) top_cluster = cluster[i];
+  g->nclusters = top_cluster + 1;
+  /* Each cell's label and densest point (run_end holds nothing yet). */
+#pragma omp parallel for schedule(static) num_threads(g->threads)
+  for (int64_t c = 0; c < nc; c++) {
+    int64_t label = GM_DPC_EMPTY;
+    double top = -1;
+    for (int64_t s = g->start[c]; s < g->start[c + 1]; s++) {
+      const int64_t i = g->order[s];
+      if (label == GM_DPC_EMPTY) label = cluster[i];
+      else if (label != cluster[i]) label = GM_DPC_MIXED;
+      if (rho[i] > top) top = rho[i];
     }
+    g->run_label[c] = label;
+    g->run_max[c] = top;
+  }
+  /* Runs, from the last cell backwards: empty cells join the run after them. */
+  for (int64_t c = nc - 1; c >= 0; c--) {
+    const int64_t label = g->run_label[c];
+    const int has_next = c + 1 < nc;
+    if (label == GM_DPC_EMPTY) {
+      if (has_next) {
+        g->run_label[c] = g->run_label[c + 1];
+        g->run_end[c] = g->run_end[c + 1];
+        g->run_max[c] = g->run_max[c + 1];
+      } else {
+        g->run_end[c] = c;
+      }
+    } else if (label >= 0 && has_next &&
+               (g->run_label[c + 1] == label || g->run_label[c + 1] == GM_DPC_EMPTY)) {
+      g->run_end[c] = g->run_end[c + 1];
+      if (g->run_max[c + 1] > g->run_max[c]) g->run_max[c] = g->run_max[c + 1];
+    } else {
+      g->run_end[c] = c;
+    }
+  }
+  return GPUML_OK;
+}
+
+/* ---- walking the points ------------------------------------------------------------ */
+
+static void point_of(const gm_dpc_grid *g, int64_t s, double *p) {
+  for (int t = 0; t < g->geom.dim; t++) p[t] = g->coords[(size_t)t * (size_t)g->n + (size_t)s];
+}
+
+static void cell_coords(const gm_dpc_grid *g, int64_t id, int64_t *c) {
+  for (int t = 0; t < g->geom.dim; t++) {
+    c[t] = id % g->geom.cells[t];
+    id /= g->geom.cells[t];
   }
 }
 
 /* The exact squared distance (gm_sqdist's sum) from the point p to sorted position j. */
 static inline double grid_sqdist(const gm_dpc_grid *g, const double *p, int64_t j) {
   double s = 0;
-  for (int t = 0; t < g->dim; t++) {
+  for (int t = 0; t < g->geom.dim; t++) {
     double diff = g->coords[(size_t)t * (size_t)g->n + (size_t)j] - p[t];
     s += diff * diff;
   }
   return s;
-}
-
-static void point_of(const gm_dpc_grid *g, int64_t s, double *p) {
-  for (int t = 0; t < g->dim; t++) p[t] = g->coords[(size_t)t * (size_t)g->n + (size_t)s];
-}
-
-/* The runs of the 3^dim cells around cell c (itself included): one run per row. */
-static int block_runs(const gm_dpc_grid *g, const int64_t *c, gm_run *runs) {
-  const int64_t m0 = g->cells[0];
-  const int64_t m1 = g->dim > 1 ? g->cells[1] : 1, m2 = g->dim > 2 ? g->cells[2] : 1;
-  const int64_t c1 = g->dim > 1 ? c[1] : 0, c2 = g->dim > 2 ? c[2] : 0;
-  const int64_t lo = c[0] > 0 ? c[0] - 1 : 0, hi = c[0] + 1 < m0 ? c[0] + 1 : m0 - 1;
-  int count = 0;
-  for (int64_t y2 = c2 - 1; y2 <= c2 + 1; y2++) {
-    if (y2 < 0 || y2 >= m2) continue;
-    for (int64_t y1 = c1 - 1; y1 <= c1 + 1; y1++) {
-      if (y1 < 0 || y1 >= m1) continue;
-      const int64_t row = (y1 + y2 * m1) * m0;
-      runs[count].a = g->start[row + lo];
-      runs[count].b = g->start[row + hi + 1];
-      count++;
-    }
-  }
-  return count;
 }
 
 /* What one pass does for one sorted position. */
@@ -209,9 +265,10 @@ typedef void (*gm_point_fn)(const gm_dpc_grid *g, const void *ctx, int64_t s);
 static gpuml_status for_points(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
                                gm_point_fn fn, const void *ctx) {
   const int64_t n = g->n, nblocks = (n + GM_DPC_GRID_BLOCK - 1) / GM_DPC_GRID_BLOCK;
+  const int threads = gm_threads(opt) < nblocks ? gm_threads(opt) : (int)nblocks;
   volatile int stop = 0;
   int64_t done = 0, reported = 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(gm_threads(opt))
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t b = 0; b < nblocks; b++) {
     if (stop) continue;
     const int64_t s0 = b * GM_DPC_GRID_BLOCK;
@@ -232,6 +289,52 @@ static gpuml_status for_points(const gm_dpc_grid *g, const gpuml_options *opt, c
   return GPUML_OK;
 }
 
+/* What one pass does for the points of one cell. */
+typedef void (*gm_cell_fn)(const gm_dpc_grid *g, const void *ctx, int64_t cell);
+
+/* Runs fn over all cells on the OpenMP threads, in blocks of cells, with progress (in
+ * points) and interrupt checks on the calling thread. */
+static gpuml_status for_cells(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
+                              gm_cell_fn fn, const void *ctx) {
+  const int64_t nc = g->ncells, nblocks = (nc + GM_DPC_GRID_CELLS - 1) / GM_DPC_GRID_CELLS;
+  const int threads = gm_threads(opt) < nblocks ? gm_threads(opt) : (int)nblocks;
+  volatile int stop = 0;
+  int64_t done = 0, reported = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t b = 0; b < nblocks; b++) {
+    if (stop) continue;
+    const int64_t c0 = b * GM_DPC_GRID_CELLS;
+    const int64_t c1 = c0 + GM_DPC_GRID_CELLS < nc ? c0 + GM_DPC_GRID_CELLS : nc;
+    for (int64_t cell = c0; cell < c1; cell++) fn(g, ctx, cell);
+    int64_t now;
+#pragma omp atomic capture
+    now = done += g->start[c1] - g->start[c0];
+    if (gm_is_calling_thread()) {
+      if (gm_interrupted(opt)) stop = 1;
+      else gm_progress(opt, stage, reported = now, g->n);
+    }
+  }
+  /* once more after the pass: the calling thread may have had no block of it */
+  if (stop || gm_interrupted(opt))
+    return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
+  if (reported < g->n) gm_progress(opt, stage, g->n, g->n);
+  return GPUML_OK;
+}
+
+/* The densest point of each cell (-1 when empty), from rho by sorted position. */
+static double *cell_max_of(const gm_dpc_grid *g, const double *rho_sorted) {
+  double *m = gm_alloc((size_t)g->ncells, sizeof *m);
+  if (!m) return NULL;
+#pragma omp parallel for schedule(static) num_threads(g->threads)
+  for (int64_t c = 0; c < g->ncells; c++) {
+    double top = -1;
+    for (int64_t s = g->start[c]; s < g->start[c + 1]; s++)
+      top = rho_sorted[s] > top ? rho_sorted[s] : top;
+    m[c] = top;
+  }
+  return m;
+}
+
 /* ---- the cutoff density -------------------------------------------------------- */
 
 typedef struct {
@@ -239,158 +342,425 @@ typedef struct {
   double *rho;
 } rho_ctx;
 
-/* Counts the points of sorted positions a .. b - 1 with s < cut from p; the loop over
- * points vectorises (each square sum is still formed in dimension order). */
-static int64_t count_run(const gm_dpc_grid *g, const double *p, int64_t a, int64_t b,
-                         double cut) {
-  const double *X0 = g->coords, *X1 = X0 + g->n, *X2 = X1 + g->n;
-  double count = 0;
-  switch (g->dim) {
-    case 1:
-#pragma omp simd reduction(+ : count)
-      for (int64_t j = a; j < b; j++) {
-        const double d0 = X0[j] - p[0];
-        count += d0 * d0 < cut ? 1.0 : 0.0;
+/* Adds to acc[k] (k < kn, a multiple of 8 with NaN padding) the points of sorted
+ * positions a .. b - 1 with s < cut from the query k (coordinate t at q[t * KB + k]);
+ * the loop over 8 queries vectorises and its counts stay in registers, each square sum
+ * formed in dimension order. */
+GM_VECTOR_CLONES
+static void count_block(const double *restrict X, int64_t n, int dim, const double *restrict q,
+                        int64_t kn, int64_t a, int64_t b, double cut, double *restrict acc) {
+  const double *X0 = X, *X1 = X0 + n, *X2 = X1 + n;
+  for (int64_t k8 = 0; k8 < kn; k8 += 8) {
+    const double *q0 = q + k8, *q1 = q0 + GM_DPC_GRID_BLOCK_CELL,
+                 *q2 = q1 + GM_DPC_GRID_BLOCK_CELL;
+    double c8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    switch (dim) {
+      case 1:
+        for (int64_t j = a; j < b; j++) {
+          const double x0 = X0[j];
+#pragma omp simd
+          for (int k = 0; k < 8; k++) {
+            const double d0 = x0 - q0[k];
+            c8[k] += d0 * d0 < cut ? 1.0 : 0.0;
+          }
+        }
+        break;
+      case 2: {
+        /* two points per step into two sets of counts: the adds do not wait on each other */
+        double e8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t j = a;
+        for (; j + 1 < b; j += 2) {
+          const double x0 = X0[j], x1 = X1[j], y0 = X0[j + 1], y1 = X1[j + 1];
+#pragma omp simd
+          for (int k = 0; k < 8; k++) {
+            const double d0 = x0 - q0[k], d1 = x1 - q1[k];
+            const double f0 = y0 - q0[k], f1 = y1 - q1[k];
+            double s = d0 * d0, u = f0 * f0;
+            s += d1 * d1;
+            u += f1 * f1;
+            c8[k] += s < cut ? 1.0 : 0.0;
+            e8[k] += u < cut ? 1.0 : 0.0;
+          }
+        }
+        for (; j < b; j++) {
+          const double x0 = X0[j], x1 = X1[j];
+#pragma omp simd
+          for (int k = 0; k < 8; k++) {
+            const double d0 = x0 - q0[k], d1 = x1 - q1[k];
+            double s = d0 * d0;
+            s += d1 * d1;
+            c8[k] += s < cut ? 1.0 : 0.0;
+          }
+        }
+        for (int k = 0; k < 8; k++) c8[k] += e8[k];
+        break;
       }
-      break;
-    case 2:
-#pragma omp simd reduction(+ : count)
-      for (int64_t j = a; j < b; j++) {
-        const double d0 = X0[j] - p[0], d1 = X1[j] - p[1];
-        double s = d0 * d0;
-        s += d1 * d1;
-        count += s < cut ? 1.0 : 0.0;
-      }
-      break;
-    default:
-#pragma omp simd reduction(+ : count)
-      for (int64_t j = a; j < b; j++) {
-        const double d0 = X0[j] - p[0], d1 = X1[j] - p[1], d2 = X2[j] - p[2];
-        double s = d0 * d0;
-        s += d1 * d1;
-        s += d2 * d2;
-        count += s < cut ? 1.0 : 0.0;
-      }
+      case 3:
+        for (int64_t j = a; j < b; j++) {
+          const double x0 = X0[j], x1 = X1[j], x2 = X2[j];
+#pragma omp simd
+          for (int k = 0; k < 8; k++) {
+            const double d0 = x0 - q0[k], d1 = x1 - q1[k], d2 = x2 - q2[k];
+            double s = d0 * d0;
+            s += d1 * d1;
+            s += d2 * d2;
+            c8[k] += s < cut ? 1.0 : 0.0;
+          }
+        }
+        break;
+      default:
+        for (int64_t j = a; j < b; j++) {
+          double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          for (int t = 0; t < dim; t++) {
+            const double xt = X[(size_t)t * (size_t)n + (size_t)j];
+            const double *qt = q + t * GM_DPC_GRID_BLOCK_CELL + k8;
+#pragma omp simd
+            for (int k = 0; k < 8; k++) {
+              const double diff = xt - qt[k];
+              s8[k] += diff * diff;
+            }
+          }
+#pragma omp simd
+          for (int k = 0; k < 8; k++) c8[k] += s8[k] < cut ? 1.0 : 0.0;
+        }
+    }
+    for (int k = 0; k < 8; k++) acc[k8 + k] += c8[k];
   }
-  return (int64_t)count;
 }
 
-static void rho_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
+/* The cutoff density of the points of one cell together: the rows, and the cells wholly
+ * inside the ball of every point of the cell, are found once for the cell (from the
+ * bounding box of its points); only the points of the cells between are tested, against
+ * all the cell's points at once. */
+static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
   const rho_ctx *ctx = vctx;
-  double p[GM_DPC_GRID_MAX_DIM];
-  int64_t c[GM_DPC_GRID_MAX_DIM];
-  gm_run runs[9];
-  point_of(g, s, p);
-  cell_coords(g, g->cell[s], c);
-  const int nr = block_runs(g, c, runs);
-  int64_t count = 0;
-  for (int k = 0; k < nr; k++) count += count_run(g, p, runs[k].a, runs[k].b, ctx->cut);
-  ctx->rho[g->order[s]] = (double)(count - 1); /* itself, at 0 < cut, is not counted */
+  double q[GM_DPC_GRID_MAX_DIM * GM_DPC_GRID_BLOCK_CELL], acc[GM_DPC_GRID_BLOCK_CELL];
+  const gm_dpc_geom *geo = &g->geom;
+  const int64_t *start = g->start, s0 = start[cell], m = start[cell + 1] - s0;
+  if (m == 0) return;
+  double qa[GM_DPC_GRID_MAX_DIM], qb[GM_DPC_GRID_MAX_DIM];
+  for (int64_t k0 = 0; k0 < m; k0 += GM_DPC_GRID_BLOCK_CELL) {
+    const int64_t mk = m - k0 < GM_DPC_GRID_BLOCK_CELL ? m - k0 : GM_DPC_GRID_BLOCK_CELL;
+    const int64_t kn = (mk + 7) / 8 * 8;
+    /* the queries, and their bounding box (tighter than the cell's) */
+    for (int t = 0; t < geo->dim; t++) {
+      const double *col = g->coords + (size_t)t * (size_t)g->n + (size_t)(s0 + k0);
+      qa[t] = qb[t] = col[0];
+      for (int64_t k = 0; k < kn; k++) {
+        q[t * GM_DPC_GRID_BLOCK_CELL + k] = k < mk ? col[k] : NAN;
+        if (k < mk && col[k] < qa[t]) qa[t] = col[k];
+        if (k < mk && col[k] > qb[t]) qb[t] = col[k];
+      }
+    }
+    for (int64_t k = 0; k < kn; k++) acc[k] = 0;
+    int64_t common = 0;
+    gm_dpc_rows rows;
+    if (gm_dpc_rows_ball(geo, qa, qb, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
+        double near_sq, far_sq;
+        const int64_t base = gm_dpc_row_base(geo, &rows, qa, qb, &near_sq, &far_sq);
+        int64_t o_lo, o_hi, i_lo, i_hi;
+        if (!gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
+                              &i_hi))
+          continue;
+        if (i_lo <= i_hi) {
+          common += start[base + i_hi + 1] - start[base + i_lo];
+          count_block(g->coords, g->n, geo->dim, q, kn, start[base + o_lo], start[base + i_lo],
+                      ctx->cut, acc);
+          count_block(g->coords, g->n, geo->dim, q, kn, start[base + i_hi + 1],
+                      start[base + o_hi + 1], ctx->cut, acc);
+        } else {
+          count_block(g->coords, g->n, geo->dim, q, kn, start[base + o_lo],
+                      start[base + o_hi + 1], ctx->cut, acc);
+        }
+      } while (gm_dpc_rows_next(geo, &rows));
+    /* each point itself, at 0 < cut, is counted once: not a neighbour */
+    for (int64_t k = 0; k < mk; k++)
+      ctx->rho[g->order[s0 + k0 + k]] = acc[k] + (double)(common - 1);
+  }
 }
 
 gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, double cut, double *rho,
                              const gpuml_options *opt) {
   rho_ctx ctx = {cut, rho};
-  return for_points(g, opt, "dpc rho", rho_point, &ctx);
+  return for_cells(g, opt, "dpc rho", rho_cell, &ctx);
 }
 
 /* ---- the nearest denser point ---------------------------------------------------- */
 
 typedef struct {
   const double *rho_sorted; /* rho of each sorted position */
+  const double *cell_max;   /* the densest point of each cell */
   int64_t top;
   double *delta_sq;
   int64_t *nearest;
 } delta_ctx;
 
-typedef struct {
-  const gm_dpc_grid *g;
-  const double *rho_sorted;
-  double p[GM_DPC_GRID_MAX_DIM];
-  double rho_i;
-  int64_t i;
-  double best;
-  int64_t best_j;
-} delta_search;
-
-static void delta_run(void *vstate, int64_t a, int64_t b) {
-  delta_search *st = vstate;
-  for (int64_t j = a; j < b; j++) {
-    const int64_t oj = st->g->order[j];
-    if (!gm_dpc_above(st->rho_sorted[j], oj, st->rho_i, st->i)) continue;
-    const double sq = grid_sqdist(st->g, st->p, j);
-    if (sq < st->best || (sq == st->best && oj < st->best_j)) {
-      st->best = sq;
-      st->best_j = oj;
-    }
-  }
-}
-
 static void delta_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   const delta_ctx *ctx = vctx;
-  delta_search st;
-  st.g = g;
-  st.rho_sorted = ctx->rho_sorted;
-  st.i = g->order[s];
-  if (st.i == ctx->top) return;
-  st.rho_i = ctx->rho_sorted[s];
-  st.best = INFINITY;
-  st.best_j = -1;
-  point_of(g, s, st.p);
+  const gm_dpc_geom *geo = &g->geom;
+  const int64_t i = g->order[s];
+  if (i == ctx->top) return;
+  const double rho_i = ctx->rho_sorted[s];
+  double best = INFINITY;
+  int64_t best_j = -1;
+  double p[GM_DPC_GRID_MAX_DIM];
   int64_t c[GM_DPC_GRID_MAX_DIM];
+  point_of(g, s, p);
   cell_coords(g, g->cell[s], c);
-  for (int64_t r = 0; r <= g->max_cells; r++) {
-    /* Rings 0 .. r-1 are done: every point not seen is farther than (r - 1) h. */
-    if (r >= 2) {
-      const double bound = (double)(r - 1) * g->h;
-      if (st.best < bound * bound * (1 - GM_DPC_RING_SLACK)) break;
-    }
-    walk_ring(g, c, r, delta_run, &st);
+  const int64_t m0 = geo->cells[0];
+  for (int64_t r = 0; r < geo->max_cells; r++) {
+    /* Rings 0 .. r-1 are done: every point not seen is beyond the bound. */
+    if (r >= 1 && best < gm_dpc_ring_bound(geo, c, p, r)) break;
+    gm_dpc_rows rows;
+    gm_dpc_rows_cube(geo, c, r, &rows);
+    do {
+      int on_ring = r == 0;
+      for (int t = 1; t < geo->dim; t++)
+        if (rows.y[t] == c[t] - r || rows.y[t] == c[t] + r) on_ring = 1;
+      double near_sq, far_sq;
+      const int64_t base = gm_dpc_row_base(geo, &rows, p, p, &near_sq, &far_sq);
+      if (near_sq > best * GM_DPC_CUT_OUT) continue;
+      const int64_t lo = c[0] - r > 0 ? c[0] - r : 0, hi = c[0] + r < m0 - 1 ? c[0] + r : m0 - 1;
+      const int64_t step = on_ring || r == 0 ? 1 : 2 * r;
+      for (int64_t q = on_ring ? lo : c[0] - r; q <= hi; q += step) {
+        if (q < 0) continue;
+        const int64_t id = base + q;
+        if (ctx->cell_max[id] < rho_i) continue;
+        double gap, far;
+        gm_dpc_gap(geo, 0, q, p[0], p[0], &gap, &far);
+        if (near_sq + gap * gap > best * GM_DPC_CUT_OUT) continue;
+        for (int64_t j = g->start[id]; j < g->start[id + 1]; j++) {
+          const double rj = ctx->rho_sorted[j];
+          if (rj < rho_i) continue;
+          const int64_t oj = g->order[j];
+          if (!gm_dpc_above(rj, oj, rho_i, i)) continue;
+          const double sq = grid_sqdist(g, p, j);
+          if (sq < best || (sq == best && oj < best_j)) {
+            best = sq;
+            best_j = oj;
+          }
+        }
+      }
+    } while (gm_dpc_rows_next(geo, &rows));
   }
-  ctx->delta_sq[st.i] = st.best;
-  ctx->nearest[st.i] = st.best_j;
+  ctx->delta_sq[i] = best;
+  ctx->nearest[i] = best_j;
 }
 
 gpuml_status gm_dpc_grid_delta(const gm_dpc_grid *g, const double *rho, int64_t top,
                                double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
   double *rho_sorted = gm_alloc((size_t)g->n, sizeof *rho_sorted);
-  if (!rho_sorted)
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB of density peaks work space",
-                   (double)g->n * 8 / 1e6);
-  for (int64_t s = 0; s < g->n; s++) rho_sorted[s] = rho[g->order[s]];
-  delta_ctx ctx = {rho_sorted, top, delta_sq, nearest};
-  gpuml_status st = for_points(g, opt, "dpc delta", delta_point, &ctx);
+  double *cell_max = NULL;
+  gpuml_status st;
+  if (rho_sorted) {
+#pragma omp parallel for schedule(static) num_threads(g->threads)
+    for (int64_t s = 0; s < g->n; s++) rho_sorted[s] = rho[g->order[s]];
+    cell_max = cell_max_of(g, rho_sorted);
+  }
+  if (!rho_sorted || !cell_max) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB of density peaks work space",
+                 (double)(g->n + g->ncells) * 8 / 1e6);
+  } else {
+    delta_ctx ctx = {rho_sorted, cell_max, top, delta_sq, nearest};
+    st = for_points(g, opt, "dpc delta", delta_point, &ctx);
+  }
   free(rho_sorted);
+  free(cell_max);
   return st;
 }
 
 /* ---- the border densities of the halo ------------------------------------------- */
 
+static int compare_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double gm_dpc_seed_rho(const double *rho, int64_t n) {
+  /* the 99th percentile of an evenly spaced sample of up to 1024 densities */
+  double sample[1024];
+  const int64_t m = n < 1024 ? n : 1024;
+  for (int64_t k = 0; k < m; k++) sample[k] = rho[(int64_t)((double)k * (double)n / (double)m)];
+  qsort(sample, (size_t)m, sizeof *sample, compare_double);
+  return sample[m - 1 - m / 100];
+}
+
 typedef struct {
   double cut;
   const double *rho_sorted;
   const int64_t *cluster_sorted;
+  const double *cell_max;
+  double rho_max;   /* the largest rho */
+  double *found;    /* per cluster: the largest border density written so far */
   double *border;
+  double seed_rho;  /* the points at or above this density go first */
+  int seeding;      /* 1: the first pass (those points only), 0: the others */
 } border_ctx;
+
+/* The largest border density written so far for a cluster: pairs that cannot pass it
+ * are skipped (they cannot raise the cluster's border, and the pair is also seen from
+ * its other end for the other cluster). Only the clusters' largest values are exact;
+ * the halo needs no more. */
+static double found_of(const border_ctx *ctx, int64_t c) {
+  double v;
+#pragma omp atomic read
+  v = ctx->found[c];
+  return v;
+}
 
 static void border_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   const border_ctx *ctx = vctx;
-  double p[GM_DPC_GRID_MAX_DIM];
-  int64_t c[GM_DPC_GRID_MAX_DIM];
-  gm_run runs[9];
-  point_of(g, s, p);
-  cell_coords(g, g->cell[s], c);
-  const int nr = block_runs(g, c, runs);
+  const gm_dpc_geom *geo = &g->geom;
   const int64_t own = ctx->cluster_sorted[s];
   const double rho_i = ctx->rho_sorted[s];
-  double best = 0;
-  for (int k = 0; k < nr; k++)
-    for (int64_t j = runs[k].a; j < runs[k].b; j++) {
-      if (ctx->cluster_sorted[j] == own) continue;
-      const double avg = (rho_i + ctx->rho_sorted[j]) / 2;
-      if (avg > best && grid_sqdist(g, p, j) < ctx->cut) best = avg;
+  if ((rho_i >= ctx->seed_rho) != ctx->seeding) return;
+  double best = 0, floor = found_of(ctx, own);
+  ctx->border[g->order[s]] = 0;
+  if ((rho_i + ctx->rho_max) / 2 <= floor) return;
+  double p[GM_DPC_GRID_MAX_DIM];
+  point_of(g, s, p);
+  gm_dpc_rows rows;
+  if (gm_dpc_rows_ball(geo, p, p, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
+      double near_sq, far_sq;
+      const int64_t base = gm_dpc_row_base(geo, &rows, p, p, &near_sq, &far_sq);
+      int64_t o_lo, o_hi, i_lo, i_hi;
+      if (!gm_dpc_row_cells(geo, p[0], p[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
+                            &i_hi))
+        continue;
+      const double seen = found_of(ctx, own);
+      double bar = best > seen ? best : seen;
+      int64_t q = o_lo;
+      while (q <= o_hi) {
+        const int64_t id = base + q, label = g->run_label[id], end = g->run_end[id] - base;
+        if (label == own || label == GM_DPC_EMPTY || (rho_i + g->run_max[id]) / 2 <= bar) {
+          q = end + 1;
+          continue;
+        }
+        const int64_t stop = end < o_hi ? end : o_hi;
+        for (; q <= stop; q++) {
+          const int64_t cq = base + q;
+          const double top = ctx->cell_max[cq];
+          if (top < 0 || (rho_i + top) / 2 <= bar) continue;
+          if (label >= 0 && q >= i_lo && q <= i_hi) {
+            best = bar = (rho_i + top) / 2; /* another cluster, every point within the cut */
+            continue;
+          }
+          for (int64_t j = g->start[cq]; j < g->start[cq + 1]; j++) {
+            if (ctx->cluster_sorted[j] == own) continue;
+            const double avg = (rho_i + ctx->rho_sorted[j]) / 2;
+            if (avg > bar && grid_sqdist(g, p, j) < ctx->cut) best = bar = avg;
+          }
+        }
+      }
+    } while (gm_dpc_rows_next(geo, &rows));
+  if (best > 0) {
+    ctx->border[g->order[s]] = best;
+#pragma omp critical(gm_dpc_border_found)
+    if (best > ctx->found[own]) ctx->found[own] = best;
+  }
+}
+
+/* The border densities of the points of one cell of one cluster together (a cell of
+ * several clusters goes point by point): the rows, the runs and the cells of another
+ * cluster wholly within dc of every point are found once from the bounding box of the
+ * cell's points; the points of the other cells are tested for each point. */
+static void border_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
+  const border_ctx *ctx = vctx;
+  const gm_dpc_geom *geo = &g->geom;
+  const int64_t s0 = g->start[cell], m = g->start[cell + 1] - s0;
+  if (m == 0) return;
+  const int64_t own = ctx->cluster_sorted[s0];
+  for (int64_t k = 1; k < m; k++)
+    if (ctx->cluster_sorted[s0 + k] != own) {
+      for (int64_t j = 0; j < m; j++) border_point(g, ctx, s0 + j);
+      return;
     }
-  ctx->border[g->order[s]] = best;
+  for (int64_t k0 = 0; k0 < m; k0 += GM_DPC_GRID_BLOCK_CELL) {
+    const int64_t mk = m - k0 < GM_DPC_GRID_BLOCK_CELL ? m - k0 : GM_DPC_GRID_BLOCK_CELL;
+    int64_t pos[GM_DPC_GRID_BLOCK_CELL], na = 0;
+    double best[GM_DPC_GRID_BLOCK_CELL], bar[GM_DPC_GRID_BLOCK_CELL], rk[GM_DPC_GRID_BLOCK_CELL];
+    double pts[GM_DPC_GRID_BLOCK_CELL][GM_DPC_GRID_MAX_DIM];
+    const double floor = found_of(ctx, own);
+    double rho_hi = 0;
+    for (int64_t k = 0; k < mk; k++) {
+      const int64_t s = s0 + k0 + k;
+      const double rho_i = ctx->rho_sorted[s];
+      if (rho_i >= ctx->seed_rho) continue; /* done in the first pass */
+      ctx->border[g->order[s]] = 0;
+      if ((rho_i + ctx->rho_max) / 2 <= floor) continue;
+      pos[na] = s;
+      rk[na] = rho_i;
+      best[na] = 0;
+      bar[na] = floor;
+      point_of(g, s, pts[na]);
+      if (rho_i > rho_hi) rho_hi = rho_i;
+      na++;
+    }
+    if (na == 0) continue;
+    double qa[GM_DPC_GRID_MAX_DIM], qb[GM_DPC_GRID_MAX_DIM];
+    for (int t = 0; t < geo->dim; t++) {
+      qa[t] = qb[t] = pts[0][t];
+      for (int64_t k = 1; k < na; k++) {
+        if (pts[k][t] < qa[t]) qa[t] = pts[k][t];
+        if (pts[k][t] > qb[t]) qb[t] = pts[k][t];
+      }
+    }
+    gm_dpc_rows rows;
+    if (gm_dpc_rows_ball(geo, qa, qb, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
+        double near_sq, far_sq;
+        const int64_t base = gm_dpc_row_base(geo, &rows, qa, qb, &near_sq, &far_sq);
+        int64_t o_lo, o_hi, i_lo, i_hi;
+        if (!gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
+                              &i_hi))
+          continue;
+        const double seen = found_of(ctx, own);
+        double bar_min = INFINITY;
+        for (int64_t k = 0; k < na; k++) {
+          if (seen > bar[k]) bar[k] = seen;
+          if (bar[k] < bar_min) bar_min = bar[k];
+        }
+        int64_t q = o_lo;
+        while (q <= o_hi) {
+          const int64_t id = base + q, label = g->run_label[id], end = g->run_end[id] - base;
+          if (label == own || label == GM_DPC_EMPTY || (rho_hi + g->run_max[id]) / 2 <= bar_min) {
+            q = end + 1;
+            continue;
+          }
+          const int64_t stop = end < o_hi ? end : o_hi;
+          for (; q <= stop; q++) {
+            const int64_t cq = base + q;
+            const double top = ctx->cell_max[cq];
+            if (top < 0 || (rho_hi + top) / 2 <= bar_min) continue;
+            const int inside = label >= 0 && q >= i_lo && q <= i_hi;
+            for (int64_t k = 0; k < na; k++) {
+              if ((rk[k] + top) / 2 <= bar[k]) continue;
+              if (inside) {
+                best[k] = bar[k] = (rk[k] + top) / 2; /* another cluster, all within the cut */
+                continue;
+              }
+              for (int64_t j = g->start[cq]; j < g->start[cq + 1]; j++) {
+                if (ctx->cluster_sorted[j] == own) continue;
+                const double avg = (rk[k] + ctx->rho_sorted[j]) / 2;
+                if (avg > bar[k] && grid_sqdist(g, pts[k], j) < ctx->cut) best[k] = bar[k] = avg;
+              }
+            }
+            bar_min = INFINITY;
+            for (int64_t k = 0; k < na; k++)
+              if (bar[k] < bar_min) bar_min = bar[k];
+          }
+        }
+      } while (gm_dpc_rows_next(geo, &rows));
+    double top_best = 0;
+    for (int64_t k = 0; k < na; k++)
+      if (best[k] > 0) {
+        ctx->border[g->order[pos[k]]] = best[k];
+        if (best[k] > top_best) top_best = best[k];
+      }
+    if (top_best > 0) {
+#pragma omp critical(gm_dpc_border_found)
+      if (top_best > ctx->found[own]) ctx->found[own] = top_best;
+    }
+  }
 }
 
 gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *rho,
@@ -398,19 +768,36 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
                                 const gpuml_options *opt) {
   double *rho_sorted = gm_alloc((size_t)g->n, sizeof *rho_sorted);
   int64_t *cluster_sorted = gm_alloc((size_t)g->n, sizeof *cluster_sorted);
+  double *found = gm_alloc((size_t)g->nclusters, sizeof *found);
+  double *cell_max = NULL;
   gpuml_status st;
-  if (!rho_sorted || !cluster_sorted) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB of density peaks work space",
-                 (double)g->n * 16 / 1e6);
-  } else {
+  double rho_max = 0;
+  if (rho_sorted && cluster_sorted && found) {
+#pragma omp parallel for schedule(static) reduction(max : rho_max) num_threads(g->threads)
     for (int64_t s = 0; s < g->n; s++) {
       rho_sorted[s] = rho[g->order[s]];
       cluster_sorted[s] = cluster[g->order[s]];
+      rho_max = rho_sorted[s] > rho_max ? rho_sorted[s] : rho_max;
     }
-    border_ctx ctx = {cut, rho_sorted, cluster_sorted, border};
-    st = for_points(g, opt, "dpc halo", border_point, &ctx);
+    for (int64_t c = 0; c < g->nclusters; c++) found[c] = 0;
+    cell_max = cell_max_of(g, rho_sorted);
+  }
+  if (!rho_sorted || !cluster_sorted || !found || !cell_max) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB of density peaks work space",
+                 (double)(2 * g->n + g->ncells) * 8 / 1e6);
+  } else {
+    border_ctx ctx = {cut, rho_sorted, cluster_sorted, cell_max, rho_max, found, border,
+                      gm_dpc_seed_rho(rho_sorted, g->n), 1};
+    /* The densest points first (about 1%): they raise each cluster's largest border
+     * density early, so that most other points are skipped at once. */
+#pragma omp parallel for schedule(dynamic, 256) num_threads(g->threads)
+    for (int64_t s = 0; s < g->n; s++) border_point(g, &ctx, s);
+    ctx.seeding = 0;
+    st = for_cells(g, opt, "dpc halo", border_cell, &ctx);
   }
   free(rho_sorted);
   free(cluster_sorted);
+  free(found);
+  free(cell_max);
   return st;
 }

@@ -35,6 +35,13 @@ test_that("gpu_dpc returns the documented structure, and prints, summarises, plo
   expect_invisible(plot(gpu_dpc(cbind(b$x, b$x[, 1]), k = 3, backend = backend()),
                         type = "clusters"))
   expect_error(plot(bare, type = "clusters"), "no clusters yet")
+  # Large fits draw a subset: evenly spaced rows, the peaks and the candidates.
+  rows <- gpuml:::dpc_plot_rows(fit, 20)
+  expect_true(length(rows) < length(fit$rho) && all(fit$peaks %in% rows))
+  expect_true(which.max(fit$gamma) %in% rows)
+  expect_invisible(plot(fit, max_points = 20))
+  expect_invisible(plot(fit, type = "clusters", max_points = 20))
+  expect_error(plot(fit, max_points = 0), "max_points")
 })
 
 test_that("rho and delta follow the definitions, both kernels, grid and tiles", {

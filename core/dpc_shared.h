@@ -1,0 +1,197 @@
+/* The geometry of the density peaks cell index that the CPU (core/cpu/dpc_grid.c) and the
+ * GPU (kernels/dpc_grid.cuh) walk with the same formulas: which cells a ball of radius
+ * w around a point can touch, and, row by row, which cells lie wholly inside the ball
+ * (counted without looking at their points) or wholly outside it (skipped). Header-only,
+ * so that nvcc compiles the same code for the device.
+ *
+ * Every classification is conservative: a cell is called inside only when every point
+ * it can hold is within the ball by a relative margin (GM_DPC_CUT_IN) far above the
+ * rounding of the squared distances and of the cell boxes, outside only when every
+ * point is beyond it by GM_DPC_CUT_OUT. The cells between are decided point by point
+ * with the exact squared distance, so the answers do not depend on the classification
+ * and are the same as those of the brute force, on either backend. */
+#ifndef GPUML_DPC_SHARED_H
+#define GPUML_DPC_SHARED_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifndef GM_HD
+#ifdef __CUDACC__
+#define GM_HD __host__ __device__ __forceinline__
+#else
+#define GM_HD static inline
+#endif
+#endif
+
+/* The index serves d <= this many dimensions. */
+#define GM_DPC_GRID_MAX_DIM 8
+/* A cell is inside the ball s < cut when its farthest point is below cut * GM_DPC_CUT_IN,
+ * outside when its nearest is above cut * GM_DPC_CUT_OUT. */
+#define GM_DPC_CUT_IN (1 - 1e-9)
+#define GM_DPC_CUT_OUT (1 + 1e-9)
+/* Cell labels of the halo's runs (cluster ids are >= 0). */
+#define GM_DPC_MIXED (-1)
+#define GM_DPC_EMPTY (-2)
+
+/* Cells of side h over the bounding box; cell ids row-major with dimension 0 fastest
+ * (stride[0] = 1), so the cells of a row along dimension 0 hold one contiguous run of
+ * sorted points. slack[t] is the rounding allowance of the cell of a coordinate, in
+ * cells: a point in cell y lies in [lo + y h - slack h, lo + (y + 1) h + slack h]. */
+typedef struct gm_dpc_geom {
+  int dim;
+  double h, inv_h;
+  double lo[GM_DPC_GRID_MAX_DIM], slack[GM_DPC_GRID_MAX_DIM];
+  int64_t cells[GM_DPC_GRID_MAX_DIM], stride[GM_DPC_GRID_MAX_DIM];
+  int64_t max_cells; /* the largest of cells[] */
+} gm_dpc_geom;
+
+/* floor and ceil of v clamped to [-2, 2^52] first (cell indices and their margins),
+ * without a library call. */
+GM_HD double gm_dpc_floor(double v) {
+  v = v > -2 ? v : -2;
+  v = v < 4503599627370496.0 ? v : 4503599627370496.0;
+  const double t = (double)(int64_t)v;
+  return t > v ? t - 1 : t;
+}
+GM_HD double gm_dpc_ceil(double v) {
+  v = v > -2 ? v : -2;
+  v = v < 4503599627370496.0 ? v : 4503599627370496.0;
+  const double t = (double)(int64_t)v;
+  return t < v ? t + 1 : t;
+}
+
+/* The cells a .. b along dimension t that can hold a coordinate within w of some point
+ * of [qa, qb] (a query point: qa = qb; a query cell: its box); 0 when none. */
+GM_HD int gm_dpc_span(const gm_dpc_geom *g, int t, double qa, double qb, double w, int64_t *a,
+                      int64_t *b) {
+  const double lo = gm_dpc_floor((qa - w - g->lo[t]) * g->inv_h - g->slack[t]);
+  const double hi = gm_dpc_floor((qb + w - g->lo[t]) * g->inv_h + g->slack[t]);
+  const double last = (double)(g->cells[t] - 1);
+  if (!(hi >= 0) || !(lo <= last)) return 0;
+  *a = lo > 0 ? (int64_t)lo : 0;
+  *b = hi < last ? (int64_t)hi : g->cells[t] - 1;
+  return 1;
+}
+
+/* The box [a, b] of cell y along dimension t, widened by the slack. */
+GM_HD void gm_dpc_box(const gm_dpc_geom *g, int t, int64_t y, double *a, double *b) {
+  const double e = g->slack[t] * g->h;
+  *a = g->lo[t] + (double)y * g->h - e;
+  *b = g->lo[t] + (double)(y + 1) * g->h + e;
+}
+
+/* The nearest and farthest distance along dimension t between a point of [qa, qb] and a
+ * point of the box of cell y. */
+GM_HD void gm_dpc_gap(const gm_dpc_geom *g, int t, int64_t y, double qa, double qb,
+                      double *near, double *far) {
+  double blo, bhi;
+  gm_dpc_box(g, t, y, &blo, &bhi);
+  *near = qb < blo ? blo - qb : (qa > bhi ? qa - bhi : 0);
+  *far = qb - blo > bhi - qa ? qb - blo : bhi - qa;
+}
+
+/* The rows (cells along dimensions 1 .. dim - 1) of a ball or a ring, as an odometer. */
+typedef struct gm_dpc_rows {
+  int64_t y[GM_DPC_GRID_MAX_DIM], a[GM_DPC_GRID_MAX_DIM], b[GM_DPC_GRID_MAX_DIM];
+} gm_dpc_rows;
+
+/* The rows that can hold a point within w of a point of the box qa .. qb (qa = qb = p for
+ * a point); 0 when none. */
+GM_HD int gm_dpc_rows_ball(const gm_dpc_geom *g, const double *qa, const double *qb, double w,
+                           gm_dpc_rows *r) {
+  for (int t = 1; t < g->dim; t++) {
+    if (!gm_dpc_span(g, t, qa[t], qb[t], w, &r->a[t], &r->b[t])) return 0;
+    r->y[t] = r->a[t];
+  }
+  return 1;
+}
+
+/* The rows within Chebyshev distance `ring` of the cell c (clamped to the grid). */
+GM_HD void gm_dpc_rows_cube(const gm_dpc_geom *g, const int64_t *c, int64_t ring,
+                            gm_dpc_rows *r) {
+  for (int t = 1; t < g->dim; t++) {
+    r->a[t] = c[t] - ring > 0 ? c[t] - ring : 0;
+    r->b[t] = c[t] + ring < g->cells[t] - 1 ? c[t] + ring : g->cells[t] - 1;
+    r->y[t] = r->a[t];
+  }
+}
+
+/* Steps to the next row; 0 after the last. */
+GM_HD int gm_dpc_rows_next(const gm_dpc_geom *g, gm_dpc_rows *r) {
+  for (int t = 1; t < g->dim; t++) {
+    if (r->y[t] < r->b[t]) {
+      r->y[t]++;
+      return 1;
+    }
+    r->y[t] = r->a[t];
+  }
+  return 0;
+}
+
+/* The first cell id of the current row, and the nearest and farthest squared distance
+ * between the box qa .. qb and the row's cross-section (dimensions 1 .. dim - 1). */
+GM_HD int64_t gm_dpc_row_base(const gm_dpc_geom *g, const gm_dpc_rows *r, const double *qa,
+                              const double *qb, double *near_sq, double *far_sq) {
+  int64_t base = 0;
+  double ns = 0, fs = 0;
+  for (int t = 1; t < g->dim; t++) {
+    double nr, fr;
+    gm_dpc_gap(g, t, r->y[t], qa[t], qb[t], &nr, &fr);
+    ns += nr * nr;
+    fs += fr * fr;
+    base += r->y[t] * g->stride[t];
+  }
+  *near_sq = ns;
+  *far_sq = fs;
+  return base;
+}
+
+/* For a row at squared cross distances near_sq .. far_sq from the box qa .. qb (along
+ * dimension 0: q0a .. q0b): the cells o_lo .. o_hi of the row that can hold a point with
+ * s < cut from a point of the box, and among them i_lo .. i_hi (empty when i_lo > i_hi)
+ * whose every point has s < cut from every point of the box. 0 when the row holds none. */
+GM_HD int gm_dpc_row_cells(const gm_dpc_geom *g, double q0a, double q0b, double near_sq,
+                           double far_sq, double cut, int64_t *o_lo, int64_t *o_hi,
+                           int64_t *i_lo, int64_t *i_hi) {
+  const double out = cut * GM_DPC_CUT_OUT - near_sq;
+  if (!(out > 0)) return 0;
+  if (!gm_dpc_span(g, 0, q0a, q0b, sqrt(out), o_lo, o_hi)) return 0;
+  *i_lo = 1;
+  *i_hi = 0;
+  const double in = cut * GM_DPC_CUT_IN - far_sq;
+  if (in > 0) {
+    const double wi = sqrt(in) * (1 - 1e-12);
+    const double a = gm_dpc_ceil((q0b - wi - g->lo[0]) * g->inv_h + g->slack[0]);
+    const double b = gm_dpc_floor((q0a + wi - g->lo[0]) * g->inv_h - g->slack[0]) - 1;
+    if (a <= b && b >= (double)*o_lo && a <= (double)*o_hi) {
+      *i_lo = a > (double)*o_lo ? (int64_t)a : *o_lo;
+      *i_hi = b < (double)*o_hi ? (int64_t)b : *o_hi;
+    }
+  }
+  return 1;
+}
+
+/* The squared distance beyond which no point outside the cells within Chebyshev
+ * distance ring - 1 of cell c can lie (INFINITY when those cells cover the grid):
+ * the nearest face of their box that is not the grid's edge. */
+GM_HD double gm_dpc_ring_bound(const gm_dpc_geom *g, const int64_t *c, const double *p,
+                               int64_t ring) {
+  double bound = INFINITY;
+  for (int t = 0; t < g->dim; t++) {
+    const double e = g->slack[t] * g->h;
+    if (c[t] - ring >= 0) {
+      const double face = p[t] - (g->lo[t] + (double)(c[t] - ring + 1) * g->h + e);
+      if (face < bound) bound = face;
+    }
+    if (c[t] + ring < g->cells[t]) {
+      const double face = g->lo[t] + (double)(c[t] + ring) * g->h - e - p[t];
+      if (face < bound) bound = face;
+    }
+  }
+  if (bound == INFINITY) return INFINITY;
+  if (bound < 0) bound = 0;
+  return bound * bound * GM_DPC_CUT_IN;
+}
+
+#endif
