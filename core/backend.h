@@ -79,7 +79,7 @@ typedef struct gm_tsne_ops {
   /* One gradient evaluation as the optimiser does it (see gm_tsne_gradient_cpu()). */
   gpuml_status (*gradient)(const gm_csr *P, const double *y, int64_t n, int dims,
                            gpuml_tsne_method method, int boxes, double exaggeration,
-                           double *grad, double *z, const gpuml_options *opt);
+                           double df, double *grad, double *z, const gpuml_options *opt);
 } gm_tsne_ops;
 
 /* Gaussian mixtures: an engine (core/gmm.h) opened on the data. */

@@ -36,6 +36,7 @@ void gpuml_tsne_params_init(gpuml_tsne_params *p) {
   p->mom_switch_iter = 250;
   p->max_step_norm = 5;
   p->method = GPUML_TSNE_AUTO;
+  p->df = 1;
 }
 
 /* The parameters by name (gpuml_params_set_*): the choices in the enums' order. */
@@ -57,6 +58,7 @@ const gm_param_spec gm_tsne_param_specs[] = {
     {GM_PARAM(gpuml_tsne_params, mom_switch_iter, GM_PARAM_INT64)},
     {GM_PARAM(gpuml_tsne_params, max_step_norm, GM_PARAM_REAL)},
     {GM_PARAM(gpuml_tsne_params, method, GM_PARAM_CHOICE), .choices = tsne_methods},
+    {GM_PARAM(gpuml_tsne_params, df, GM_PARAM_REAL)},
     {.name = NULL}};
 
 const char *gpuml_tsne_method_name(gpuml_tsne_method method) {
@@ -313,6 +315,10 @@ static gpuml_status check_params(const gpuml_tsne_params *p, int64_t n) {
   if (!(p->max_step_norm >= 0) || isnan(p->max_step_norm))
     return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
                    "max_step_norm = %g must be positive (or 0 for no limit)", p->max_step_norm);
+  if (!(p->df > 0) || !isfinite(p->df))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDf",
+                   "df = %g must be a positive, finite number of degrees of freedom (1 is the usual t-SNE kernel, smaller values give heavier tails)",
+                   p->df);
   if (p->method != GPUML_TSNE_AUTO && p->method != GPUML_TSNE_EXACT && p->method != GPUML_TSNE_FFT)
     return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "unknown method code %d", (int)p->method);
   if (p->init != GPUML_TSNE_INIT_PCA && p->init != GPUML_TSNE_INIT_RANDOM &&
@@ -406,6 +412,7 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
   run.final_momentum = params->final_momentum;
   run.max_step_norm = params->max_step_norm;
   run.stop_lying_iter = (int)params->stop_lying_iter;
+  run.df = params->df;
   run.mom_switch_iter = (int)params->mom_switch_iter;
 
   gpuml_tsne_result local;

@@ -75,6 +75,7 @@ typedef struct {
   gpuml_tsne_method method;
   double learning_rate, exaggeration, momentum, final_momentum, max_step_norm;
   int stop_lying_iter, mom_switch_iter;
+  double df; /* degrees of freedom of the output kernel (1: Cauchy) */
 } gm_tsne_run;
 
 /* The CPU optimiser: y (n x dims, column-major) holds the initial embedding and
@@ -84,16 +85,18 @@ gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, doubl
                                   const gpuml_options *opt);
 
 /* One gradient evaluation on the CPU, as the optimiser does it:
- *   grad = exaggeration * sum_j p_ij w_ij (y_i - y_j) - sum_j w_ij^2 (y_i - y_j) / Z,
- * w_ij = 1 / (1 + |y_i - y_j|^2), Z = sum_{i != j} w_ij: a quarter of dKL/dY when
- * exaggeration = 1. `boxes` fixes the FFT grid (0: chosen from the spread). Z is
- * written to *z. Used by the tests (finite differences, CPU vs GPU). */
+ *   grad = exaggeration * sum_j p_ij u_ij (y_i - y_j) - sum_j w_ij u_ij (y_i - y_j) / Z,
+ * u_ij = 1 / (1 + |y_i - y_j|^2 / df), w_ij = u_ij^df, Z = sum_{i != j} w_ij: a quarter
+ * of dKL/dY when exaggeration = 1 (df = 1: w = u, the usual t-SNE gradient).
+ * `boxes` fixes the FFT grid (0: chosen from the spread). Z is written to *z. Used by
+ * the tests (finite differences, CPU vs GPU). */
 gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
                                   gpuml_tsne_method method, int boxes, double exaggeration,
-                                  double *grad, double *z, const gpuml_options *opt);
-/* KL(P || Q) of the embedding y (Z exact or interpolated, by method). */
+                                  double df, double *grad, double *z, const gpuml_options *opt);
+/* KL(P || Q) of the embedding y (Z exact or interpolated, by method), Q with df degrees
+ * of freedom. */
 gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
-                            gpuml_tsne_method method, int boxes, double *kl,
+                            gpuml_tsne_method method, int boxes, double df, double *kl,
                             const gpuml_options *opt);
 
 /* ---- the FFT of core/tsne_fft.c: complex, single precision, sizes 2^a 3^b ---------- */

@@ -22,11 +22,11 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
-// attr[i] = sum_j p_ij (y_i - y_j) / (1 + |y_i - y_j|^2), one warp per row.
+// attr[i] = sum_j p_ij (y_i - y_j) / (1 + |y_i - y_j|^2 / df), one warp per row.
 template <int D>
 __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t *__restrict__ col,
                                   const double *__restrict__ val, const double *__restrict__ y,
-                                  int64_t n, double *__restrict__ attr) {
+                                  int64_t n, bool heavy, double df, double *__restrict__ attr) {
   const int lane = threadIdx.x & 31;
   const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (i >= n) return;
@@ -39,7 +39,7 @@ __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t
       diff[d] = yi[d] - y[j + d * n];
       r2 += diff[d] * diff[d];
     }
-    const double pw = val[e] / (1.0 + r2);
+    const double pw = heavy ? val[e] / (1.0 + r2 / df) : val[e] / (1.0 + r2);
     for (int d = 0; d < D; d++) a[d] += pw * diff[d];
   }
   for (int d = 0; d < D; d++) a[d] = warp_sum(a[d]);
@@ -47,11 +47,11 @@ __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t
     for (int d = 0; d < D; d++) attr[i + d * n] = a[d];
 }
 
-// Per row: sum_j p_ij log(1 + |y_i - y_j|^2) (for the KL), one warp per row.
+// Per row: sum_j p_ij df log(1 + |y_i - y_j|^2 / df) (for the KL), one warp per row.
 template <int D>
 __global__ void kl_rows_kernel(const int64_t *__restrict__ row, const int32_t *__restrict__ col,
                                const double *__restrict__ val, const double *__restrict__ y,
-                               int64_t n, double *__restrict__ out) {
+                               int64_t n, bool heavy, double df, double *__restrict__ out) {
   const int lane = threadIdx.x & 31;
   const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (i >= n) return;
@@ -63,17 +63,18 @@ __global__ void kl_rows_kernel(const int64_t *__restrict__ row, const int32_t *_
       const double diff = y[i + d * n] - y[j + d * n];
       r2 += diff * diff;
     }
-    s += val[e] * log1p(r2);
+    s += val[e] * (heavy ? df * log1p(r2 / df) : log1p(r2));
   }
   s = warp_sum(s);
   if (lane == 0) out[i] = s;
 }
 
 // The exact repulsion of rows (blockIdx.x) against the columns of chunk blockIdx.y:
-// zpart[s][i] = sum_{j in chunk, j != i} w_ij, rpart[s][d][i] = sum w_ij^2 (y_i - y_j)_d.
+// zpart[s][i] = sum_{j in chunk, j != i} w_ij, rpart[s][d][i] = sum w_ij u_ij (y_i - y_j)_d
+// (u = 1 / (1 + r^2 / df), w = u^df; w = u for df = 1).
 template <int D>
-__global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t chunk,
-                             double *__restrict__ zpart, double *__restrict__ rpart) {
+__global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t chunk, bool heavy,
+                             double df, double *__restrict__ zpart, double *__restrict__ rpart) {
   __shared__ double sy[D][kExactRows];
   const int64_t i = (int64_t)blockIdx.x * kExactRows + threadIdx.x;
   const int64_t s = blockIdx.y, j0 = s * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
@@ -92,9 +93,17 @@ __global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t ch
         diff[d] = yi[d] - sy[d][jj];
         r2 += diff[d] * diff[d];
       }
-      const double w = 1.0 / (1.0 + r2), w2 = w * w;
+      double w, wu;
+      if (heavy) {
+        const double u = 1.0 / (1.0 + r2 / df);
+        w = pow(u, df);
+        wu = w * u;
+      } else {
+        w = 1.0 / (1.0 + r2);
+        wu = w * w;
+      }
       z += w;
-      for (int d = 0; d < D; d++) r[d] += w2 * diff[d];
+      for (int d = 0; d < D; d++) r[d] += wu * diff[d];
     }
   }
   if (i < n) {
@@ -192,6 +201,8 @@ struct TsneGpu {
   Context &ctx;
   int64_t n = 0, nnz = 0;
   int D = 2;
+  double df = 1;       // degrees of freedom of the kernel
+  bool heavy = false;  // df != 1: the kernel's own formulas; a separate kernel for Z (FFT)
   gpuml_tsne_method method = GPUML_TSNE_EXACT;
   int64_t *row = nullptr;
   int32_t *col = nullptr;
@@ -221,7 +232,10 @@ struct TsneGpu {
   TsneGpu(const TsneGpu &) = delete;
   TsneGpu &operator=(const TsneGpu &) = delete;
 
-  int grids() const { return (D + 3) / 2; }
+  // Complex grids of the FFT channels (see fft_grids() in core/cpu/tsne_cpu.c): heavy
+  // tails give Z's channel a grid of its own, and the kernel two spectra.
+  int grids() const { return heavy ? (D + 2) / 2 + 1 : (D + 3) / 2; }
+  int kernels() const { return heavy ? 2 : 1; }
 
   size_t bytes_needed() const {
     size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12;
@@ -238,9 +252,11 @@ struct TsneGpu {
   }
 
   gpuml_status init(const int64_t *h_row, const int64_t *h_col, const double *h_val, int64_t n_,
-                    int dims, gpuml_tsne_method m) {
+                    int dims, gpuml_tsne_method m, double df_) {
     n = n_;
     D = dims;
+    df = df_;
+    heavy = df != 1.0;
     method = m;
     nnz = h_row[n];
     if (method == GPUML_TSNE_EXACT) {
@@ -353,14 +369,14 @@ struct TsneGpu {
     size = gm_tsne_fft_size(b);
     const size_t cells = (size_t)ipow64(size, D);
     if (cells > grid_cells) {  // larger grids as the embedding spreads; the old ones stay
-      const size_t bytes = cells * sizeof(cufftComplex) * (grids() + 1);
+      const size_t bytes = cells * sizeof(cufftComplex) * (grids() + kernels());
       if (used + bytes > ctx.budget())
         return gm_fail(GPUML_ERR_NOMEM, "tsne:cuda",
                        "the FFT grid of %d^%d points needs %.1f MB more GPU memory than the budget "
                        "of %.1f MB: free GPU memory, raise gpu_memory_limit or use backend \"cpu\"",
                        size, D, (double)(used + bytes - ctx.budget()) / 1e6, (double)ctx.budget() / 1e6);
       GM_TRY(ctx.alloc(&grid, cells * grids(), "the FFT grids"));
-      GM_TRY(ctx.alloc(&kernel, cells, "the FFT kernel"));
+      GM_TRY(ctx.alloc(&kernel, cells * kernels(), "the FFT kernel"));
       used += bytes;
       grid_cells = cells;
     }
@@ -419,27 +435,29 @@ struct TsneGpu {
                                      ctx.stream()), "clearing the grids"));
     constexpr int kNodes = DD == 1 ? 3 : (DD == 2 ? 9 : 27);
     spread_kernel<DD><<<(unsigned)nbox, 32 * kNodes, 0, ctx.stream()>>>(
-        y, n, boxes, size, start, end, order, weight, grid, cells);
+        y, n, boxes, size, start, end, order, weight, heavy, grid, cells);
     GM_TRY(ctx.launched("spreading charges on the grid"));
     kernel_grid_kernel<DD><<<grid_1d(cells, kThreads), kThreads, 0, ctx.stream()>>>(
-        size, boxes * GM_TSNE_NODES, boxes, scal, kernel, cells);
+        size, boxes * GM_TSNE_NODES, boxes, scal, heavy, df, kernel, cells);
     GM_TRY(ctx.launched("the kernel grid"));
-    GM_TRY(check_fft(ctx, cufftExecC2C(plan_kernel, kernel, kernel, CUFFT_FORWARD), "the kernel FFT"));
+    for (int k = 0; k < kernels(); k++)
+      GM_TRY(check_fft(ctx, cufftExecC2C(plan_kernel, kernel + k * cells, kernel + k * cells,
+                                         CUFFT_FORWARD), "the kernel FFT"));
     GM_TRY(check_fft(ctx, cufftExecC2C(plan_grids, grid, grid, CUFFT_FORWARD), "the grid FFT"));
     const float norm = (float)(1.0 / (double)cells);
     multiply_kernel<<<grid_1d(cells * grids(), kThreads) < 65536u ? grid_1d(cells * grids(), kThreads) : 65536u,
-                      kThreads, 0, ctx.stream()>>>(grid, grids(), kernel, cells, norm);
+                      kThreads, 0, ctx.stream()>>>(grid, grids(), heavy, kernel, cells, norm);
     GM_TRY(ctx.launched("the convolution"));
     GM_TRY(check_fft(ctx, cufftExecC2C(plan_grids, grid, grid, CUFFT_INVERSE), "the inverse grid FFT"));
     gather_kernel<DD><<<grid_1d(n, kThreads), kThreads, 0, ctx.stream()>>>(
-        y, n, boxes, size, key, weight, grid, cells, zrow, rep);
+        y, n, boxes, size, key, weight, heavy, grid, cells, zrow, rep);
     return ctx.launched("interpolating the potentials");
   }
 
   template <int DD>
   gpuml_status exact_repulsion() {
     dim3 g((unsigned)((n + kExactRows - 1) / kExactRows), (unsigned)chunks);
-    exact_kernel<DD><<<g, kExactRows, 0, ctx.stream()>>>(y, n, chunk, zpart, rpart);
+    exact_kernel<DD><<<g, kExactRows, 0, ctx.stream()>>>(y, n, chunk, heavy, df, zpart, rpart);
     GM_TRY(ctx.launched("the exact repulsion"));
     exact_combine_kernel<DD><<<grid_1d(n, kThreads), kThreads, 0, ctx.stream()>>>(
         zpart, rpart, n, chunks, zrow, rep);
@@ -456,7 +474,8 @@ struct TsneGpu {
 
   template <int DD>
   gpuml_status attraction() {
-    attraction_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(row, col, val, y, n, attr);
+    attraction_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(
+        row, col, val, y, n, heavy, df, attr);
     return ctx.launched("the attraction");
   }
 
@@ -464,7 +483,8 @@ struct TsneGpu {
   template <int DD>
   gpuml_status kl(double plogp, double psum, double *out) {
     GM_TRY(normaliser<DD>());
-    kl_rows_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(row, col, val, y, n, zrow);
+    kl_rows_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(
+        row, col, val, y, n, heavy, df, zrow);
     GM_TRY(ctx.launched("the KL divergence"));
     GM_TRY(reduce(kSum, zrow, n, 0, 1, 0.0, scal + kKl));
     double h[kScalars];
@@ -568,7 +588,7 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, run->n, run->dims, run->method));
+  GM_TRY(t.init(row, col, val, run->n, run->dims, run->method, run->df));
   const size_t nd = (size_t)run->n * run->dims;
   GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
                    "copying the initial embedding"));
@@ -589,15 +609,15 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
 
 extern "C" gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, int64_t n,
                                               int dims, gpuml_tsne_method method, int boxes,
-                                              double exaggeration, double *grad, double *z,
-                                              const gpuml_options *opt) {
+                                              double exaggeration, double df, double *grad,
+                                              double *z, const gpuml_options *opt) {
   const int64_t *row = P->row, *col = P->col;
   const double *val = P->val;
   if (dims < 1 || dims > 3) return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %d must be 1, 2 or 3", dims);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, n, dims, method));
+  GM_TRY(t.init(row, col, val, n, dims, method, df));
   const size_t nd = (size_t)n * dims;
   double *g = nullptr;
   GM_TRY(ctx.alloc(&g, nd, "the gradient"));

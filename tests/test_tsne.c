@@ -101,6 +101,13 @@ static void test_bad_input(void) {
   p.init_y = init;
   expect_error("user init NaN", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badInit");
   p.init = GPUML_TSNE_INIT_PCA;
+  const double bad_df[] = {0, -1, NAN, INFINITY};
+  for (int b = 0; b < 4; b++) {
+    p.df = bad_df[b];
+    expect_error("df", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badDf");
+  }
+  CHECK(strstr(gpuml_last_error(), "df = inf") != NULL, "message: %s", gpuml_last_error());
+  p.df = 1;
   x[5 + 2 * n] = INFINITY;
   expect_error("Inf in data", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:nonFinite");
   CHECK(strstr(gpuml_last_error(), "row 6, column 3") != NULL, "message: %s", gpuml_last_error());
@@ -331,8 +338,8 @@ static void test_gradient_finite_differences(void) {
     for (int64_t e = 0; e < n * dims; e++) y[e] = 2 * gm_rng_normal(&r);
     gpuml_options opt = options(GPUML_BACKEND_CPU);
     double z, kl = 0;
-    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, g, &z, &opt);
-    if (!st) st = gm_tsne_kl_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, &kl, &opt);
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, 1.0, g, &z, &opt);
+    if (!st) st = gm_tsne_kl_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, &kl, &opt);
     const double kl_ref = st ? 0 : reference_kl(&P, y, n, dims);
     double worst = 0, scale = 0;
     for (int64_t e = 0; !st && e < n * dims; e++) {
@@ -372,7 +379,7 @@ static void check_exact_repulsion(int64_t n, int dims, double sd, int step, cons
   for (int64_t e = 0; e < n * dims; e++) y[e] = sd * gm_rng_normal(&r);
   gpuml_options opt = options(GPUML_BACKEND_CPU);
   double z = 0, worst = 0, scale = 0;
-  gpuml_status st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, g, &z, &opt);
+  gpuml_status st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, 1.0, g, &z, &opt);
   const double zref = reference_z(y, n, dims);
   for (int64_t i = 0; i < n; i += step) {
     double rep[3] = {0, 0, 0};
@@ -489,8 +496,8 @@ static void test_fft_accuracy(void) {
     for (int64_t e = 0; e < n * dims; e++) y[e] = spread * gm_rng_normal(&r) / 3;
     gpuml_options opt = options(GPUML_BACKEND_CPU);
     double ze = 0, zf = 0;
-    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, ge, &ze, &opt);
-    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_FFT, 0, 1.0, gf, &zf, &opt);
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, 1.0, ge, &ze, &opt);
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_FFT, 0, 1.0, 1.0, gf, &zf, &opt);
     double err = 0, norm = 0;
     for (int64_t e = 0; e < n * dims; e++) {
       err += (ge[e] - gf[e]) * (ge[e] - gf[e]);
@@ -508,9 +515,9 @@ static void test_fft_accuracy(void) {
         double zc = 0, zg = 0;
         const int boxes = gm_tsne_grid_boxes(2 * spread, dims);
         gpuml_options co = options(GPUML_BACKEND_CPU), go = options(GPUML_BACKEND_CUDA);
-        gpuml_status a = gm_tsne_gradient_cpu(&P, y, n, dims, methods[m], boxes, 12.0, gc, &zc, &co);
+        gpuml_status a = gm_tsne_gradient_cpu(&P, y, n, dims, methods[m], boxes, 12.0, 1.0, gc, &zc, &co);
         gpuml_status b = gm_backend_get(GPUML_BACKEND_CUDA)
-                             ->tsne->gradient(&P, y, n, dims, methods[m], boxes, 12.0, gg, &zg,
+                             ->tsne->gradient(&P, y, n, dims, methods[m], boxes, 12.0, 1.0, gg, &zg,
                                               &go);
         double worst = 0, scale = 0;
         for (int64_t e = 0; !a && !b && e < n * dims; e++) {
@@ -647,7 +654,7 @@ static void test_fft_matches_exact(void) {
     gm_csr P = {0};
     gpuml_options co = options(GPUML_BACKEND_CPU);
     ok = affinities_of(x, n, d, 30, &P, NULL, GPUML_BACKEND_CPU) == GPUML_OK &&
-         gm_tsne_kl_cpu(&P, y, n, 2, GPUML_TSNE_EXACT, 0, &kl_exact, &co) == GPUML_OK;
+         gm_tsne_kl_cpu(&P, y, n, 2, GPUML_TSNE_EXACT, 0, 1.0, &kl_exact, &co) == GPUML_OK;
     gm_csr_free(&P);
   }
   CHECK(ok && fabs(cf[5] - ce[5]) < 0.03 * ce[5],
@@ -802,6 +809,179 @@ static void test_callbacks(void) {
   free(y);
 }
 
+
+/* ---- heavy tails (df) ------------------------------------------------------------- */
+
+/* KL(P || Q) with q_ij ~ (1 + |y_i - y_j|^2 / df)^(-df), in plain double loops; Z to *z. */
+static double reference_heavy_kl(const gm_csr *P, const double *y, int64_t n, int dims,
+                                 double df, double *z_out) {
+  double z = 0, kl = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double r2 = 0;
+      for (int d = 0; d < dims; d++) r2 += pow(y[i + d * n] - y[j + d * n], 2);
+      if (j != i) z += pow(1 + r2 / df, -df);
+    }
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
+      const int64_t j = P->col[e];
+      double r2 = 0;
+      for (int d = 0; d < dims; d++) r2 += pow(y[i + d * n] - y[j + d * n], 2);
+      if (P->val[e] > 0) kl += P->val[e] * (log(P->val[e] * z) + df * log1p(r2 / df));
+    }
+  if (z_out) *z_out = z;
+  return kl;
+}
+
+/* The exact gradient of the heavy-tailed KL on the backend under test against finite
+ * differences of the double reference; the KL and Z of the CPU against the reference. */
+static void test_heavy_tails_gradient(void) {
+  static const double dfs[] = {0.3, 0.5, 2.5};
+  for (int f = 0; f < 3; f++)
+    for (int dims = 1; dims <= 3; dims++) {
+      const double df = dfs[f];
+      const int64_t n = 30;
+      double *x = blobs(n, 5, 2, 5, NULL);
+      gm_csr P = {0};
+      gpuml_status st = affinities_of(x, n, 5, 5, &P, NULL, GPUML_BACKEND_CPU);
+      gm_rng r;
+      gm_rng_seed(&r, 6 + f);
+      double *y = malloc(sizeof(double) * n * dims), *g = malloc(sizeof(double) * n * dims);
+      for (int64_t e = 0; e < n * dims; e++) y[e] = 2 * gm_rng_normal(&r);
+      gpuml_options opt = options(test_backend), co = options(GPUML_BACKEND_CPU);
+      double z = 0, kl = 0, zref = 0;
+      if (!st)
+        st = gm_backend_get(test_backend)
+                 ->tsne->gradient(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, df, g, &z, &opt);
+      if (!st) st = gm_tsne_kl_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, df, &kl, &co);
+      const double kl_ref = st ? 0 : reference_heavy_kl(&P, y, n, dims, df, &zref);
+      double worst = 0, scale = 0;
+      for (int64_t e = 0; !st && e < n * dims; e++) {
+        const double keep = y[e], h = 1e-5;
+        y[e] = keep + h;
+        const double up = reference_heavy_kl(&P, y, n, dims, df, NULL);
+        y[e] = keep - h;
+        const double down = reference_heavy_kl(&P, y, n, dims, df, NULL);
+        y[e] = keep;
+        const double fd = (up - down) / (2 * h);
+        worst = fmax(worst, fabs(4 * g[e] - fd));
+        scale = fmax(scale, fabs(fd));
+      }
+      CHECK(st == GPUML_OK && worst < 2e-6 * scale,
+            "df %g, dims %d: heavy-tailed gradient vs finite differences: worst %g of %g (%s)",
+            df, dims, worst, scale, gpuml_last_error());
+      CHECK(fabs(kl - kl_ref) < 1e-6 * fabs(kl_ref), "df %g, dims %d: KL %.12g vs %.12g", df,
+            dims, kl, kl_ref);
+      CHECK(fabs(z - zref) < 1e-6 * zref, "df %g, dims %d: Z %.15g vs %.15g", df, dims, z, zref);
+      gm_csr_free(&P);
+      free(x);
+      free(y);
+      free(g);
+    }
+}
+
+/* The FFT method with heavy tails (a kernel of its own for Z) against the exact one, on
+ * the backend under test; on CUDA also against the CPU. */
+static void test_heavy_tails_fft(void) {
+  for (int dims = 1; dims <= 3; dims++) {
+    const int64_t n = 1500;
+    const double df = dims == 2 ? 0.5 : 0.7;
+    double *x = blobs(n, 6, 5, 7, NULL);
+    gm_csr P = {0};
+    gpuml_status st = affinities_of(x, n, 6, 15, &P, NULL, GPUML_BACKEND_CPU);
+    gm_rng r;
+    gm_rng_seed(&r, 8);
+    double *y = malloc(sizeof(double) * n * dims);
+    double *ge = malloc(sizeof(double) * n * dims), *gf = malloc(sizeof(double) * n * dims);
+    double *gc = malloc(sizeof(double) * n * dims);
+    const double spread = dims == 3 ? 6 : 12;
+    for (int64_t e = 0; e < n * dims; e++) y[e] = spread * gm_rng_normal(&r) / 3;
+    gpuml_options opt = options(test_backend), co = options(GPUML_BACKEND_CPU);
+    const gm_tsne_ops *ops = gm_backend_get(test_backend)->tsne;
+    double ze = 0, zf = 0, zc = 0;
+    if (!st) st = ops->gradient(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, df, ge, &ze, &opt);
+    if (!st) st = ops->gradient(&P, y, n, dims, GPUML_TSNE_FFT, 0, 1.0, df, gf, &zf, &opt);
+    double err = 0, norm = 0;
+    for (int64_t e = 0; !st && e < n * dims; e++) {
+      err += (ge[e] - gf[e]) * (ge[e] - gf[e]);
+      norm += ge[e] * ge[e];
+    }
+    const double rel = st ? 1 : sqrt(err / norm);
+    CHECK(st == GPUML_OK && fabs(zf - ze) < 2e-3 * ze && rel < 2e-2,
+          "df %g, dims %d: FFT vs exact: Z %.6g vs %.6g, gradient relative error %.2g (%s)", df,
+          dims, zf, ze, rel, gpuml_last_error());
+    if (test_backend == GPUML_BACKEND_CUDA && !st) {
+      for (int m = 0; m < 2; m++) {
+        const gpuml_tsne_method method = m ? GPUML_TSNE_FFT : GPUML_TSNE_EXACT;
+        const int boxes = gm_tsne_grid_boxes(2 * spread, dims);
+        double *gg = m ? gf : ge, zg = 0;
+        gpuml_status a = gm_tsne_gradient_cpu(&P, y, n, dims, method, boxes, 12.0, df, gc, &zc, &co);
+        gpuml_status b = ops->gradient(&P, y, n, dims, method, boxes, 12.0, df, gg, &zg, &opt);
+        double worst = 0, scale = 0;
+        for (int64_t e = 0; !a && !b && e < n * dims; e++) {
+          worst = fmax(worst, fabs(gc[e] - gg[e]));
+          scale = fmax(scale, fabs(gc[e]));
+        }
+        const double tol = m ? 1e-4 : 1e-5, ztol = m ? 1e-5 : 1e-6;
+        CHECK(!a && !b && worst < tol * scale && fabs(zc - zg) < ztol * zc,
+              "df %g, dims %d %s: GPU gradient vs CPU: worst %g of %g, Z %.15g vs %.15g (%s)", df,
+              dims, m ? "fft" : "exact", worst, scale, zc, zg, gpuml_last_error());
+      }
+    }
+    gm_csr_free(&P);
+    free(x);
+    free(y);
+    free(ge);
+    free(gf);
+    free(gc);
+  }
+}
+
+/* Whole runs: df = 1 is today's t-SNE bit for bit (the default); heavy tails change the
+ * embedding, the exact and FFT methods reach the same KL, and the reported KL is the
+ * exact heavy-tailed KL of the embedding. */
+static void test_heavy_tails_fit(void) {
+  const int64_t n = 1200, d = 10;
+  double *x = blobs(n, d, 5, 11, NULL);
+  const size_t bytes = sizeof(double) * n * 2;
+  double *y1 = malloc(bytes), *y2 = malloc(bytes), *yh = malloc(bytes), c1[6], c2[6], ce[6],
+         cf[6];
+  gpuml_options opt = options(test_backend);
+  for (int m = 0; m < 2; m++) {
+    gpuml_tsne_params p;
+    gpuml_tsne_params_init(&p);
+    p.max_iter = 300;
+    p.method = m ? GPUML_TSNE_FFT : GPUML_TSNE_EXACT;
+    int ok = run_tsne(x, n, d, &p, &opt, y1, c1);
+    p.df = 1.0;
+    ok = ok && run_tsne(x, n, d, &p, &opt, y2, c2);
+    CHECK(ok && memcmp(y1, y2, bytes) == 0 && memcmp(c1, c2, sizeof c1) == 0,
+          "%s: df = 1 gives the default embedding bit for bit", m ? "fft" : "exact");
+    p.df = 0.5;
+    ok = ok && run_tsne(x, n, d, &p, &opt, yh, m ? cf : ce);
+    CHECK(ok && memcmp(y1, yh, bytes) != 0, "%s: df = 0.5 gives another embedding (%s)",
+          m ? "fft" : "exact", gpuml_last_error());
+    if (ok) {
+      gm_csr P = {0};
+      gpuml_options co = options(GPUML_BACKEND_CPU);
+      double kl = 0;
+      ok = affinities_of(x, n, d, 30, &P, NULL, GPUML_BACKEND_CPU) == GPUML_OK &&
+           gm_tsne_kl_cpu(&P, yh, n, 2, GPUML_TSNE_EXACT, 0, 0.5, &kl, &co) == GPUML_OK;
+      const double reported = m ? cf[5] : ce[5];
+      CHECK(ok && fabs(kl - reported) < 0.01 * kl,
+            "%s, df = 0.5: reported KL %g is the exact heavy-tailed KL %g of the embedding",
+            m ? "fft" : "exact", reported, kl);
+      gm_csr_free(&P);
+    }
+  }
+  CHECK(fabs(cf[5] - ce[5]) < 0.03 * ce[5], "df = 0.5: final KL FFT %g vs exact %g", cf[5],
+        ce[5]);
+  free(x);
+  free(y1);
+  free(y2);
+  free(yh);
+}
+
 int main(void) {
   harness_init();
   test_precision = harness_precision;
@@ -822,6 +1002,9 @@ int main(void) {
     test_options();
     test_pca_reduction();
     test_callbacks();
+    test_heavy_tails_gradient();
+    test_heavy_tails_fft();
+    test_heavy_tails_fit();
   }
   return check_summary("C");
 }

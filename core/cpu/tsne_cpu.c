@@ -14,6 +14,8 @@ typedef struct {
   int64_t n;
   int dims, threads;
   gpuml_tsne_method method;
+  double df;                 /* degrees of freedom of the kernel */
+  int heavy;                 /* df != 1: the kernel's own formulas (df = 1 keeps Cauchy's) */
   double *attr, *rep, *zrow; /* n x dims, n x dims, n */
   float *yf;                 /* exact method: y in single precision, padded, and a mask */
   float *slots;              /* exact method: the columns' share of each pair of tiles */
@@ -63,9 +65,11 @@ static gpuml_status nomem(const char *what, double bytes) {
 }
 
 static gpuml_status state_init(cpu_state *s, const gm_csr *P, int64_t n, int dims,
-                               gpuml_tsne_method method, const gpuml_options *opt) {
+                               gpuml_tsne_method method, double df, const gpuml_options *opt) {
   memset(s, 0, sizeof *s);
   s->P = P;
+  s->df = df;
+  s->heavy = df != 1.0;
   s->n = n;
   s->dims = dims;
   s->method = method;
@@ -84,11 +88,20 @@ static gpuml_status state_init(cpu_state *s, const gm_csr *P, int64_t n, int dim
   return GPUML_OK;
 }
 
+/* The FFT method's channels: 1, y_1 .. y_D, then |y|^2 (Cauchy: Z follows from the
+ * same kernel) or 1 again (heavy tails: Z has a kernel of its own, w instead of w u).
+ * Two channels share a complex grid (real and imaginary planes) when they share a
+ * kernel, so heavy tails put the last channel on a grid of its own. */
+static int fft_grids(int D, int heavy) { return heavy ? (D + 2) / 2 + 1 : (D + 3) / 2; }
+static int64_t channel_plane(int D, int heavy, int c) {
+  return heavy && c == D + 1 ? 2 * ((D + 2) / 2) : c;
+}
+
 /* Makes the FFT buffers fit `boxes` boxes per dimension. */
 static gpuml_status use_grid(cpu_state *s, int boxes) {
   const int size = gm_tsne_fft_size(boxes);
   const size_t cells = (size_t)gm_fft_plane(size, s->dims);
-  const int grids = (s->dims + 3) / 2;
+  const int grids = fft_grids(s->dims, s->heavy), kernels = s->heavy ? 2 : 1;
   const int64_t nbox = ipow(boxes, s->dims);
   s->boxes = boxes;
   if (size != s->size) {
@@ -105,8 +118,8 @@ static gpuml_status use_grid(cpu_state *s, int boxes) {
     free(s->kernel);
     s->grid_cap = 0;
     s->grid = gm_alloc((size_t)grids * 2 * cells, sizeof *s->grid);
-    s->kernel = gm_alloc(2 * cells, sizeof *s->kernel);
-    if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + 1) * 8 * cells);
+    s->kernel = gm_alloc((size_t)kernels * 2 * cells, sizeof *s->kernel);
+    if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + kernels) * 8 * cells);
     s->grid_cap = cells;
   }
   if (nbox > s->box_cap) {
@@ -164,8 +177,9 @@ typedef double gm_vd_half __attribute__((vector_size(GM_VF / 2 * sizeof(double))
  * With `paired`, the columns' share (the same terms, the forces negated) goes to
  * slots: one slot of (D + 1) x GM_EXACT_TILE floats per tile, z then the D forces. */
 static inline __attribute__((always_inline)) void exact_block(
-    const float *yf, const float *mask, int64_t npad, const int D, const int paired, int64_t i,
-    int64_t t0, int64_t t1, float *slots, gm_vd_half acc[GM_EXACT_ROWS][4][2]) {
+    const float *yf, const float *mask, int64_t npad, const int D, const int paired,
+    const int heavy, const float df, int64_t i, int64_t t0, int64_t t1, float *slots,
+    gm_vd_half acc[GM_EXACT_ROWS][4][2]) {
   const int R = GM_EXACT_ROWS;
   gm_vf a[GM_EXACT_ROWS][3];
   for (int q = 0; q < R; q++)
@@ -187,16 +201,24 @@ static inline __attribute__((always_inline)) void exact_block(
       }
 #pragma GCC unroll 4
       for (int q = 0; q < R; q++) {
-        gm_vf diff[3], r2 = (gm_vf){0} + 1.0f;
+        gm_vf diff[3], r2 = (gm_vf){0} + (heavy ? 0.0f : 1.0f);
         for (int d = 0; d < D; d++) {
           diff[d] = a[q][d] - b[d];
           r2 += diff[d] * diff[d];
         }
-        const gm_vf w = m / r2, w2 = w * w;
+        gm_vf w, wu;
+        if (heavy) {  /* u = 1 / (1 + d^2 / df), w = u^df: no vector power, lane by lane */
+          const gm_vf u = 1.0f / (1.0f + r2 / df);
+          for (int l = 0; l < GM_VF; l++) w[l] = m[l] * powf(u[l], df);
+          wu = w * u;
+        } else {
+          w = m / r2;
+          wu = w * w;
+        }
         zs[q] += w;
         if (paired) cz += w;
         for (int d = 0; d < D; d++) {
-          const gm_vf f = w2 * diff[d];
+          const gm_vf f = wu * diff[d];
           rs[q][d] += f;
           if (paired) cr[d] += f;
         }
@@ -227,24 +249,32 @@ static inline __attribute__((always_inline)) void exact_block(
  * z (GM_EXACT_ROWS) and r (GM_EXACT_ROWS x 3) receive the rows' sums. */
 GM_VECTOR_CLONES
 static void exact_rows(const float *yf, const float *mask, int64_t npad, int D, int paired,
-                       int64_t i, int64_t tile, int64_t tiles, float *slots, double *z,
-                       double *r) {
+                       int heavy, float df, int64_t i, int64_t tile, int64_t tiles,
+                       float *slots, double *z, double *r) {
   gm_vd_half acc[GM_EXACT_ROWS][4][2];
   memset(acc, 0, sizeof acc);
-#define GM_EXACT_CASE(DIMS)                                                             \
-  case DIMS:                                                                            \
-    exact_block(yf, mask, npad, DIMS, 0, i, tile, tile + 1, NULL, acc);                 \
-    if (paired)                                                                         \
-      exact_block(yf, mask, npad, DIMS, 1, i, tile + 1, tiles, slots, acc);             \
-    else {                                                                              \
-      exact_block(yf, mask, npad, DIMS, 0, i, 0, tile, NULL, acc);                      \
-      exact_block(yf, mask, npad, DIMS, 0, i, tile + 1, tiles, NULL, acc);              \
-    }                                                                                   \
+#define GM_EXACT_CASE(DIMS, HEAVY)                                                            \
+  case DIMS:                                                                                  \
+    exact_block(yf, mask, npad, DIMS, 0, HEAVY, df, i, tile, tile + 1, NULL, acc);            \
+    if (paired)                                                                               \
+      exact_block(yf, mask, npad, DIMS, 1, HEAVY, df, i, tile + 1, tiles, slots, acc);        \
+    else {                                                                                    \
+      exact_block(yf, mask, npad, DIMS, 0, HEAVY, df, i, 0, tile, NULL, acc);                 \
+      exact_block(yf, mask, npad, DIMS, 0, HEAVY, df, i, tile + 1, tiles, NULL, acc);         \
+    }                                                                                         \
     break;
-  switch (D) {
-    GM_EXACT_CASE(1)
-    GM_EXACT_CASE(2)
-    GM_EXACT_CASE(3)
+  if (heavy) {
+    switch (D) {
+      GM_EXACT_CASE(1, 1)
+      GM_EXACT_CASE(2, 1)
+      GM_EXACT_CASE(3, 1)
+    }
+  } else {
+    switch (D) {
+      GM_EXACT_CASE(1, 0)
+      GM_EXACT_CASE(2, 0)
+      GM_EXACT_CASE(3, 0)
+    }
   }
 #undef GM_EXACT_CASE
   for (int q = 0; q < GM_EXACT_ROWS; q++)
@@ -287,7 +317,8 @@ static gpuml_status exact_repulsion(cpu_state *s, const double *y) {
     const int64_t i1 = (ti + 1) * GM_EXACT_TILE < n ? (ti + 1) * GM_EXACT_TILE : n;
     for (int64_t i = ti * GM_EXACT_TILE; i < i1; i += GM_EXACT_ROWS) {
       double z[GM_EXACT_ROWS], r[GM_EXACT_ROWS * 3];
-      exact_rows(s->yf, mask, npad, D, paired, i, ti, tiles, slots, z, r);
+      exact_rows(s->yf, mask, npad, D, paired, s->heavy, (float)s->df, i, ti, tiles, slots, z,
+                 r);
       for (int q = 0; q < GM_EXACT_ROWS && i + q < n; q++) {
         s->zrow[i + q] = z[q];
         for (int d = 0; d < D; d++) s->rep[i + q + d * n] = r[q * 3 + d];
@@ -330,6 +361,7 @@ static inline double node_weight(const double *w, int D, int node, int *k) {
 static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   const int64_t n = s->n;
   const int D = s->dims, C = D + 2, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
+  const int heavy = s->heavy;
   const int nodes = (int)ipow(GM_TSNE_NODES, D);
   const int64_t nbox = ipow(B, D), cells = gm_fft_plane(size, D), row = gm_fft_row(size);
   double lo = y[0], hi = y[0];
@@ -361,7 +393,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   for (int64_t b = nbox; b > 0; b--) s->start[b] = s->start[b - 1];
   s->start[0] = 0;
 
-  const int grids = (C + 1) / 2;
+  const int grids = fft_grids(D, heavy);
   memset(s->grid, 0, sizeof *s->grid * 2 * (size_t)cells * grids);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads) if (nbox >= GM_TSNE_PARALLEL_MIN)
   for (int64_t b = 0; b < nbox; b++) {
@@ -376,7 +408,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
         q[1 + d] = y[i + d * n];
         sq += q[1 + d] * q[1 + d];
       }
-      q[D + 1] = sq;
+      q[D + 1] = heavy ? 1.0 : sq;
       const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
       for (int node = 0; node < nodes; node++) {
         int k[3];
@@ -394,7 +426,8 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
         cell += g * scale;
         scale *= d == 0 ? row : size;
       }
-      for (int c = 0; c < C; c++) s->grid[(size_t)c * cells + cell] = (float)acc[node][c];
+      for (int c = 0; c < C; c++)
+        s->grid[channel_plane(D, heavy, c) * cells + cell] = (float)acc[node][c];
     }
   }
 
@@ -414,17 +447,25 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
       if (off < 0) inside = 0;
       r2 += (off * spacing) * (off * spacing);
     }
-    s->kernel[cell] = inside ? (float)gm_tsne_kernel2(r2) : 0;
+    if (heavy) {  /* w u for the forces, then w for Z */
+      s->kernel[cell] = inside ? (float)gm_tsne_heavy_wu(r2, s->df) : 0;
+      s->kernel[2 * cells + cell] = inside ? (float)gm_tsne_heavy_w(r2, s->df) : 0;
+      s->kernel[3 * cells + cell] = 0;
+    } else {
+      s->kernel[cell] = inside ? (float)gm_tsne_kernel2(r2) : 0;
+    }
     s->kernel[cells + cell] = 0;
   }
   gm_fft_grid(&s->fft, s->kernel, D, size, 0, s->threads, s->scratch);
+  if (heavy) gm_fft_grid(&s->fft, s->kernel + 2 * cells, D, size, 0, s->threads, s->scratch);
   const float norm = (float)(1.0 / (double)ipow(size, D));  /* the FFT round trip scales by size^D */
   for (int g = 0; g < grids; g++) {
     float *grid = s->grid + (size_t)g * 2 * cells;
+    const float *spectrum = heavy && g == grids - 1 ? s->kernel + 2 * cells : s->kernel;
     gm_fft_grid(&s->fft, grid, D, N, 0, s->threads, s->scratch);
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
     for (int64_t cell = 0; cell < cells; cell++) {
-      const float kr = s->kernel[cell] * norm;
+      const float kr = spectrum[cell] * norm;
       grid[cell] *= kr;
       grid[cells + cell] *= kr;
     }
@@ -450,7 +491,8 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
         cell += (base[d] + k[d]) * scale;
         scale *= d == 0 ? row : size;
       }
-      for (int c = 0; c < C; c++) phi[c] += v * (double)s->grid[(size_t)c * cells + cell];
+      for (int c = 0; c < C; c++)
+        phi[c] += v * (double)s->grid[channel_plane(D, heavy, c) * cells + cell];
     }
     double sq = 0, dot = 0;
     for (int d = 0; d < D; d++) {
@@ -459,7 +501,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
       dot += yd * phi[1 + d];
       s->rep[i + d * n] = yd * phi[0] - phi[1 + d];
     }
-    s->zrow[i] = (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
+    s->zrow[i] = heavy ? phi[D + 1] : (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
   }
   return GPUML_OK;
 }
@@ -488,20 +530,20 @@ static gpuml_status normaliser(cpu_state *s, const double *y, double *z) {
 #define GM_ATTR_LANES 8
 /* acc[d][lane] += p_ij w_ij (a - y_j)_d for the entry (j, pij). */
 static inline __attribute__((always_inline)) void attraction_term(
-    const double *y, int64_t n, const int D, const double *a, int64_t j, double pij, int lane,
-    double acc[3][GM_ATTR_LANES]) {
-  double diff[3], r2 = 1.0;
+    const double *y, int64_t n, const int D, const int heavy, const double df, const double *a,
+    int64_t j, double pij, int lane, double acc[3][GM_ATTR_LANES]) {
+  double diff[3], r2 = heavy ? 0.0 : 1.0;
   for (int d = 0; d < D; d++) {
     diff[d] = a[d] - y[j + d * n];
     r2 += diff[d] * diff[d];
   }
-  const double pw = pij / r2;
+  const double pw = heavy ? pij / (1.0 + r2 / df) : pij / r2;
   for (int d = 0; d < D; d++) acc[d][lane] += pw * diff[d];
 }
 
 static inline __attribute__((always_inline)) void attraction_block(
-    const gm_csr *P, const double *y, int64_t n, const int D, int64_t i0, int64_t i1,
-    double *attr) {
+    const gm_csr *P, const double *y, int64_t n, const int D, const int heavy, const double df,
+    int64_t i0, int64_t i1, double *attr) {
   const int L = GM_ATTR_LANES;
   for (int64_t i = i0; i < i1; i++) {
     double acc[3][GM_ATTR_LANES], a[3];
@@ -513,8 +555,10 @@ static inline __attribute__((always_inline)) void attraction_block(
     const int64_t end = P->row[i + 1];
     for (; e + L <= end; e += L)
 #pragma omp simd
-      for (int l = 0; l < L; l++) attraction_term(y, n, D, a, P->col[e + l], P->val[e + l], l, acc);
-    for (int l = 0; e < end; e++, l++) attraction_term(y, n, D, a, P->col[e], P->val[e], l, acc);
+      for (int l = 0; l < L; l++)
+        attraction_term(y, n, D, heavy, df, a, P->col[e + l], P->val[e + l], l, acc);
+    for (int l = 0; e < end; e++, l++)
+      attraction_term(y, n, D, heavy, df, a, P->col[e], P->val[e], l, acc);
     for (int d = 0; d < D; d++) {
       double sum = 0;
       for (int l = 0; l < L; l++) sum += acc[d][l];
@@ -524,12 +568,20 @@ static inline __attribute__((always_inline)) void attraction_block(
 }
 
 GM_VECTOR_CLONES
-static void attraction_rows(const gm_csr *P, const double *y, int64_t n, int D, int64_t i0,
-                            int64_t i1, double *attr) {
+static void attraction_rows(const gm_csr *P, const double *y, int64_t n, int D, double df,
+                            int64_t i0, int64_t i1, double *attr) {
+  if (df != 1.0) {
+    switch (D) {
+      case 1: attraction_block(P, y, n, 1, 1, df, i0, i1, attr); break;
+      case 2: attraction_block(P, y, n, 2, 1, df, i0, i1, attr); break;
+      default: attraction_block(P, y, n, 3, 1, df, i0, i1, attr); break;
+    }
+    return;
+  }
   switch (D) {
-    case 1: attraction_block(P, y, n, 1, i0, i1, attr); break;
-    case 2: attraction_block(P, y, n, 2, i0, i1, attr); break;
-    default: attraction_block(P, y, n, 3, i0, i1, attr); break;
+    case 1: attraction_block(P, y, n, 1, 0, 1.0, i0, i1, attr); break;
+    case 2: attraction_block(P, y, n, 2, 0, 1.0, i0, i1, attr); break;
+    default: attraction_block(P, y, n, 3, 0, 1.0, i0, i1, attr); break;
   }
 }
 
@@ -539,7 +591,7 @@ static void attraction(cpu_state *s, const double *y) {
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
   for (int64_t b = 0; b < blocks; b++) {
     const int64_t i0 = b * GM_ATTR_ROWS, i1 = i0 + GM_ATTR_ROWS < n ? i0 + GM_ATTR_ROWS : n;
-    attraction_rows(s->P, y, n, s->dims, i0, i1, s->attr);
+    attraction_rows(s->P, y, n, s->dims, s->df, i0, i1, s->attr);
   }
 }
 
@@ -555,7 +607,8 @@ static gpuml_status gradient(cpu_state *s, const double *y, double exaggeration,
   return GPUML_OK;
 }
 
-/* KL(P || Q) = sum p log p + sum p log(1 + d^2) + (sum p) log Z. */
+/* KL(P || Q) = sum p log p - sum p log w + (sum p) log Z, with
+ * -log w = df log(1 + d^2 / df) (log(1 + d^2) for df = 1). */
 static gpuml_status kl_divergence(cpu_state *s, const double *y, double plogp, double psum,
                                   double *kl) {
   double z;
@@ -573,7 +626,7 @@ static gpuml_status kl_divergence(cpu_state *s, const double *y, double plogp, d
         const double diff = y[i + d * n] - y[j + d * n];
         r2 += diff * diff;
       }
-      sum += P->val[e] * log1p(r2);
+      sum += P->val[e] * (s->heavy ? s->df * log1p(r2 / s->df) : log1p(r2));
     }
     s->zrow[i] = sum;
   }
@@ -602,7 +655,7 @@ gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, doubl
   const int D = run->dims;
   const int64_t count = n * D;
   cpu_state s;
-  gpuml_status st = state_init(&s, P, n, D, run->method, opt);
+  gpuml_status st = state_init(&s, P, n, D, run->method, run->df, opt);
   double *grad = gm_alloc((size_t)count, sizeof *grad);
   double *uy = gm_alloc((size_t)count, sizeof *uy);
   double *gains = gm_alloc((size_t)count, sizeof *gains);
@@ -672,9 +725,9 @@ done:
 
 gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
                                   gpuml_tsne_method method, int boxes, double exaggeration,
-                                  double *grad, double *z, const gpuml_options *opt) {
+                                  double df, double *grad, double *z, const gpuml_options *opt) {
   cpu_state s;
-  gpuml_status st = state_init(&s, P, n, dims, method, opt);
+  gpuml_status st = state_init(&s, P, n, dims, method, df, opt);
   if (!st && method == GPUML_TSNE_FFT)
     st = use_grid(&s, boxes > 0 ? boxes : gm_tsne_grid_boxes(spread_of(y, n * dims), dims));
   if (!st) st = gradient(&s, y, exaggeration, grad, z);
@@ -683,10 +736,10 @@ gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, i
 }
 
 gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
-                            gpuml_tsne_method method, int boxes, double *kl,
+                            gpuml_tsne_method method, int boxes, double df, double *kl,
                             const gpuml_options *opt) {
   cpu_state s;
-  gpuml_status st = state_init(&s, P, n, dims, method, opt);
+  gpuml_status st = state_init(&s, P, n, dims, method, df, opt);
   if (!st && method == GPUML_TSNE_FFT)
     st = use_grid(&s, boxes > 0 ? boxes : gm_tsne_grid_boxes(spread_of(y, n * dims), dims));
   double plogp, psum;

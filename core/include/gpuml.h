@@ -481,11 +481,15 @@ typedef struct {
   int64_t mom_switch_iter;
   double max_step_norm;     /* a point moves at most this far per iteration; 0 = no limit */
   gpuml_tsne_method method;
+  double df;                /* degrees of freedom of the output kernel (Kobak et al. 2019):
+                               q_ij ~ (1 + |y_i - y_j|^2 / df)^(-df); 1 is the Cauchy kernel
+                               of t-SNE, smaller values give heavier tails (finer clusters).
+                               > 0 (error "tsne:badDf") */
 } gpuml_tsne_params;
 
 /* Defaults (Rtsne's where they exist): dims 2, perplexity 30, max_iter 1000, pca on,
  * initial_dims 50, init PCA, learning rate auto, exaggeration 12 until iteration 250,
- * momentum 0.5 then 0.8 from iteration 250, max_step_norm 5, method auto. */
+ * momentum 0.5 then 0.8 from iteration 250, max_step_norm 5, method auto, df 1. */
 void gpuml_tsne_params_init(gpuml_tsne_params *params);
 
 typedef struct {
