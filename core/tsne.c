@@ -492,3 +492,218 @@ done:
   gm_csr_free(&P);
   return st;
 }
+
+
+/* ---- placing new points (gpuml_tsne_transform) ------------------------------------- */
+
+/* method = auto in a transform: exact while a pass over all (new, training) pairs costs
+ * no more than this many pairs. */
+#define GM_TSNE_PLACE_EXACT_MAX_PAIRS 2.5e7
+
+void gpuml_tsne_transform_params_init(gpuml_tsne_transform_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->perplexity = 5;
+  p->max_iter = 250;
+  p->learning_rate = 0;
+  p->momentum = 0.8;
+  p->max_step_norm = 5;
+  p->df = 1;
+  p->method = GPUML_TSNE_AUTO;
+  p->init = GPUML_TSNE_PLACE_MEDIAN;
+}
+
+static const char *const tsne_place_inits[] = {"median", "weighted", NULL};
+const gm_param_spec gm_tsne_transform_param_specs[] = {
+    {GM_PARAM(gpuml_tsne_transform_params, perplexity, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_transform_params, max_iter, GM_PARAM_INT64)},
+    {GM_PARAM(gpuml_tsne_transform_params, learning_rate, GM_PARAM_REAL), .auto_name = "auto",
+     .auto_value = 0},
+    {GM_PARAM(gpuml_tsne_transform_params, momentum, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_transform_params, max_step_norm, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_transform_params, df, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_transform_params, method, GM_PARAM_CHOICE), .choices = tsne_methods},
+    {GM_PARAM(gpuml_tsne_transform_params, init, GM_PARAM_CHOICE), .choices = tsne_place_inits},
+    {.name = NULL}};
+
+static gpuml_status check_transform_params(const gpuml_tsne_transform_params *p, int64_t n) {
+  if (!p) return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "params must not be NULL");
+  if (!(p->perplexity > 0) || !isfinite(p->perplexity))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity", "perplexity = %g must be positive",
+                   p->perplexity);
+  if (3 * p->perplexity > (double)n)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "perplexity = %g is too large for %lld training points: 3 * perplexity must be at most n = %lld (use perplexity <= %g)",
+                   p->perplexity, (long long)n, (long long)n, floor((double)n / 3));
+  if (p->max_iter < 0 || p->max_iter > INT32_MAX)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "max_iter = %lld must lie in 0 .. 2^31 - 1", (long long)p->max_iter);
+  if (!(p->learning_rate >= 0) || !isfinite(p->learning_rate))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "learning_rate = %g must be positive (or 0 for \"auto\")", p->learning_rate);
+  if (!(p->momentum >= 0 && p->momentum < 1))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "momentum = %g must lie in [0, 1)",
+                   p->momentum);
+  if (!(p->max_step_norm >= 0) || isnan(p->max_step_norm))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "max_step_norm = %g must be positive (or 0 for no limit)", p->max_step_norm);
+  if (!(p->df > 0) || !isfinite(p->df))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDf",
+                   "df = %g must be a positive, finite number of degrees of freedom (the fit's)",
+                   p->df);
+  if (p->method != GPUML_TSNE_AUTO && p->method != GPUML_TSNE_EXACT && p->method != GPUML_TSNE_FFT)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "unknown method code %d", (int)p->method);
+  if (p->init != GPUML_TSNE_PLACE_MEDIAN && p->init != GPUML_TSNE_PLACE_WEIGHTED)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "unknown init code %d", (int)p->init);
+  return GPUML_OK;
+}
+
+static int by_value(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Each new point's start from its neighbours' places (idx, p: m x k column-major). */
+static void place_starts(const double *y, int64_t n, int dims, const int64_t *idx,
+                         const double *p, int64_t m, int64_t k, gpuml_tsne_place_init init,
+                         double *start, int64_t stride, double *scratch) {
+  for (int64_t i = 0; i < m; i++)
+    for (int d = 0; d < dims; d++) {
+      double v = 0;
+      if (init == GPUML_TSNE_PLACE_WEIGHTED) {
+        for (int64_t t = 0; t < k; t++) v += p[i + t * m] * y[idx[i + t * m] + d * n];
+      } else {
+        for (int64_t t = 0; t < k; t++) scratch[t] = y[idx[i + t * m] + d * n];
+        qsort(scratch, (size_t)k, sizeof *scratch, by_value);
+        v = k % 2 ? scratch[k / 2] : 0.5 * (scratch[k / 2 - 1] + scratch[k / 2]);
+      }
+      start[i + d * stride] = v;
+    }
+}
+
+gpuml_status gpuml_tsne_transform(const double *x, int64_t n, int64_t d, const double *y,
+                                  int64_t dims, const double *x_new, int64_t m, int64_t d_new,
+                                  const gpuml_tsne_transform_params *params, double *y_new,
+                                  const gpuml_options *opt, gpuml_tsne_result *result) {
+  gm_clear_error();
+  if (!x || n < 1)
+    return gm_fail(GPUML_ERR_ARG, "tsne:noTrainingData",
+                   "the fit kept no training data: fit again keeping the data to place new points");
+  gpuml_status st = gm_check_matrix(x, n, d, "training data", "tsne");
+  if (st) return st;
+  if (dims < 1 || dims > 3)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %lld must be 1, 2 or 3", (long long)dims);
+  if (!y)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badEmbedding", "the fitted embedding y must not be NULL");
+  for (int64_t e = 0; e < n * dims; e++)
+    if (!isfinite(y[e]))
+      return gm_fail(GPUML_ERR_ARG, "tsne:badEmbedding",
+                     "the fitted embedding contains a non-finite value at row %lld, column %lld",
+                     (long long)(e % n + 1), (long long)(e / n + 1));
+  if (d_new != d)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badColumns",
+                   "the new data have %lld columns but the training data %lld", (long long)d_new,
+                   (long long)d);
+  if ((st = gm_check_matrix(x_new, m, d, "new data", "tsne"))) return st;
+  if ((st = gm_check_options(opt))) return st;
+  if ((st = check_transform_params(params, n))) return st;
+  if (!y_new) return gm_fail(GPUML_ERR_ARG, "tsne:badOutput", "the output y_new must not be NULL");
+  if (n + m > INT32_MAX)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooLarge", "%lld points is more than supported",
+                   (long long)(n + m));
+
+  const double t_start = gm_seconds();
+  int64_t k = (int64_t)floor(3 * params->perplexity);
+  if (k < 1) k = 1;
+  if (k > n) k = n;
+  const double work = (double)m * (double)n * ((double)d + params->max_iter);
+  gpuml_options used;
+  const gm_backend *b;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", &used, &b))) return st;
+  gm_tsne_place_run run;
+  run.n_fixed = n;
+  run.n = n + m;
+  run.dims = (int)dims;
+  run.max_iter = (int)params->max_iter;
+  run.method = params->method;
+  if (run.method == GPUML_TSNE_AUTO)
+    run.method = (double)m * (double)n <= GM_TSNE_PLACE_EXACT_MAX_PAIRS ? GPUML_TSNE_EXACT
+                                                                       : GPUML_TSNE_FFT;
+  /* A point's gradient sums its own affinities (1), not the 1/n of a fit's: a step of
+   * the order of the gradient itself, with gains, settles in tens of iterations. */
+  run.learning_rate = params->learning_rate > 0 ? params->learning_rate : 1.0;
+  run.momentum = params->momentum;
+  run.max_step_norm = params->max_step_norm;
+  run.df = params->df;
+
+  gpuml_tsne_result local;
+  if (!result) result = &local;
+  memset(result, 0, sizeof *result);
+  result->method_used = run.method;
+  result->learning_rate_used = run.learning_rate;
+  result->neighbours = k;
+
+  const size_t mk = (size_t)m * (size_t)k;
+  int64_t *idx = gm_alloc(mk, sizeof *idx);
+  double *dist = gm_alloc(mk, sizeof *dist), *p = gm_alloc(mk, sizeof *p);
+  double *joint = gm_alloc((size_t)(n + m) * (size_t)dims, sizeof *joint);
+  double *scratch = gm_alloc((size_t)k, sizeof *scratch);
+  gm_entry *row = gm_alloc((size_t)k, sizeof *row);
+  gm_csr P = {0};
+  P.n = n + m;
+  P.nnz = (int64_t)mk;
+  P.row = gm_alloc((size_t)(n + m) + 1, sizeof *P.row);
+  P.col = gm_alloc(mk, sizeof *P.col);
+  P.val = gm_alloc(mk, sizeof *P.val);
+  if (!idx || !dist || !p || !joint || !scratch || !row || !P.row || !P.col || !P.val) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to place the new points",
+                 ((double)mk * 40 + (double)(n + m) * (dims + 1) * 8) / 1e6);
+    goto done;
+  }
+  if ((st = gpuml_knn_search(x, n, d, x_new, m, k, idx, dist, &used, NULL))) goto done;
+  if ((st = b->tsne->conditional(dist, m, k, params->perplexity, p, NULL, &used))) goto done;
+  /* The joint embedding: the training points, then the new ones at their starts. */
+  for (int d2 = 0; d2 < dims; d2++)
+    memcpy(joint + (size_t)d2 * (size_t)(n + m), y + (size_t)d2 * (size_t)n, sizeof *y * (size_t)n);
+  place_starts(y, n, (int)dims, idx, p, m, k, params->init, joint + n, n + m, scratch);
+  /* P: no rows for the training points; row n + i holds p_{j|i}, by column. */
+  for (int64_t i = 0; i <= n; i++) P.row[i] = 0;
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t t = 0; t < k; t++) {
+      row[t].col = idx[i + t * m];
+      row[t].val = p[i + t * m];
+    }
+    qsort(row, (size_t)k, sizeof *row, by_column);
+    for (int64_t t = 0; t < k; t++) {
+      P.col[i * k + t] = row[t].col;
+      P.val[i * k + t] = row[t].val;
+    }
+    P.row[n + i + 1] = (i + 1) * k;
+  }
+  result->nnz = P.nnz;
+  const double t_opt = gm_seconds();
+  result->seconds_affinities = t_opt - t_start;
+  if (run.max_iter > 0 && (st = b->tsne->place(&P, &run, joint, &used))) goto done;
+  for (int64_t e = 0; e < m * dims; e++)
+    if (!isfinite(joint[(e / m) * (n + m) + n + e % m])) {
+      st = gm_fail(GPUML_ERR_NUMERIC, "tsne:numeric",
+                   "new point %lld left the embedding (a normaliser Z_i of 0): try a smaller learning_rate",
+                   (long long)(e % m + 1));
+      goto done;
+    }
+  result->seconds_optimisation = gm_seconds() - t_opt;
+  result->iterations_done = run.max_iter;
+  gm_run_info_fill(&result->run, &used, GM_F64, t_start);
+  for (int d2 = 0; d2 < dims; d2++)
+    memcpy(y_new + (size_t)d2 * (size_t)m, joint + (size_t)d2 * (size_t)(n + m) + n,
+           sizeof *y_new * (size_t)m);
+done:
+  free(idx);
+  free(dist);
+  free(p);
+  free(joint);
+  free(scratch);
+  free(row);
+  gm_csr_free(&P);
+  return st;
+}

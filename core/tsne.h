@@ -78,6 +78,30 @@ typedef struct {
   double df; /* degrees of freedom of the output kernel (1: Cauchy) */
 } gm_tsne_run;
 
+/* Placing new points into a fixed embedding (gpuml_tsne_transform): the points
+ * 0 .. n_fixed - 1 of a joint embedding of n points are the fitted ones and stay put;
+ * each new point i >= n_fixed moves to reduce its own KL divergence
+ *   KL_i = sum_j p_{j|i} log(p_{j|i} / q_{j|i}),  q_{j|i} = w_ij / Z_i,
+ *   Z_i = sum_{j < n_fixed} w_ij  (w of the run's df),
+ * attracted by its neighbours among the fixed points (P's row i) and repelled by all
+ * fixed points, never by the other new points: a new point's place does not depend on
+ * the others given with it. The step is gradient descent with momentum and gains, on
+ * grad_i = sum_j p_{j|i} u_ij (y_i - y_j) - sum_j w_ij u_ij (y_i - y_j) / Z_i
+ * which is half of dKL_i/dy_i (only y_i moves). */
+typedef struct {
+  int64_t n_fixed, n;
+  int dims;
+  int max_iter;
+  gpuml_tsne_method method;
+  double learning_rate, momentum, max_step_norm, df;
+} gm_tsne_place_run;
+
+/* The CPU's placement: P is n x n (rows < n_fixed empty, columns < n_fixed, each row of
+ * a new point summing to 1); y (n x dims) holds the fitted points and the new points'
+ * starts, and receives the new points' places. */
+gpuml_status gm_tsne_place_cpu(const gm_csr *P, const gm_tsne_place_run *run, double *y,
+                               const gpuml_options *opt);
+
 /* The CPU optimiser: y (n x dims, column-major) holds the initial embedding and
  * receives the result; itercosts may be NULL. */
 gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, double *y,

@@ -72,12 +72,15 @@ __global__ void kl_rows_kernel(const int64_t *__restrict__ row, const int32_t *_
 // The exact repulsion of rows (blockIdx.x) against the columns of chunk blockIdx.y:
 // zpart[s][i] = sum_{j in chunk, j != i} w_ij, rpart[s][d][i] = sum w_ij u_ij (y_i - y_j)_d
 // (u = 1 / (1 + r^2 / df), w = u^df; w = u for df = 1).
+// Rows from row0 on, columns below cols (a placement: the new points against the fixed
+// ones; a fit: all against all).
 template <int D>
-__global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t chunk, bool heavy,
-                             double df, double *__restrict__ zpart, double *__restrict__ rpart) {
+__global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t row0, int64_t cols,
+                             int64_t chunk, bool heavy, double df, double *__restrict__ zpart,
+                             double *__restrict__ rpart) {
   __shared__ double sy[D][kExactRows];
-  const int64_t i = (int64_t)blockIdx.x * kExactRows + threadIdx.x;
-  const int64_t s = blockIdx.y, j0 = s * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
+  const int64_t i = row0 + (int64_t)blockIdx.x * kExactRows + threadIdx.x;
+  const int64_t s = blockIdx.y, j0 = s * chunk, j1 = j0 + chunk < cols ? j0 + chunk : cols;
   double yi[D], r[D], z = 0;
   for (int d = 0; d < D; d++) yi[d] = i < n ? y[i + d * n] : 0, r[d] = 0;
   for (int64_t jt = j0; jt < j1; jt += kExactRows) {
@@ -114,9 +117,10 @@ __global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t ch
 
 template <int D>
 __global__ void exact_combine_kernel(const double *__restrict__ zpart,
-                                     const double *__restrict__ rpart, int64_t n, int64_t chunks,
-                                     double *__restrict__ zrow, double *__restrict__ rep) {
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+                                     const double *__restrict__ rpart, int64_t n, int64_t row0,
+                                     int64_t chunks, double *__restrict__ zrow,
+                                     double *__restrict__ rep) {
+  const int64_t i = row0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   double z = 0, r[D];
   for (int d = 0; d < D; d++) r[d] = 0;
@@ -178,6 +182,41 @@ __global__ void update_kernel(const double *__restrict__ attr, const double *__r
   }
 }
 
+// A placement's step: the new points (n_fixed .. n - 1) only, each with its own Z_i;
+// a Z_i that is not positive and finite makes the point NaN (the core reports it).
+template <int D>
+__global__ void place_update_kernel(const double *__restrict__ attr, const double *__restrict__ rep,
+                                    const double *__restrict__ zrow, int64_t n, int64_t n_fixed,
+                                    double momentum, double learning_rate, double max_step_norm,
+                                    double *__restrict__ uy, double *__restrict__ gains,
+                                    double *__restrict__ y) {
+  const int64_t i = n_fixed + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const double z = zrow[i];
+  if (!(z > 0) || !isfinite(z)) {
+    for (int d = 0; d < D; d++) y[i + d * n] = NAN;
+    return;
+  }
+  double u[D], step2 = 0;
+  for (int d = 0; d < D; d++) {
+    const int64_t e = i + d * n;
+    const double g = attr[e] - rep[e] / z;
+    double gain = sign_of(g) != sign_of(uy[e]) ? gains[e] + 0.2 : gains[e] * 0.8;
+    if (gain < 0.01) gain = 0.01;
+    gains[e] = gain;
+    u[d] = momentum * uy[e] - learning_rate * gain * g;
+    step2 += u[d] * u[d];
+  }
+  if (max_step_norm > 0 && step2 > max_step_norm * max_step_norm) {
+    const double scale = max_step_norm / sqrt(step2);
+    for (int d = 0; d < D; d++) u[d] *= scale;
+  }
+  for (int d = 0; d < D; d++) {
+    uy[i + d * n] = u[d];
+    y[i + d * n] += u[d];
+  }
+}
+
 __global__ void subtract_mean_kernel(double *__restrict__ y, int64_t n, int dims,
                                      const double *__restrict__ sums) {
   const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -202,6 +241,7 @@ struct TsneGpu {
   int64_t n = 0, nnz = 0;
   int D = 2;
   double df = 1;       // degrees of freedom of the kernel
+  int64_t charged = 0; // points that repel and count in Z: all (a fit) or the fixed ones
   bool heavy = false;  // df != 1: the kernel's own formulas; a separate kernel for Z (FFT)
   gpuml_tsne_method method = GPUML_TSNE_EXACT;
   int64_t *row = nullptr;
@@ -257,6 +297,7 @@ struct TsneGpu {
     D = dims;
     df = df_;
     heavy = df != 1.0;
+    charged = n;
     method = m;
     nnz = h_row[n];
     if (method == GPUML_TSNE_EXACT) {
@@ -435,7 +476,7 @@ struct TsneGpu {
                                      ctx.stream()), "clearing the grids"));
     constexpr int kNodes = DD == 1 ? 3 : (DD == 2 ? 9 : 27);
     spread_kernel<DD><<<(unsigned)nbox, 32 * kNodes, 0, ctx.stream()>>>(
-        y, n, boxes, size, start, end, order, weight, heavy, grid, cells);
+        y, n, charged, boxes, size, start, end, order, weight, heavy, grid, cells);
     GM_TRY(ctx.launched("spreading charges on the grid"));
     kernel_grid_kernel<DD><<<grid_1d(cells, kThreads), kThreads, 0, ctx.stream()>>>(
         size, boxes * GM_TSNE_NODES, boxes, scal, heavy, df, kernel, cells);
@@ -454,14 +495,48 @@ struct TsneGpu {
     return ctx.launched("interpolating the potentials");
   }
 
+  // Only the points from n_fixed on move (a placement): they alone need the repulsion,
+  // and only the fixed points exert it.
+  void fix_points(int64_t n_fixed) {
+    charged = n_fixed;
+    if (method == GPUML_TSNE_EXACT) chunk = (charged + chunks - 1) / chunks;
+  }
+
   template <int DD>
   gpuml_status exact_repulsion() {
-    dim3 g((unsigned)((n + kExactRows - 1) / kExactRows), (unsigned)chunks);
-    exact_kernel<DD><<<g, kExactRows, 0, ctx.stream()>>>(y, n, chunk, heavy, df, zpart, rpart);
+    const int64_t row0 = charged < n ? charged : 0, rows = n - row0;
+    dim3 g((unsigned)((rows + kExactRows - 1) / kExactRows), (unsigned)chunks);
+    exact_kernel<DD><<<g, kExactRows, 0, ctx.stream()>>>(y, n, row0, charged, chunk, heavy, df,
+                                                         zpart, rpart);
     GM_TRY(ctx.launched("the exact repulsion"));
-    exact_combine_kernel<DD><<<grid_1d(n, kThreads), kThreads, 0, ctx.stream()>>>(
-        zpart, rpart, n, chunks, zrow, rep);
+    exact_combine_kernel<DD><<<grid_1d(rows, kThreads), kThreads, 0, ctx.stream()>>>(
+        zpart, rpart, n, row0, chunks, zrow, rep);
     return ctx.launched("the exact repulsion");
+  }
+
+  // A placement (gm_tsne_place_cpu's steps): repulsion from the fixed points,
+  // attraction to the neighbours, the new points' update; no re-centring.
+  template <int DD>
+  gpuml_status place(const gm_tsne_place_run *run, const gpuml_options *opt) {
+    const int64_t moving = n - charged;
+    for (int it = 0; it < run->max_iter; it++) {
+      if (it % GM_TSNE_GRID_EVERY == 0) {
+        if (method == GPUML_TSNE_FFT) GM_TRY(choose_grid(0));
+        if (gm_interrupted(opt))
+          return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted",
+                         "t-SNE transform interrupted at iteration %d", it);
+      }
+      if (method == GPUML_TSNE_FFT) GM_TRY(fft_repulsion<DD>());
+      else GM_TRY(exact_repulsion<DD>());
+      GM_TRY(attraction<DD>());
+      place_update_kernel<DD><<<grid_1d(moving, kThreads), kThreads, 0, ctx.stream()>>>(
+          attr, rep, zrow, n, charged, run->momentum, run->learning_rate, run->max_step_norm,
+          uy, gains, y);
+      GM_TRY(ctx.launched("the placement's update"));
+      if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter)
+        gm_progress(opt, "transform", it + 1, run->max_iter);
+    }
+    return GPUML_OK;
   }
 
   // zrow, rep and Z (scal[kZ]).
@@ -605,6 +680,29 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
   GM_TRY(ctx.check(cudaMemcpyAsync(y, t.y, nd * 8, cudaMemcpyDeviceToHost, ctx.stream()),
                    "copying the embedding"));
   return ctx.sync("copying the embedding");
+}
+
+extern "C" gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_run *run,
+                                           double *y, const gpuml_options *opt) {
+  Context ctx("tsne:cuda");
+  GM_TRY(ctx.init(opt, 0));
+  TsneGpu t(ctx);
+  GM_TRY(t.init(P->row, P->col, P->val, run->n, run->dims, run->method, run->df));
+  t.fix_points(run->n_fixed);
+  const size_t nd = (size_t)run->n * run->dims;
+  GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
+                   "copying the embedding"));
+  GM_TRY(ctx.check(cudaMemsetAsync(t.uy, 0, nd * 8, ctx.stream()), "clearing the momentum"));
+  fill_kernel<<<grid_1d((int64_t)nd, kThreads), kThreads, 0, ctx.stream()>>>(t.gains, (int64_t)nd, 1.0);
+  GM_TRY(ctx.launched("initialising the gains"));
+  switch (run->dims) {
+    case 1: GM_TRY(t.place<1>(run, opt)); break;
+    case 2: GM_TRY(t.place<2>(run, opt)); break;
+    default: GM_TRY(t.place<3>(run, opt)); break;
+  }
+  GM_TRY(ctx.check(cudaMemcpyAsync(y, t.y, nd * 8, cudaMemcpyDeviceToHost, ctx.stream()),
+                   "copying the places"));
+  return ctx.sync("copying the places");
 }
 
 extern "C" gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, int64_t n,

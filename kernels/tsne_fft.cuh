@@ -33,7 +33,8 @@ __global__ void box_ranges_kernel(const int32_t *__restrict__ key, int64_t n,
 // One block per box, one warp per node of the box: the node's C channel sums over the
 // box's points (lanes stride over them; a fixed shuffle tree adds the lanes).
 template <int D>
-__global__ void spread_kernel(const double *__restrict__ y, int64_t n, int boxes, int size,
+__global__ void spread_kernel(const double *__restrict__ y, int64_t n, int64_t charged, int boxes,
+                              int size,
                               const int32_t *__restrict__ start, const int32_t *__restrict__ end,
                               const int32_t *__restrict__ order, const double *__restrict__ weight,
                               bool heavy, cufftComplex *__restrict__ grid, int64_t cells) {
@@ -58,6 +59,7 @@ __global__ void spread_kernel(const double *__restrict__ y, int64_t n, int boxes
   for (int c = 0; c < C; c++) acc[c] = 0;
   for (int32_t at = s0 + lane; at < s1; at += 32) {
     const int64_t i = order[at];
+    if (i >= charged) continue;  // a new point of a placement: no charge
     double v = 1, sq = 0;
     for (int d = 0; d < D; d++) v *= weight[(i * D + d) * GM_TSNE_NODES + k[d]];
     acc[0] += v;

@@ -982,6 +982,164 @@ static void test_heavy_tails_fit(void) {
   free(yh);
 }
 
+/* ---- placing new points (gpuml_tsne_transform) ------------------------------------- */
+
+/* n points around `clusters` centres drawn N(0, spread^2) in d dimensions (overlapping
+ * a little for small spreads); label[i] = i % clusters. The same seed for the centres
+ * (centre_seed) and another for the points give held-out data of the same clusters. */
+static double *labelled_clouds(int64_t n, int64_t d, int clusters, double spread,
+                               uint64_t centre_seed, uint64_t seed, int *label) {
+  gm_rng r;
+  gm_rng_seed(&r, centre_seed);
+  double *centre = malloc(sizeof(double) * clusters * d), *x = malloc(sizeof(double) * n * d);
+  for (int64_t e = 0; e < clusters * d; e++) centre[e] = spread * gm_rng_normal(&r);
+  gm_rng_seed(&r, seed);
+  for (int64_t i = 0; i < n; i++) {
+    const int c = (int)(i % clusters);
+    label[i] = c;
+    for (int64_t t = 0; t < d; t++) x[i + t * n] = centre[c + t * clusters] + gm_rng_normal(&r);
+  }
+  free(centre);
+  return x;
+}
+
+/* Fraction of the points q (m x dims) whose k nearest points of y (n x dims, labels ly)
+ * hold a majority of q's label lq; `self` skips the nearest one (q = y). */
+static double knn_label_accuracy(const double *y, int64_t n, const int *ly, const double *q,
+                                 int64_t m, const int *lq, int dims, int k, int self,
+                                 int clusters) {
+  int64_t *idx = malloc(sizeof(int64_t) * m * (k + 1));
+  double *dist = malloc(sizeof(double) * m * (k + 1));
+  gpuml_options opt = options(GPUML_BACKEND_CPU);
+  double good = 0;
+  if (gpuml_knn_search(y, n, dims, self ? NULL : q, self ? 0 : m, k, idx, dist, &opt, NULL) == GPUML_OK)
+    for (int64_t i = 0; i < m; i++) {
+      int votes[16] = {0}, best = 0;
+      for (int t = 0; t < k; t++) votes[ly[idx[i + t * m]]]++;
+      for (int c = 1; c < clusters; c++)
+        if (votes[c] > votes[best]) best = c;
+      good += best == lq[i];
+    }
+  free(idx);
+  free(dist);
+  return good / (double)m;
+}
+
+static int by_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void test_transform(void) {
+  const int64_t n = 1000, m = 300, d = 20;
+  const int clusters = 10, k = 10;
+  int *ln = malloc(sizeof(int) * n), *lm = malloc(sizeof(int) * m);
+  double *x = labelled_clouds(n, d, clusters, 0.8, 21, 22, ln);
+  double *xn = labelled_clouds(m, d, clusters, 0.8, 21, 23, lm);
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.max_iter = 400;
+  gpuml_options opt = options(test_backend);
+  double *y = malloc(sizeof(double) * n * 2), *yn = malloc(sizeof(double) * m * 2);
+  double *ys = malloc(sizeof(double) * 100 * 2), *yt = malloc(sizeof(double) * 200 * 2);
+  gpuml_status st = gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL);
+  const double own = st ? 0 : knn_label_accuracy(y, n, ln, y, n, ln, 2, k, 1, clusters);
+  CHECK(st == GPUML_OK && own > 0.7 && own < 1, "transform: the fit's own 10-NN accuracy %g (%s)",
+        own, gpuml_last_error());
+  double lo = 0, hi = 0;
+  for (int64_t e = 0; e < n; e++) {
+    lo = fmin(lo, y[e]);
+    hi = fmax(hi, y[e]);
+  }
+  for (int mth = 0; mth < 2 && !st; mth++) {
+    const char *name = mth ? "fft" : "exact";
+    gpuml_tsne_transform_params tp;
+    gpuml_tsne_transform_params_init(&tp);
+    tp.method = mth ? GPUML_TSNE_FFT : GPUML_TSNE_EXACT;
+    gpuml_tsne_result res;
+    gpuml_status a = gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, &res);
+    const double acc = a ? 0 : knn_label_accuracy(y, n, ln, yn, m, lm, 2, k, 0, clusters);
+    CHECK(a == GPUML_OK && acc > own - 0.05 && res.method_used == tp.method && res.neighbours == 15,
+          "transform %s: new points' 10-NN accuracy %g vs the fit's own %g (%s)", name, acc, own,
+          gpuml_last_error());
+    /* training points placed again land where they are (within 2% of the spread) */
+    double *xt = malloc(sizeof(double) * 200 * d);
+    for (int64_t i = 0; i < 200; i++)
+      for (int64_t t = 0; t < d; t++) xt[i + t * 200] = x[i * 4 + t * n];
+    a = gpuml_tsne_transform(x, n, d, y, 2, xt, 200, d, &tp, yt, &opt, NULL);
+    /* (a point the fit left among another cluster's points goes to its neighbours) */
+    double moved[200];
+    for (int64_t i = 0; i < 200; i++)
+      moved[i] = a ? INFINITY : hypot(yt[i] - y[i * 4], yt[i + 200] - y[i * 4 + n]);
+    qsort(moved, 200, sizeof *moved, by_double);
+    CHECK(a == GPUML_OK && moved[100] < 0.01 * (hi - lo) && moved[190] < 0.05 * (hi - lo),
+          "transform %s: training points land near themselves: median %g, 95%% %g, spread %g (%s)",
+          name, moved[100], moved[190], hi - lo, gpuml_last_error());
+    free(xt);
+    if (mth == 0 && !a) {
+      /* exact: a point's place does not depend on the others placed with it */
+      double *xs = malloc(sizeof(double) * 100 * d);
+      for (int64_t i = 0; i < 100; i++)
+        for (int64_t t = 0; t < d; t++) xs[i + t * 100] = xn[i + 50 + t * m];
+      a = gpuml_tsne_transform(x, n, d, y, 2, xs, 100, d, &tp, ys, &opt, NULL);
+      int same = !a;
+      for (int64_t i = 0; same && i < 100; i++)
+        same = ys[i] == yn[i + 50] && ys[i + 100] == yn[i + 50 + m];
+      CHECK(same, "transform exact: 100 points alone land where they land among 300 (%s)",
+            gpuml_last_error());
+      /* max_iter = 0: the starts, the median of the neighbours' places, near the result */
+      tp.max_iter = 0;
+      a = gpuml_tsne_transform(x, n, d, y, 2, xs, 100, d, &tp, ys, &opt, NULL);
+      double shift[100];
+      for (int64_t i = 0; i < 100; i++)
+        shift[i] = a ? INFINITY : hypot(ys[i] - yn[i + 50], ys[i + 100] - yn[i + 50 + m]);
+      free(xs);
+      qsort(shift, 100, sizeof *shift, by_double);
+      CHECK(a == GPUML_OK && shift[50] < 0.05 * (hi - lo) && shift[50] > 0,
+            "transform: the optimisation refines the starts (median move %g of spread %g)",
+            shift[50], hi - lo);
+    }
+  }
+  /* bad input */
+  gpuml_tsne_transform_params tp;
+  gpuml_tsne_transform_params_init(&tp);
+  expect_error("transform without training data",
+               gpuml_tsne_transform(NULL, 0, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:noTrainingData");
+  expect_error("transform with other columns",
+               gpuml_tsne_transform(x, n, d, y, 2, xn, m, d - 1, &tp, yn, &opt, NULL),
+               "tsne:badColumns");
+  CHECK(strstr(gpuml_last_error(), "19 columns but the training data 20") != NULL, "message: %s",
+        gpuml_last_error());
+  tp.perplexity = 334;
+  expect_error("transform perplexity",
+               gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:badPerplexity");
+  tp.perplexity = 5;
+  tp.df = 0;
+  expect_error("transform df", gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:badDf");
+  tp.df = 1;
+  y[3] = NAN;
+  expect_error("transform bad embedding",
+               gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:badEmbedding");
+  xn[5] = INFINITY;
+  expect_error("transform Inf", gpuml_tsne_transform(x, n, d, y - 0, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:badEmbedding");
+  y[3] = 0;
+  expect_error("transform Inf", gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:nonFinite");
+  free(x);
+  free(xn);
+  free(y);
+  free(yn);
+  free(ys);
+  free(yt);
+  free(ln);
+  free(lm);
+}
+
 int main(void) {
   harness_init();
   test_precision = harness_precision;
@@ -1005,6 +1163,7 @@ int main(void) {
     test_heavy_tails_gradient();
     test_heavy_tails_fft();
     test_heavy_tails_fit();
+    test_transform();
   }
   return check_summary("C");
 }

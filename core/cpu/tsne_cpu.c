@@ -16,6 +16,8 @@ typedef struct {
   gpuml_tsne_method method;
   double df;                 /* degrees of freedom of the kernel */
   int heavy;                 /* df != 1: the kernel's own formulas (df = 1 keeps Cauchy's) */
+  int64_t charged;           /* the FFT method's charges: points 0 .. charged - 1 (all but
+                                the new points of a placement) */
   double *attr, *rep, *zrow; /* n x dims, n x dims, n */
   float *yf;                 /* exact method: y in single precision, padded, and a mask */
   float *slots;              /* exact method: the columns' share of each pair of tiles */
@@ -70,6 +72,7 @@ static gpuml_status state_init(cpu_state *s, const gm_csr *P, int64_t n, int dim
   s->P = P;
   s->df = df;
   s->heavy = df != 1.0;
+  s->charged = n;
   s->n = n;
   s->dims = dims;
   s->method = method;
@@ -402,6 +405,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
     memset(acc, 0, sizeof acc);
     for (int64_t at = s->start[b]; at < s->start[b + 1]; at++) {
       const int64_t i = s->order[at];
+      if (i >= s->charged) continue;
       double q[5], sq = 0;
       q[0] = 1;
       for (int d = 0; d < D; d++) {
@@ -746,6 +750,109 @@ gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dim
   p_sums(P, &plogp, &psum);
   if (!st) st = kl_divergence(&s, y, plogp, psum, kl);
   state_free(&s);
+  return st;
+}
+
+/* ---- placing new points into a fixed embedding ------------------------------------ */
+
+/* Exact: each new point against every fixed point, in double. */
+static void place_exact_repulsion(cpu_state *s, const double *y, int64_t n_fixed) {
+  const int64_t n = s->n;
+  const int D = s->dims;
+  const double df = s->df;
+#pragma omp parallel for schedule(static, 16) num_threads(s->threads) if ((n - n_fixed) * n_fixed >= (int64_t)1 << 16)
+  for (int64_t i = n_fixed; i < n; i++) {
+    double z = 0, r[3] = {0, 0, 0}, a[3];
+    for (int d = 0; d < D; d++) a[d] = y[i + d * n];
+    for (int64_t j = 0; j < n_fixed; j++) {
+      double diff[3], r2 = 0;
+      for (int d = 0; d < D; d++) {
+        diff[d] = a[d] - y[j + d * n];
+        r2 += diff[d] * diff[d];
+      }
+      double w, wu;
+      if (s->heavy) {
+        const double u = 1.0 / (1.0 + r2 / df);
+        w = pow(u, df);
+        wu = w * u;
+      } else {
+        w = 1.0 / (1.0 + r2);
+        wu = w * w;
+      }
+      z += w;
+      for (int d = 0; d < D; d++) r[d] += wu * diff[d];
+    }
+    s->zrow[i] = z;
+    for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
+  }
+}
+
+gpuml_status gm_tsne_place_cpu(const gm_csr *P, const gm_tsne_place_run *run, double *y,
+                               const gpuml_options *opt) {
+  const int64_t n = run->n, n_fixed = run->n_fixed, m = n - n_fixed;
+  const int D = run->dims;
+  cpu_state s;
+  gpuml_status st = state_init(&s, P, n, D, run->method, run->df, opt);
+  s.charged = n_fixed;
+  double *uy = gm_alloc((size_t)m * D, sizeof *uy), *gains = gm_alloc((size_t)m * D, sizeof *gains);
+  if (!st && (!uy || !gains)) st = nomem("the placement", (double)m * D * 16);
+  if (st) goto done;
+  for (int64_t e = 0; e < m * D; e++) {
+    uy[e] = 0;
+    gains[e] = 1;
+  }
+  const double max_step2 = run->max_step_norm * run->max_step_norm;
+  for (int it = 0; it < run->max_iter; it++) {
+    if (run->method == GPUML_TSNE_FFT) {
+      if (it % GM_TSNE_GRID_EVERY == 0 &&
+          (st = use_grid(&s, gm_tsne_grid_boxes(spread_of(y, n * D), D))))
+        goto done;
+      if ((st = fft_repulsion(&s, y))) goto done;
+    } else {
+      place_exact_repulsion(&s, y, n_fixed);
+    }
+    attraction(&s, y);
+    int bad = 0;
+#pragma omp parallel for schedule(static) num_threads(s.threads) reduction(|: bad) if (m >= GM_TSNE_PARALLEL_MIN)
+    for (int64_t i = n_fixed; i < n; i++) {
+      const double z = s.zrow[i];
+      if (!(z > 0) || !isfinite(z)) {
+        bad = 1;
+        continue;
+      }
+      double step2 = 0;
+      for (int d = 0; d < D; d++) {
+        const int64_t e = i + d * n, o = i - n_fixed + d * m;
+        const double g = s.attr[e] - s.rep[e] / z;
+        double gain = sign_of(g) != sign_of(uy[o]) ? gains[o] + 0.2 : gains[o] * 0.8;
+        if (gain < 0.01) gain = 0.01;
+        gains[o] = gain;
+        uy[o] = run->momentum * uy[o] - run->learning_rate * gain * g;
+        step2 += uy[o] * uy[o];
+      }
+      if (run->max_step_norm > 0 && step2 > max_step2) {
+        const double scale = run->max_step_norm / sqrt(step2);
+        for (int d = 0; d < D; d++) uy[i - n_fixed + d * m] *= scale;
+      }
+      for (int d = 0; d < D; d++) y[i + d * n] += uy[i - n_fixed + d * m];
+    }
+    if (bad) {
+      st = gm_fail(GPUML_ERR_NUMERIC, "tsne:numeric",
+                   "a new point's normaliser Z_i became 0 or non-finite: the placement diverged; try a smaller learning_rate");
+      goto done;
+    }
+    if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter)
+      gm_progress(opt, "transform", it + 1, run->max_iter);
+    if (gm_interrupted(opt)) {
+      st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE transform interrupted at iteration %d",
+                   it + 1);
+      goto done;
+    }
+  }
+done:
+  state_free(&s);
+  free(uy);
+  free(gains);
   return st;
 }
 

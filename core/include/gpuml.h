@@ -189,7 +189,8 @@ gpuml_status gpuml_backend_info(gpuml_info *info);
 typedef enum {
   GPUML_PARAMS_TSNE = 0, /* gpuml_tsne_params */
   GPUML_PARAMS_GMM = 1,  /* gpuml_gmm_params */
-  GPUML_PARAMS_DPC = 2   /* gpuml_dpc_params */
+  GPUML_PARAMS_DPC = 2,  /* gpuml_dpc_params */
+  GPUML_PARAMS_TSNE_TRANSFORM = 3 /* gpuml_tsne_transform_params */
 } gpuml_params_kind;
 
 /* One or several numbers (a list parameter takes several, a scalar one exactly one). */
@@ -536,6 +537,51 @@ int64_t gpuml_tsne_cost_iteration(int64_t max_iter, int64_t i);
 gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
                            const gpuml_tsne_params *params, double *y, double *itercosts,
                            const gpuml_options *opt, gpuml_tsne_result *result);
+
+/* New points placed into a fitted embedding (predict), after openTSNE's transform: each
+ * new point gets affinities p_{j|i} to its 3 * perplexity nearest training points (a
+ * small perplexity: the neighbourhood of a point, not of a cluster), starts at the
+ * median (or the p-weighted mean) of those neighbours' places, and moves for max_iter
+ * iterations (no exaggeration) to reduce its own KL divergence: attracted by its
+ * neighbours, repelled by every training point (exactly or by FFT interpolation). The
+ * training points stay where they are and the new points do not interact, so a point's
+ * place does not depend on the others given with it. */
+typedef enum {
+  GPUML_TSNE_PLACE_MEDIAN = 0,  /* the coordinate-wise median of the neighbours' places */
+  GPUML_TSNE_PLACE_WEIGHTED = 1 /* their mean weighted by p_{j|i} */
+} gpuml_tsne_place_init;
+
+typedef struct {
+  double perplexity;           /* > 0 and 3 * perplexity <= n (training points) */
+  int64_t max_iter;            /* 0 .. 2^31 - 1 (0: the starting places) */
+  double learning_rate;        /* > 0, or 0 for "auto" (1: the step of a point's gradient) */
+  double momentum;             /* in [0, 1) */
+  double max_step_norm;        /* a point moves at most this far per iteration; 0 = no limit */
+  double df;                   /* the fit's degrees of freedom (> 0) */
+  gpuml_tsne_method method;    /* auto: exact while (new x training points) <= 2.5e7 */
+  gpuml_tsne_place_init init;
+} gpuml_tsne_transform_params;
+
+/* Defaults (openTSNE's transform where it has them): perplexity 5, max_iter 250,
+ * learning rate auto, momentum 0.8, max_step_norm 5, df 1, method auto, init median. */
+void gpuml_tsne_transform_params_init(gpuml_tsne_transform_params *params);
+
+/*
+ * Places the m x d matrix x_new (column-major) into the embedding y (n x dims) of the
+ * training data x (n x d) that gpuml_tsne_fit() gave; y_new (m x dims) receives the
+ * places. The neighbours are found in the space of x as given (the fit's own PCA, when
+ * it made one, is not reapplied: give the fit and the transform the same reduced data).
+ * result may be NULL (method_used, learning_rate_used, neighbours are filled).
+ * Errors: no training data ("tsne:noTrainingData"), x_new with another number of
+ * columns than x ("tsne:badColumns"), y not n x dims with finite values
+ * ("tsne:badEmbedding"), non-finite data ("tsne:nonFinite"), 3 * perplexity > n
+ * ("tsne:badPerplexity"), df <= 0 ("tsne:badDf"), other bad parameters
+ * ("tsne:badParameter").
+ */
+gpuml_status gpuml_tsne_transform(const double *x, int64_t n, int64_t d, const double *y,
+                                  int64_t dims, const double *x_new, int64_t m, int64_t d_new,
+                                  const gpuml_tsne_transform_params *params, double *y_new,
+                                  const gpuml_options *opt, gpuml_tsne_result *result);
 
 /* =====================================================================================
  * Gaussian mixture models: core/gmm.c, kernels/gmm.cu
