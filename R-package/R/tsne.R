@@ -6,12 +6,14 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
                      initial_dims = 50, init = "pca", learning_rate = "auto",
                      exaggeration = 12, stop_lying_iter = 250, method = "auto",
                      seed = NULL, verbose = FALSE, backend = "auto", momentum = 0.5,
-                     final_momentum = 0.8, mom_switch_iter = 250, max_step_norm = 5) {
+                     final_momentum = 0.8, mom_switch_iter = 250, max_step_norm = 5,
+                     df = 1, keep_data = TRUE) {
   X <- as_double_matrix(X, "X")
   params <- given_args(match.call(), environment(),
                        c("dims", "perplexity", "max_iter", "pca", "initial_dims", "init",
                          "learning_rate", "exaggeration", "stop_lying_iter", "method",
-                         "momentum", "final_momentum", "mom_switch_iter", "max_step_norm"))
+                         "momentum", "final_momentum", "mom_switch_iter", "max_step_norm",
+                         "df"))
   init_y <- NULL
   if (!is.null(params$init) && !is.character(params$init)) {
     init_y <- as_double_matrix(params$init, "init")  # the user's start
@@ -34,17 +36,40 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
                  stop_lying_iter = as.integer(used[["stop_lying_iter"]]),
                  mom_switch_iter = as.integer(used[["mom_switch_iter"]]),
                  momentum = used[["momentum"]], final_momentum = used[["final_momentum"]],
+                 df = used[["df"]],
                  method = res$method, seed = seed, backend = res$backend, time = elapsed,
                  time_affinities = res$time_affinities,
-                 time_optimisation = res$time_optimisation),
+                 time_optimisation = res$time_optimisation,
+                 X = if (isTRUE(keep_data)) X),  # for predict()
             class = "gpu_tsne")
+}
+
+# New points placed into the fitted embedding (gpuml_tsne_transform): the fit's points
+# stay where they are. The core holds the defaults the signature shows.
+predict.gpu_tsne <- function(object, newdata, perplexity = 5, max_iter = 250,
+                             learning_rate = "auto", momentum = 0.8, max_step_norm = 5,
+                             method = "auto", init = "median", backend = "auto",
+                             verbose = FALSE, ...) {
+  if (missing(newdata))
+    stop("newdata is required: the fit's own embedding is in $Y", call. = FALSE)
+  newdata <- as_double_matrix(newdata, "newdata")
+  params <- given_args(match.call(), environment(),
+                       c("perplexity", "max_iter", "learning_rate", "momentum",
+                         "max_step_norm", "method", "init"))
+  if (!is.null(object$df)) params$df <- object$df
+  res <- .Call(gpuml_r_tsne_transform, object$X, object$Y, newdata, params,
+               as_backend(backend), as_flag(verbose, "verbose"), gpuml_threads())
+  Y <- res$Y
+  rownames(Y) <- rownames(newdata)
+  Y
 }
 
 print.gpu_tsne <- function(x, ...) {
   cat(sprintf("t-SNE embedding of %d points (%d variables) in %d dimension%s\n", x$N,
               x$origD, x$dims, if (x$dims == 1L) "" else "s"))
-  cat(sprintf("  perplexity %g (%d neighbours), %d iterations, method %s, backend %s\n",
-              x$perplexity, x$neighbours, x$max_iter, x$method, x$backend))
+  cat(sprintf("  perplexity %g (%d neighbours), %d iterations, method %s, backend %s%s\n",
+              x$perplexity, x$neighbours, x$max_iter, x$method, x$backend,
+              if (!is.null(x$df) && x$df != 1) sprintf(", df %g", x$df) else ""))
   cat(sprintf("  KL divergence %.4f; %.2f s (affinities %.2f s, optimisation %.2f s)\n",
               x$itercosts[length(x$itercosts)], x$time, x$time_affinities,
               x$time_optimisation))
@@ -59,7 +84,7 @@ summary.gpu_tsne <- function(object, ...) {
                               stop_lying_iter = object$stop_lying_iter,
                               momentum = object$momentum,
                               final_momentum = object$final_momentum,
-                              mom_switch_iter = object$mom_switch_iter),
+                              mom_switch_iter = object$mom_switch_iter, df = object$df),
                  pca = object$pca, initial_dims = object$initial_dims, init = object$init,
                  method = object$method, backend = object$backend, seed = object$seed,
                  kl = stats::setNames(object$itercosts, object$costs_at),

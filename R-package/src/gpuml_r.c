@@ -308,6 +308,7 @@ static const R_CallMethodDef call_methods[] = {
 
     /* t-SNE (gpuml_r_tsne.c) */
     {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 7},
+    {"gpuml_r_tsne_transform", (DL_FUNC)&gpuml_r_tsne_transform, 7},
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
     {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 6},

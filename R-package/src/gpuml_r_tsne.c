@@ -1,6 +1,7 @@
-/* gpuml_r_tsne.c — the .Call glue of gpu_tsne() (R/tsne.R). Converts types, runs
- * gpuml_tsne_fit() with progress (iteration, KL, elapsed) and interrupt callbacks, and
- * returns the embedding; every check of values is the core's. */
+/* gpuml_r_tsne.c — the .Call glue of gpu_tsne() and predict.gpu_tsne() (R/tsne.R).
+ * Converts types, runs gpuml_tsne_fit() with progress (iteration, KL, elapsed) and
+ * interrupt callbacks and returns the embedding, or gpuml_tsne_transform() and returns
+ * the new points' places; every check of values is the core's. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -91,5 +92,44 @@ SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEX
   SET_VECTOR_ELT(res, 9, gpuml_r_params_values(GPUML_PARAMS_TSNE, &p));
   Rf_setAttrib(res, R_NamesSymbol, rn);
   UNPROTECT(5);
+  return res;
+}
+
+/* x: the training data (n x d double matrix) or NULL when the fit kept none. y: the fit's
+ * n x dims embedding. newdata: m x d' double matrix. params: a named list of the
+ * transform's parameters the user gave (by the core's names). */
+SEXP gpuml_r_tsne_transform(SEXP x, SEXP y, SEXP newdata, SEXP params, SEXP backend,
+                            SEXP verbose, SEXP threads) {
+  gpuml_options opt;
+  gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_tsne_transform_params p;
+  gpuml_tsne_transform_params_init(&p);
+  gpuml_r_set_params(GPUML_PARAMS_TSNE_TRANSFORM, &p, params);
+  const int has_x = !Rf_isNull(x);
+  const int64_t n = has_x ? Rf_nrows(x) : 0, d = has_x ? Rf_ncols(x) : 0;
+  const int64_t m = Rf_nrows(newdata), d_new = Rf_ncols(newdata), dims = Rf_ncols(y);
+  if (Rf_nrows(y) != n && has_x)
+    Rf_error("the fit's embedding has %d rows but its data %lld", Rf_nrows(y), (long long)n);
+  SEXP out = PROTECT(Rf_allocMatrix(REALSXP, (int)m, (int)(dims >= 1 && dims <= 3 ? dims : 1)));
+  gpuml_tsne_result result;
+  gpuml_status st = gpuml_tsne_transform(has_x ? REAL(x) : NULL, n, d, REAL(y), dims,
+                                         REAL(newdata), m, d_new, &p, REAL(out), &opt, &result);
+  if (st != GPUML_OK) {
+    UNPROTECT(1);
+    if (st == GPUML_ERR_INTERRUPTED) R_CheckUserInterrupt();
+    const char *msg = gpuml_last_error();
+    Rf_error("%s", msg && *msg ? msg : gpuml_status_string(st));
+  }
+  const char *names[] = {"Y", "backend", "method", "neighbours", "time"};
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, 5));
+  SEXP rn = PROTECT(Rf_allocVector(STRSXP, 5));
+  for (int i = 0; i < 5; i++) SET_STRING_ELT(rn, i, Rf_mkChar(names[i]));
+  SET_VECTOR_ELT(res, 0, out);
+  SET_VECTOR_ELT(res, 1, Rf_mkString(gpuml_backend_name(result.run.backend)));
+  SET_VECTOR_ELT(res, 2, Rf_mkString(gpuml_tsne_method_name(result.method_used)));
+  SET_VECTOR_ELT(res, 3, Rf_ScalarReal((double)result.neighbours));
+  SET_VECTOR_ELT(res, 4, Rf_ScalarReal(result.seconds_affinities + result.seconds_optimisation));
+  Rf_setAttrib(res, R_NamesSymbol, rn);
+  UNPROTECT(3);
   return res;
 }

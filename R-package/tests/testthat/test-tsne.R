@@ -70,6 +70,83 @@ test_that("init: a user matrix is the start; PCA scaled to sd 1e-4", {
   expect_equal(sd(fit$Y[, 1]), 1e-4, tolerance = 1e-6)
 })
 
+test_that("df: 1 is the usual t-SNE; heavier tails (df < 1) keep the clusters apart", {
+  b <- tsne_blobs(seed = 12)
+  for (method in c("exact", "fft")) {
+    run <- function(...) gpu_tsne(b$x, perplexity = 15, max_iter = 300, method = method,
+                                  seed = 3, backend = backend(), ...)
+    usual <- run()
+    expect_identical(run(df = 1)$Y, usual$Y)
+    heavy <- run(df = 0.5)
+    expect_equal(heavy$df, 0.5)
+    expect_false(identical(heavy$Y, usual$Y))
+    expect_true(all(is.finite(heavy$Y)) && all(heavy$itercosts > 0))
+    expect_gte(knn_label_accuracy(heavy$Y, b$y, k = 5), 0.95)
+    expect_output(print(heavy), "df 0.5")
+  }
+  expect_error(gpu_tsne(b$x, perplexity = 5, df = 0), "df = 0 must be a positive")
+  expect_error(gpu_tsne(b$x, perplexity = 5, df = -2), "df = -2 must be a positive")
+})
+
+# Majority label of each query point's k nearest points of the reference embedding.
+knn_label_transfer <- function(ref, ref_labels, query, k = 10) {
+  idx <- gpu_knn(ref, query, k = k, backend = "cpu")$nn.index
+  votes <- matrix(ref_labels[idx], nrow(idx))
+  apply(votes, 1, function(v) as.integer(names(which.max(table(v)))))
+}
+
+test_that("predict places held-out points among their class; training points stay put", {
+  set.seed(21)
+  centres <- matrix(rnorm(10 * 20, sd = 0.8), 10)
+  cloud <- function(n) {
+    y <- rep(1:10, length.out = n)
+    list(x = centres[y, ] + matrix(rnorm(n * 20), n), y = y)
+  }
+  train <- cloud(1000)
+  test <- cloud(300)
+  fit <- gpu_tsne(train$x, max_iter = 400, seed = 1, backend = backend())
+  own <- knn_label_accuracy(fit$Y, train$y, k = 10)
+  for (method in c("exact", "fft")) {
+    Y <- predict(fit, test$x, method = method, backend = backend())
+    expect_equal(dim(Y), c(300L, 2L))
+    expect_gt(mean(knn_label_transfer(fit$Y, train$y, Y) == test$y), own - 0.05)
+    again <- predict(fit, train$x[1:200, ], method = method, backend = backend())
+    moved <- sqrt(rowSums((again - fit$Y[1:200, ])^2))
+    expect_lt(median(moved), 0.01 * diff(range(fit$Y)))
+  }
+  # a point's place does not depend on the others placed with it (exact method)
+  all <- predict(fit, test$x, method = "exact", backend = backend())
+  expect_identical(predict(fit, test$x[11:40, ], method = "exact", backend = backend()),
+                   all[11:40, ])
+  rownames(test$x) <- paste0("q", 1:300)
+  expect_identical(rownames(predict(fit, test$x[1:5, ], backend = backend())), paste0("q", 1:5))
+  expect_error(predict(fit, test$x[, 1:19]), "19 columns but the training data 20")
+  expect_error(predict(fit), "newdata is required")
+  expect_error(predict(fit, test$x, perplexity = 400), "perplexity = 400 is too large")
+  lean <- gpu_tsne(train$x, max_iter = 50, keep_data = FALSE, backend = backend())
+  expect_null(lean$X)
+  expect_error(predict(lean, test$x), "kept no training data")
+  heavy <- gpu_tsne(train$x, max_iter = 300, df = 0.6, seed = 1, backend = backend())
+  Yh <- predict(heavy, test$x, backend = backend())
+  expect_gt(mean(knn_label_transfer(heavy$Y, train$y, Yh) == test$y),
+            knn_label_accuracy(heavy$Y, train$y, k = 10) - 0.05)
+})
+
+test_that("predict on held-out Fashion-MNIST is as accurate as the fit on its own points", {
+  path <- "/usr/share/datasets/fashion-mnist"
+  skip_if_no_data(file.path(path, "t10k-images-idx3-ubyte.gz"), "Fashion-MNIST")
+  fm <- read_fashion_mnist(path, "test", n = 2500)
+  pc <- prcomp(fm$x[1:2000, ] / 255, rank. = 50)
+  train <- pc$x
+  held_out <- predict(pc, fm$x[2001:2500, ] / 255)
+  fit <- gpu_tsne(train, pca = FALSE, max_iter = 500, seed = 1, backend = backend())
+  own <- knn_label_accuracy(fit$Y, fm$y[1:2000], k = 10)
+  Y <- predict(fit, held_out, backend = backend())
+  lab <- as.integer(as.factor(fm$y))
+  acc <- mean(knn_label_transfer(fit$Y, lab[1:2000], Y) == lab[2001:2500])
+  expect_gt(acc, own - 0.05)
+})
+
 test_that("duplicated points give a finite embedding", {
   b <- tsne_blobs(seed = 5)
   x <- rbind(b$x, b$x[rep(1, 40), ], b$x[1:30, ])
