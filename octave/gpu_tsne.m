@@ -54,6 +54,10 @@
 ## 0.5, then 0.8 from iteration 250.
 ## @item @qcode{"max_step_norm"}
 ## The farthest a point moves in one iteration (default 5; 0: no limit).
+## @item @qcode{"df"}
+## Degrees of freedom of the heavy-tailed output kernel (Kobak et al., 2019),
+## q_ij ~ (1 + |y_i - y_j|^2 / df)^(-df): 1 (default) is the usual t-SNE kernel,
+## smaller values (e.g. 0.5) give heavier tails and finer clusters.  Positive.
 ## @item @qcode{"backend"}
 ## @qcode{"auto"} (default), @qcode{"cpu"} or @qcode{"cuda"}.
 ## @item @qcode{"verbose"}
@@ -97,7 +101,8 @@ function [Y, info] = gpu_tsne (X, varargin)
                      "initial_dims", 50, "init", "pca", "learning_rate", "auto",
                      "exaggeration", 12, "stop_lying_iter", 250, "method", "auto",
                      "seed", [], "verbose", false, "backend", "auto", "momentum", 0.5,
-                     "final_momentum", 0.8, "mom_switch_iter", 250, "max_step_norm", 5);
+                     "final_momentum", 0.8, "mom_switch_iter", 250, "max_step_norm", 5,
+                     "df", 1);
   [opts, given] = gpuml_parse_options ("gpu_tsne", defaults, varargin);
   out_single = isa (X, "single");
   if ((isnumeric (X) || islogical (X)) && ! issparse (X) && ! iscomplex (X))
@@ -235,6 +240,8 @@ endfunction
 %!error id=gpuml:tsne:badInit gpu_tsne (rand (20, 3), "perplexity", 5, "init", zeros (19, 2))
 %!error id=gpuml:tsne:badInit gpu_tsne (rand (20, 3), "perplexity", 5, "init", [zeros(19, 2); NaN 0])
 %!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "max_iter", 0)
+%!error id=gpuml:tsne:badDf gpu_tsne (rand (20, 3), "perplexity", 5, "df", 0)
+%!error id=gpuml:tsne:badDf gpu_tsne (rand (20, 3), "perplexity", 5, "df", -1)
 %!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "momentum", 1)
 %!error id=gpuml:badSeed gpu_tsne (rand (20, 3), "perplexity", 5, "seed", -1)
 %!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "learning_rate", "fast")
