@@ -369,12 +369,67 @@ static void initial_embedding(const gpuml_tsne_params *p, int64_t n, const doubl
   for (int64_t e = n * from_pca; e < n * dims; e++) y[e] = GM_TSNE_INIT_SD * gm_rng_normal(&rng);
 }
 
-gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
-                           const gpuml_tsne_params *params, double *y, double *itercosts,
-                           const gpuml_options *opt, gpuml_tsne_result *result) {
-  gm_clear_error();
-  gpuml_status st = gm_check_matrix(x, n, d, "data", "tsne");
+/* The resolved settings of a fit of n points. */
+static void make_run(const gpuml_tsne_params *params, int64_t n, gm_tsne_run *run) {
+  run->n = n;
+  run->dims = (int)params->dims;
+  run->max_iter = (int)params->max_iter;
+  run->method = params->method;
+  if (run->method == GPUML_TSNE_AUTO)
+    run->method = n <= (params->dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N)
+                      ? GPUML_TSNE_EXACT
+                      : GPUML_TSNE_FFT;
+  run->learning_rate = params->learning_rate > 0 ? params->learning_rate
+                                                 : fmax(200.0, (double)n / 12.0);
+  run->exaggeration = params->exaggeration;
+  run->momentum = params->momentum;
+  run->final_momentum = params->final_momentum;
+  run->max_step_norm = params->max_step_norm;
+  run->stop_lying_iter = (int)params->stop_lying_iter;
+  run->mom_switch_iter = (int)params->mom_switch_iter;
+  run->df = params->df;
+}
+
+/* The steps after the neighbours, shared by every input: P from the k neighbours of each
+ * point (idx, dist: n x k), the start (from the principal components pcs, n x have, when
+ * there are any), the optimiser. */
+static gpuml_status fit_from_neighbours(const int64_t *idx, const double *dist, int64_t n,
+                                       int64_t k, const gpuml_tsne_params *params,
+                                       const double *pcs, int64_t have, double *y,
+                                       double *itercosts, const gpuml_options *used,
+                                       const gm_backend *b, double t_start,
+                                       gpuml_tsne_result *result) {
+  gm_csr P = {0};
+  double *y0 = NULL;
+  gpuml_status st = gm_tsne_affinities(idx, dist, n, k, params->perplexity, &P, NULL, used);
   if (st) return st;
+  result->nnz = P.nnz;
+  gm_tsne_run run;
+  make_run(params, n, &run);
+  y0 = gm_alloc((size_t)n * (size_t)params->dims, sizeof *y0);
+  if (!y0) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
+    goto done;
+  }
+  initial_embedding(params, n, pcs, have, y0, used->seed);
+  const double t_opt = gm_seconds();
+  result->seconds_affinities = t_opt - t_start;
+  st = b->tsne->optimize(&P, &run, y0, itercosts, result, used);
+  result->seconds_optimisation = gm_seconds() - t_opt;
+  gm_run_info_fill(&result->run, used, GM_F64, t_start);
+  if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
+done:
+  free(y0);
+  gm_csr_free(&P);
+  return st;
+}
+
+/* The checks and settings every fit shares; *k_out the neighbours P is built from. */
+static gpuml_status fit_setup(int64_t n, const gpuml_tsne_params *params, const double *y,
+                              const gpuml_options *opt, double work, gpuml_options *used,
+                              const gm_backend **b, gpuml_tsne_result **result,
+                              gpuml_tsne_result *local) {
+  gpuml_status st;
   if ((st = gm_check_options(opt))) return st;
   if (n < 4)
     return gm_fail(GPUML_ERR_ARG, "tsne:tooFewPoints",
@@ -384,47 +439,37 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
   if (n > INT32_MAX)
     return gm_fail(GPUML_ERR_ARG, "tsne:tooLarge", "%lld points is more than supported",
                    (long long)n);
+  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", used, b))) return st;
+  if (!*result) *result = local;
+  memset(*result, 0, sizeof **result);
+  gm_tsne_run run;
+  make_run(params, n, &run);
+  (*result)->method_used = run.method;
+  (*result)->learning_rate_used = run.learning_rate;
+  return GPUML_OK;
+}
 
+gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
+                           const gpuml_tsne_params *params, double *y, double *itercosts,
+                           const gpuml_options *opt, gpuml_tsne_result *result) {
+  gm_clear_error();
+  gpuml_status st = gm_check_matrix(x, n, d, "data", "tsne");
+  if (st) return st;
   const double t_start = gm_seconds();
+  gpuml_options used;
+  const gm_backend *b;
+  gpuml_tsne_result local;
+  const double work = params ? (double)n * (double)n * ((double)d + params->max_iter) : 0;
+  if ((st = fit_setup(n, params, y, opt, work, &used, &b, &result, &local))) return st;
   const int64_t reduce_to = params->pca && d > params->initial_dims ? params->initial_dims : 0;
   const int64_t d_used = reduce_to ? reduce_to : d;
   int64_t k = (int64_t)floor(3 * params->perplexity);
   if (k < 1) k = 1;
   if (k > n - 1) k = n - 1;
-  const double work = (double)n * (double)n * ((double)d_used + params->max_iter);
-  gpuml_options used;
-  const gm_backend *b;
-  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", &used, &b))) return st;
-
-  gm_tsne_run run;
-  run.n = n;
-  run.dims = (int)params->dims;
-  run.max_iter = (int)params->max_iter;
-  run.method = params->method;
-  if (run.method == GPUML_TSNE_AUTO)
-    run.method = n <= (params->dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N)
-                     ? GPUML_TSNE_EXACT
-                     : GPUML_TSNE_FFT;
-  run.learning_rate = params->learning_rate > 0 ? params->learning_rate
-                                                : fmax(200.0, (double)n / 12.0);
-  run.exaggeration = params->exaggeration;
-  run.momentum = params->momentum;
-  run.final_momentum = params->final_momentum;
-  run.max_step_norm = params->max_step_norm;
-  run.stop_lying_iter = (int)params->stop_lying_iter;
-  run.df = params->df;
-  run.mom_switch_iter = (int)params->mom_switch_iter;
-
-  gpuml_tsne_result local;
-  if (!result) result = &local;
-  memset(result, 0, sizeof *result);
-  result->method_used = run.method;
-  result->learning_rate_used = run.learning_rate;
   result->neighbours = k;
 
-  double *reduced = NULL, *init_pcs = NULL, *dist = NULL, *y0 = NULL;
+  double *reduced = NULL, *init_pcs = NULL, *dist = NULL;
   int64_t *idx = NULL;
-  gm_csr P = {0};
   const double *data = x;
   int64_t init_have = 0;
   const int want_pca_init = params->init == GPUML_TSNE_INIT_PCA;
@@ -461,38 +506,162 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
     goto done;
   }
   if ((st = gpuml_knn_search(data, n, d_used, NULL, 0, k, idx, dist, &used, NULL))) goto done;
-  if ((st = gm_tsne_affinities(idx, dist, n, k, params->perplexity, &P, NULL, &used))) goto done;
-  free(idx);
-  free(dist);
-  idx = NULL;
-  dist = NULL;
-  result->nnz = P.nnz;
-
-  y0 = gm_alloc((size_t)n * (size_t)params->dims, sizeof *y0);
-  if (!y0) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
-    goto done;
-  }
-  initial_embedding(params, n, reduce_to ? reduced : init_pcs, init_have, y0, used.seed);
-  free(reduced);
-  free(init_pcs);
-  reduced = init_pcs = NULL;
-  const double t_opt = gm_seconds();
-  result->seconds_affinities = t_opt - t_start;
-  st = b->tsne->optimize(&P, &run, y0, itercosts, result, &used);
-  result->seconds_optimisation = gm_seconds() - t_opt;
-  gm_run_info_fill(&result->run, &used, GM_F64, t_start);
-  if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
+  st = fit_from_neighbours(idx, dist, n, k, params, reduce_to ? reduced : init_pcs, init_have, y,
+                           itercosts, &used, b, t_start, result);
 done:
   free(reduced);
   free(init_pcs);
   free(idx);
   free(dist);
-  free(y0);
-  gm_csr_free(&P);
   return st;
 }
 
+/* The neighbour lists of a fit without coordinates: checked, then sorted by distance
+ * (ties by index) into idx/dist, as gpuml_knn_search() gives them. */
+static gpuml_status check_neighbours(const int64_t *nn_index, const double *nn_dist, int64_t n,
+                                     int64_t k, const gpuml_tsne_params *params) {
+  if (!nn_index || !nn_dist)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours", "nn_index and nn_dist must both be given");
+  if (k < 1 || k > n - 1)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                   "%lld neighbours per point: there must be 1 .. n - 1 = %lld", (long long)k,
+                   (long long)(n - 1));
+  if (params && params->perplexity > 0 && (int64_t)floor(3 * params->perplexity) > k)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "perplexity = %g needs 3 * perplexity = %lld neighbours per point but %lld are given (use perplexity <= %g)",
+                   params->perplexity, (long long)floor(3 * params->perplexity), (long long)k,
+                   floor((double)k / 3));
+  for (int64_t e = 0; e < n * k; e++) {
+    const int64_t i = e % n, j = nn_index[e];
+    if (j < 0 || j >= n)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                     "neighbour %lld of point %lld is %lld: indices must lie in 0 .. n - 1 (1 .. n in R and Octave)",
+                     (long long)(e / n + 1), (long long)(i + 1), (long long)j);
+    if (j == i)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                     "point %lld is listed as its own neighbour: leave each point out of its list",
+                     (long long)(i + 1));
+    if (!isfinite(nn_dist[e]) || nn_dist[e] < 0)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                     "the distance to neighbour %lld of point %lld is %g: distances must be finite and non-negative",
+                     (long long)(e / n + 1), (long long)(i + 1), nn_dist[e]);
+  }
+  return GPUML_OK;
+}
+
+static int by_distance_then_index(const void *a, const void *b) {
+  const gm_entry *x = a, *y = b;
+  if (x->val != y->val) return x->val < y->val ? -1 : 1;
+  return (x->col > y->col) - (x->col < y->col);
+}
+
+gpuml_status gpuml_tsne_fit_neighbours(const int64_t *nn_index, const double *nn_dist, int64_t n,
+                                       int64_t k, const gpuml_tsne_params *params, double *y,
+                                       double *itercosts, const gpuml_options *opt,
+                                       gpuml_tsne_result *result) {
+  gm_clear_error();
+  const double t_start = gm_seconds();
+  gpuml_options used;
+  const gm_backend *b;
+  gpuml_tsne_result local;
+  gpuml_status st;
+  if (n < 4)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooFewPoints",
+                   "t-SNE needs at least 4 points; the data has %lld", (long long)n);
+  if ((st = check_neighbours(nn_index, nn_dist, n, k, params))) return st;
+  const double work = params ? (double)n * (double)n * params->max_iter : 0;
+  if ((st = fit_setup(n, params, y, opt, work, &used, &b, &result, &local))) return st;
+  result->neighbours = k;
+  int64_t *idx = gm_alloc((size_t)n * (size_t)k, sizeof *idx);
+  double *dist = gm_alloc((size_t)n * (size_t)k, sizeof *dist);
+  gm_entry *row = gm_alloc((size_t)k, sizeof *row);
+  if (!idx || !dist || !row) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the neighbours",
+                 (double)n * k * 16 / 1e6);
+    goto done;
+  }
+  for (int64_t i = 0; i < n && !st; i++) {
+    for (int64_t t = 0; t < k; t++) {
+      row[t].col = nn_index[i + t * n];
+      row[t].val = nn_dist[i + t * n];
+    }
+    qsort(row, (size_t)k, sizeof *row, by_distance_then_index);
+    for (int64_t t = 0; t < k; t++) {
+      idx[i + t * n] = row[t].col;
+      dist[i + t * n] = row[t].val;
+    }
+    for (int64_t t = 1; t < k; t++)
+      for (int64_t u = 0; u < t; u++)
+        if (idx[i + t * n] == idx[i + u * n]) {
+          st = gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                       "point %lld lists neighbour %lld twice", (long long)(i + 1),
+                       (long long)(idx[i + t * n] + 1));
+          break;
+        }
+  }
+  if (!st)
+    st = fit_from_neighbours(idx, dist, n, k, params, NULL, 0, y, itercosts, &used, b, t_start,
+                             result);
+done:
+  free(idx);
+  free(dist);
+  free(row);
+  return st;
+}
+
+gpuml_status gpuml_tsne_fit_distance(const double *dist, int64_t n, int64_t n_cols,
+                                     const gpuml_tsne_params *params, double *y,
+                                     double *itercosts, const gpuml_options *opt,
+                                     gpuml_tsne_result *result) {
+  gm_clear_error();
+  if (n != n_cols)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDistance",
+                   "the distance matrix is %lld x %lld: it must be square (one row and one column per point)",
+                   (long long)n, (long long)n_cols);
+  if (!dist) return gm_fail(GPUML_ERR_ARG, "tsne:badDistance", "the distance matrix must not be NULL");
+  for (int64_t e = 0; e < n * n; e++)
+    if (!isfinite(dist[e]) || dist[e] < 0)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badDistance",
+                     "the distance at row %lld, column %lld is %g: distances must be finite and non-negative",
+                     (long long)(e % n + 1), (long long)(e / n + 1), dist[e]);
+  if (n < 4)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooFewPoints",
+                   "t-SNE needs at least 4 points; the data has %lld", (long long)n);
+  if (!params) return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "params must not be NULL");
+  gpuml_status st = check_params(params, n);
+  if (st) return st;
+  /* each row's k = 3 * perplexity smallest off-diagonal entries, ties by index */
+  int64_t k = (int64_t)floor(3 * params->perplexity);
+  if (k < 1) k = 1;
+  if (k > n - 1) k = n - 1;
+  int64_t *idx = gm_alloc((size_t)n * (size_t)k, sizeof *idx);
+  double *nd = gm_alloc((size_t)n * (size_t)k, sizeof *nd);
+  gm_entry *row = gm_alloc((size_t)n, sizeof *row);
+  if (!idx || !nd || !row) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the neighbours",
+                 ((double)n * k * 16 + (double)n * 16) / 1e6);
+    goto done;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    int64_t c = 0;
+    for (int64_t j = 0; j < n; j++)
+      if (j != i) {
+        row[c].col = j;
+        row[c++].val = dist[i + j * n];
+      }
+    qsort(row, (size_t)c, sizeof *row, by_distance_then_index);
+    for (int64_t t = 0; t < k; t++) {
+      idx[i + t * n] = row[t].col;
+      nd[i + t * n] = row[t].val;
+    }
+  }
+  st = gpuml_tsne_fit_neighbours(idx, nd, n, k, params, y, itercosts, opt, result);
+done:
+  free(idx);
+  free(nd);
+  free(row);
+  return st;
+}
 
 /* ---- placing new points (gpuml_tsne_transform) ------------------------------------- */
 

@@ -1140,6 +1140,84 @@ static void test_transform(void) {
   free(lm);
 }
 
+/* ---- other inputs: neighbour lists, distance matrices ----------------------------- */
+
+static void test_other_inputs(void) {
+  const int64_t n = 300, d = 10, k = 30;
+  double *x = blobs(n, d, 3, 31, NULL);
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.perplexity = 10;
+  p.max_iter = 150;
+  p.init = GPUML_TSNE_INIT_RANDOM;
+  gpuml_options opt = options(test_backend);
+  opt.seed = 5;
+  const size_t bytes = sizeof(double) * n * 2;
+  double *y = malloc(bytes), *yn = malloc(bytes), *yd = malloc(bytes), c[3], cn[3], cd[3];
+  int64_t *idx = malloc(sizeof(int64_t) * n * k);
+  double *dist = malloc(sizeof(double) * n * k), *D = malloc(sizeof(double) * n * n);
+  gpuml_options co = options(GPUML_BACKEND_CPU);
+  gpuml_status st = gpuml_tsne_fit(x, n, d, &p, y, c, &opt, NULL);
+  if (!st) st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, &co, NULL);
+  /* the lists in another order within each row: sorted again by distance */
+  for (int64_t i = 0; !st && i < n; i += 3) {
+    int64_t ti = idx[i];
+    double td = dist[i];
+    idx[i] = idx[i + (k - 1) * n];
+    dist[i] = dist[i + (k - 1) * n];
+    idx[i + (k - 1) * n] = ti;
+    dist[i + (k - 1) * n] = td;
+  }
+  gpuml_tsne_result res;
+  gpuml_status a = st ? st : gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, cn, &opt, &res);
+  CHECK(!st && !a && memcmp(y, yn, bytes) == 0 && memcmp(c, cn, sizeof c) == 0 && res.neighbours == k,
+        "precomputed neighbours give the data path's embedding bit for bit (%s)", gpuml_last_error());
+  /* distances: the same neighbours, distances equal to rounding */
+  if (!st) st = gpuml_dist_compute(x, n, d, NULL, 0, 0, D, &co, NULL);
+  a = st ? st : gpuml_tsne_fit_distance(D, n, n, &p, yd, cd, &opt, NULL);
+  double worst = 0, spread = 0;
+  for (int64_t e = 0; !a && e < n * 2; e++) {
+    worst = fmax(worst, fabs(yd[e] - y[e]));
+    spread = fmax(spread, fabs(y[e]));
+  }
+  CHECK(!st && !a && worst < 1e-6 * spread && fabs(cd[2] - c[2]) < 1e-8 * c[2],
+        "a distance matrix gives the data path's embedding: worst %g of %g, KL %.12g vs %.12g (%s)",
+        worst, spread, cd[2], c[2], gpuml_last_error());
+  /* bad input */
+  expect_error("distance not square", gpuml_tsne_fit_distance(D, n, n - 1, &p, yd, NULL, &opt, NULL),
+               "tsne:badDistance");
+  D[7 + 3 * n] = -1;
+  expect_error("negative distance", gpuml_tsne_fit_distance(D, n, n, &p, yd, NULL, &opt, NULL),
+               "tsne:badDistance");
+  CHECK(strstr(gpuml_last_error(), "row 8, column 4") != NULL, "message: %s", gpuml_last_error());
+  D[7 + 3 * n] = NAN;
+  expect_error("NaN distance", gpuml_tsne_fit_distance(D, n, n, &p, yd, NULL, &opt, NULL),
+               "tsne:badDistance");
+  expect_error("too few neighbours", gpuml_tsne_fit_neighbours(idx, dist, n, 20, &p, yn, NULL, &opt, NULL),
+               "tsne:badPerplexity");
+  const int64_t keep = idx[4];
+  idx[4] = 4;
+  expect_error("self as neighbour", gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, NULL, &opt, NULL),
+               "tsne:badNeighbours");
+  idx[4] = n;
+  expect_error("index out of range", gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, NULL, &opt, NULL),
+               "tsne:badNeighbours");
+  idx[4] = idx[4 + n];
+  expect_error("neighbour twice", gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, NULL, &opt, NULL),
+               "tsne:badNeighbours");
+  idx[4] = keep;
+  dist[9] = -0.5;
+  expect_error("negative neighbour distance",
+               gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, NULL, &opt, NULL), "tsne:badNeighbours");
+  free(x);
+  free(y);
+  free(yn);
+  free(yd);
+  free(idx);
+  free(dist);
+  free(D);
+}
+
 int main(void) {
   harness_init();
   test_precision = harness_precision;
@@ -1164,6 +1242,7 @@ int main(void) {
     test_heavy_tails_fft();
     test_heavy_tails_fit();
     test_transform();
+    test_other_inputs();
   }
   return check_summary("C");
 }

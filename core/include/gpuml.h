@@ -538,6 +538,30 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
                            const gpuml_tsne_params *params, double *y, double *itercosts,
                            const gpuml_options *opt, gpuml_tsne_result *result);
 
+/* t-SNE from each point's neighbours instead of its coordinates (Rtsne_neighbors):
+ * nn_index (0-based, the point itself left out) and nn_dist, both n x k column-major as
+ * gpuml_knn_search() gives them (in any order within a row: they are sorted by
+ * distance, ties by index). P is bisected over all k given neighbours, so k =
+ * floor(3 * perplexity) gives the P of gpuml_tsne_fit() on the same neighbours; fewer
+ * than that is an error. Without coordinates init = PCA starts at random (from the
+ * seed), as Rtsne does. Errors: indices outside 0 .. n - 1, a point listed as its own
+ * neighbour or a neighbour listed twice, negative or non-finite distances
+ * ("tsne:badNeighbours"), k < 3 * perplexity ("tsne:badPerplexity"), and those of
+ * gpuml_tsne_fit(). */
+gpuml_status gpuml_tsne_fit_neighbours(const int64_t *nn_index, const double *nn_dist, int64_t n,
+                                       int64_t k, const gpuml_tsne_params *params, double *y,
+                                       double *itercosts, const gpuml_options *opt,
+                                       gpuml_tsne_result *result);
+
+/* t-SNE from an n x n_cols matrix of distances (Rtsne's is_distance): each point's
+ * floor(3 * perplexity) nearest others (off the diagonal, ties by index), then as
+ * gpuml_tsne_fit_neighbours(). Errors: not square, a negative or non-finite entry
+ * ("tsne:badDistance"), and those of gpuml_tsne_fit(). */
+gpuml_status gpuml_tsne_fit_distance(const double *dist, int64_t n, int64_t n_cols,
+                                     const gpuml_tsne_params *params, double *y,
+                                     double *itercosts, const gpuml_options *opt,
+                                     gpuml_tsne_result *result);
+
 /* New points placed into a fitted embedding (predict), after openTSNE's transform: each
  * new point gets affinities p_{j|i} to its 3 * perplexity nearest training points (a
  * small perplexity: the neighbourhood of a point, not of a cluster), starts at the
