@@ -7,8 +7,22 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
                      exaggeration = 12, stop_lying_iter = 250, method = "auto",
                      seed = NULL, verbose = FALSE, backend = "auto", momentum = 0.5,
                      final_momentum = 0.8, mom_switch_iter = 250, max_step_norm = 5,
-                     df = 1, keep_data = TRUE) {
-  X <- as_double_matrix(X, "X")
+                     df = 1, keep_data = TRUE, is_distance = FALSE, nn_index = NULL,
+                     nn_dist = NULL) {
+  # the input: data (rows), a distance matrix or dist object, or neighbour lists
+  input <- if (!is.null(nn_index) || !is.null(nn_dist)) "neighbours"
+           else if (isTRUE(is_distance)) "distance" else "data"
+  nn <- NULL
+  if (input == "neighbours") {
+    if (is.null(nn_index) || is.null(nn_dist))
+      stop("nn_index and nn_dist must be given together (as gpu_knn() returns them)",
+           call. = FALSE)
+    X <- as_double_matrix(nn_index, "nn_index")  # 1-based indices, converted by the glue
+    nn <- as_double_matrix(nn_dist, "nn_dist")
+  } else {
+    if (input == "distance" && inherits(X, "dist")) X <- as.matrix(X)
+    X <- as_double_matrix(X, "X")
+  }
   params <- given_args(match.call(), environment(),
                        c("dims", "perplexity", "max_iter", "pca", "initial_dims", "init",
                          "learning_rate", "exaggeration", "stop_lying_iter", "method",
@@ -22,12 +36,13 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
   seed <- as_seed(seed)
   started <- proc.time()[["elapsed"]]
   res <- .Call(gpuml_r_tsne, X, params, init_y, seed, as_backend(backend),
-               as_flag(verbose, "verbose"), gpuml_threads())
+               as_flag(verbose, "verbose"), gpuml_threads(), input, nn)
   elapsed <- proc.time()[["elapsed"]] - started
-  if (!is.null(rownames(X))) rownames(res$Y) <- rownames(X)
+  if (input != "neighbours" && !is.null(rownames(X))) rownames(res$Y) <- rownames(X)
   used <- res$settings  # what the core ran with, its defaults included
   structure(list(Y = res$Y, itercosts = res$itercosts, costs_at = as.integer(res$costs_at),
-                 N = nrow(X), origD = ncol(X), dims = as.integer(used[["dims"]]),
+                 N = nrow(X), origD = if (input == "data") ncol(X) else NA_integer_,
+                 input = input, dims = as.integer(used[["dims"]]),
                  perplexity = used[["perplexity"]], neighbours = as.integer(res$neighbours),
                  max_iter = as.integer(used[["max_iter"]]), pca = as.logical(used[["pca"]]),
                  initial_dims = as.integer(used[["initial_dims"]]),
@@ -40,7 +55,7 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
                  method = res$method, seed = seed, backend = res$backend, time = elapsed,
                  time_affinities = res$time_affinities,
                  time_optimisation = res$time_optimisation,
-                 X = if (isTRUE(keep_data)) X),  # for predict()
+                 X = if (isTRUE(keep_data) && input == "data") X),  # for predict()
             class = "gpu_tsne")
 }
 
@@ -65,8 +80,10 @@ predict.gpu_tsne <- function(object, newdata, perplexity = 5, max_iter = 250,
 }
 
 print.gpu_tsne <- function(x, ...) {
-  cat(sprintf("t-SNE embedding of %d points (%d variables) in %d dimension%s\n", x$N,
-              x$origD, x$dims, if (x$dims == 1L) "" else "s"))
+  from <- if (is.null(x$input) || x$input == "data") sprintf("%d variables", x$origD)
+          else if (x$input == "distance") "from distances" else "from neighbour lists"
+  cat(sprintf("t-SNE embedding of %d points (%s) in %d dimension%s\n", x$N, from, x$dims,
+              if (x$dims == 1L) "" else "s"))
   cat(sprintf("  perplexity %g (%d neighbours), %d iterations, method %s, backend %s%s\n",
               x$perplexity, x$neighbours, x$max_iter, x$method, x$backend,
               if (!is.null(x$df) && x$df != 1) sprintf(", df %g", x$df) else ""))

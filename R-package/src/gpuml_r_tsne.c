@@ -34,12 +34,14 @@ static void tsne_report(void *ctx, const char *stage, int64_t done, int64_t tota
     REprintf("%s done (%.1f s)\n", stage, elapsed);
 }
 
-/* x: n x d double matrix. params: a named list of the parameters the user gave (by the
- * core's names: dims, perplexity, ..., init as "pca"/"random", learning_rate a number or
- * "auto", method). init_y: NULL or an n x dims double matrix (the user's start). seed: a
- * double holding a whole number. backend: a string. */
+/* x: by input ("data", "distance" or "neighbours"): the n x d data, the n x n distances,
+ * or nn_index (n x k, 1-based, as doubles) with nn_dist (n x k). params: a named
+ * list of the parameters the user gave (by the core's names: dims, perplexity, ..., init
+ * as "pca"/"random", learning_rate a number or "auto", method). init_y: NULL or an
+ * n x dims double matrix (the user's start). seed: a double holding a whole number.
+ * backend: a string. */
 SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEXP verbose,
-                  SEXP threads) {
+                  SEXP threads, SEXP input, SEXP nn_dist) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
@@ -64,7 +66,26 @@ SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEX
       gpuml_tsne_cost_count(p.max_iter > 0 && p.max_iter <= INT32_MAX ? p.max_iter : 1);
   SEXP y = PROTECT(Rf_allocMatrix(REALSXP, (int)n, dims));
   SEXP costs = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)ncost));
-  gpuml_status st = gpuml_tsne_fit(REAL(x), n, d, &p, REAL(y), REAL(costs), &opt, &result);
+  const char *kind = CHAR(STRING_ELT(input, 0));
+  gpuml_status st;
+  if (strcmp(kind, "distance") == 0) {
+    st = gpuml_tsne_fit_distance(REAL(x), n, d, &p, REAL(y), REAL(costs), &opt, &result);
+  } else if (strcmp(kind, "neighbours") == 0) {
+    if (Rf_nrows(nn_dist) != n || Rf_ncols(nn_dist) != d) {
+      UNPROTECT(2);
+      Rf_error("nn_index is %lld x %lld but nn_dist %d x %d: they must have the same shape "
+               "(one row per point, one column per neighbour)",
+               (long long)n, (long long)d, Rf_nrows(nn_dist), Rf_ncols(nn_dist));
+    }
+    int64_t *index = (int64_t *)R_alloc((size_t)(n * d > 0 ? n * d : 1), sizeof *index);
+    for (int64_t e = 0; e < n * d; e++) {  /* 1-based (R) to 0-based; NA stays out of range */
+      const double v = REAL(x)[e];
+      index[e] = ISNAN(v) || v != floor(v) || fabs(v) > 1e15 ? -1 : (int64_t)v - 1;
+    }
+    st = gpuml_tsne_fit_neighbours(index, REAL(nn_dist), n, d, &p, REAL(y), REAL(costs), &opt, &result);
+  } else {
+    st = gpuml_tsne_fit(REAL(x), n, d, &p, REAL(y), REAL(costs), &opt, &result);
+  }
   if (st != GPUML_OK) {
     UNPROTECT(2);
     if (st == GPUML_ERR_INTERRUPTED) R_CheckUserInterrupt();

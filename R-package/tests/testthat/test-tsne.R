@@ -147,6 +147,40 @@ test_that("predict on held-out Fashion-MNIST is as accurate as the fit on its ow
   expect_gt(acc, own - 0.05)
 })
 
+test_that("a distance matrix or neighbour lists give the data's embedding", {
+  b <- tsne_blobs(seed = 14)
+  run <- function(...) gpu_tsne(perplexity = 10, max_iter = 150, init = "random", seed = 3,
+                                backend = backend(), ...)
+  from_data <- run(X = b$x)
+  from_dist <- run(X = dist(b$x), is_distance = TRUE)
+  expect_equal(unname(from_dist$Y), from_data$Y, tolerance = 1e-6)
+  expect_equal(run(X = as.matrix(dist(b$x)), is_distance = TRUE)$Y, from_dist$Y)
+  expect_equal(from_dist$input, "distance")
+  expect_output(print(from_dist), "from distances")
+  nn <- gpu_knn(b$x, k = 30, backend = "cpu")
+  from_nn <- run(nn_index = nn$nn.index, nn_dist = nn$nn.dist)
+  expect_identical(from_nn$Y, from_data$Y)
+  expect_equal(from_nn$neighbours, 30L)
+  expect_error(predict(from_nn, b$x), "kept no training data")
+  # PCA has nothing to work from: the start is random, as in Rtsne
+  expect_true(all(is.finite(gpu_tsne(dist(b$x), is_distance = TRUE, perplexity = 10,
+                                     max_iter = 50, backend = backend())$Y)))
+  d <- as.matrix(dist(b$x))
+  expect_error(gpu_tsne(d[, -1], is_distance = TRUE, perplexity = 10), "must be square")
+  d[3, 5] <- -1
+  expect_error(gpu_tsne(d, is_distance = TRUE, perplexity = 10),
+               "row 3, column 5 is -1: distances must be finite and non-negative")
+  expect_error(gpu_tsne(nn_index = nn$nn.index, nn_dist = nn$nn.dist[, -1], perplexity = 10),
+               "nn_index is 180 x 30 but nn_dist 180 x 29")
+  expect_error(gpu_tsne(nn_index = nn$nn.index, perplexity = 10), "must be given together")
+  expect_error(gpu_tsne(nn_index = nn$nn.index[, 1:20], nn_dist = nn$nn.dist[, 1:20],
+                        perplexity = 10), "needs 3 \\* perplexity = 30 neighbours")
+  bad <- nn$nn.index
+  bad[2, 1] <- 2L
+  expect_error(gpu_tsne(nn_index = bad, nn_dist = nn$nn.dist, perplexity = 10),
+               "point 2 is listed as its own neighbour")
+})
+
 test_that("duplicated points give a finite embedding", {
   b <- tsne_blobs(seed = 5)
   x <- rbind(b$x, b$x[rep(1, 40), ], b$x[1:30, ])
