@@ -54,6 +54,13 @@
 ## 0.5, then 0.8 from iteration 250.
 ## @item @qcode{"max_step_norm"}
 ## The farthest a point moves in one iteration (default 5; 0: no limit).
+## @item @qcode{"is_distance"}
+## @code{true}: @var{X} is a square matrix of distances; each point's
+## 3 * perplexity nearest others give the affinities ("pca" init starts at random).
+## @item @qcode{"nn_index"}, @qcode{"nn_dist"}
+## Instead of @var{X} (give @code{[]}), each point's neighbours (1-based, the point
+## left out) and their distances, @var{n}-by-@var{k} as @code{gpu_knn} returns
+## them; @var{k} must be at least 3 * perplexity.
 ## @item @qcode{"df"}
 ## Degrees of freedom of the heavy-tailed output kernel (Kobak et al., 2019),
 ## q_ij ~ (1 + |y_i - y_j|^2 / df)^(-df): 1 (default) is the usual t-SNE kernel,
@@ -102,7 +109,7 @@ function [Y, info] = gpu_tsne (X, varargin)
                      "exaggeration", 12, "stop_lying_iter", 250, "method", "auto",
                      "seed", [], "verbose", false, "backend", "auto", "momentum", 0.5,
                      "final_momentum", 0.8, "mom_switch_iter", 250, "max_step_norm", 5,
-                     "df", 1);
+                     "df", 1, "is_distance", false, "nn_index", [], "nn_dist", []);
   [opts, given] = gpuml_parse_options ("gpu_tsne", defaults, varargin);
   out_single = isa (X, "single");
   if ((isnumeric (X) || islogical (X)) && ! issparse (X) && ! iscomplex (X))
@@ -114,7 +121,7 @@ function [Y, info] = gpu_tsne (X, varargin)
   init_y = [];
   for i = 1:2:numel (given)
     switch (given{i})
-      case {"seed", "verbose", "backend"}
+      case {"seed", "verbose", "backend", "is_distance", "nn_index", "nn_dist"}
       case "init"
         if (ischar (given{i+1}))
           params(end+1:end+2) = given(i:i+1);
@@ -127,10 +134,24 @@ function [Y, info] = gpu_tsne (X, varargin)
         params(end+1:end+2) = given(i:i+1);
     endswitch
   endfor
+  ## the input: data, a distance matrix, or neighbour lists (then X is [])
+  input = "data";
+  nn_dist = [];
+  if (! isempty (opts.nn_index) || ! isempty (opts.nn_dist))
+    if (isempty (opts.nn_index) || isempty (opts.nn_dist))
+      error ("gpuml:tsne:badNeighbours",
+             "gpu_tsne: nn_index and nn_dist must be given together (as gpu_knn returns them)");
+    endif
+    input = "neighbours";
+    X = double (opts.nn_index);
+    nn_dist = double (opts.nn_dist);
+  elseif (opts.is_distance)
+    input = "distance";
+  endif
   seed = gpuml_seed (opts.seed);
   try
     [Y, costs, backend, method, eta, k, seconds, costs_at] = ...
-      gpuml_tsne_mex (X, params, init_y, seed, opts.backend, opts.verbose);
+      gpuml_tsne_mex (X, params, init_y, seed, opts.backend, opts.verbose, input, nn_dist);
   catch err
     gpuml_rethrow (err, "gpu_tsne", "gpuml_tsne_mex");
   end_try_catch
@@ -241,6 +262,18 @@ endfunction
 %!error id=gpuml:tsne:badInit gpu_tsne (rand (20, 3), "perplexity", 5, "init", [zeros(19, 2); NaN 0])
 %!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "max_iter", 0)
 %!error id=gpuml:tsne:badDf gpu_tsne (rand (20, 3), "perplexity", 5, "df", 0)
+%!error id=gpuml:tsne:badDistance gpu_tsne (rand (20, 19), "perplexity", 5, "is_distance", true)
+%!error id=gpuml:tsne:badNeighbours gpu_tsne ([], "nn_index", ones (20, 15), "perplexity", 5)
+
+## distances and neighbour lists give the data's embedding
+%!test
+%! X = blobs (30, 5);
+%! args = {"perplexity", 10, "max_iter", 100, "init", "random", "seed", 3, "backend", B};
+%! Y = gpu_tsne (X, args{:});
+%! D = gpu_dist (X, "backend", "cpu");
+%! assert (gpu_tsne (D, "is_distance", true, args{:}), Y, 1e-6 * max (abs (Y(:))));
+%! [idx, dist] = gpu_knn (X, [], 30, "backend", "cpu");
+%! assert (isequal (gpu_tsne ([], "nn_index", idx, "nn_dist", dist, args{:}), Y));
 %!error id=gpuml:tsne:badDf gpu_tsne (rand (20, 3), "perplexity", 5, "df", -1)
 %!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "momentum", 1)
 %!error id=gpuml:badSeed gpu_tsne (rand (20, 3), "perplexity", 5, "seed", -1)
