@@ -59,6 +59,9 @@ const gm_param_spec gm_tsne_param_specs[] = {
     {GM_PARAM(gpuml_tsne_params, max_step_norm, GM_PARAM_REAL)},
     {GM_PARAM(gpuml_tsne_params, method, GM_PARAM_CHOICE), .choices = tsne_methods},
     {GM_PARAM(gpuml_tsne_params, df, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_params, perplexities, GM_PARAM_REAL_LIST),
+     .count_offset = offsetof(gpuml_tsne_params, n_perplexities),
+     .capacity = GPUML_TSNE_MAX_PERPLEXITIES},
     {.name = NULL}};
 
 const char *gpuml_tsne_method_name(gpuml_tsne_method method) {
@@ -215,6 +218,13 @@ done:
 gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
                                 double perplexity, gm_csr *P, double *entropy,
                                 const gpuml_options *opt) {
+  return gm_tsne_affinities_multiscale(idx, dist, n, k, &perplexity, 1, P, entropy, opt);
+}
+
+gpuml_status gm_tsne_affinities_multiscale(const int64_t *idx, const double *dist, int64_t n,
+                                           int64_t k, const double *perplexities, int64_t scales,
+                                           gm_csr *P, double *entropy,
+                                           const gpuml_options *opt) {
   memset(P, 0, sizeof *P);
   const int threads = gm_threads(opt);
   const size_t nk = (size_t)n * (size_t)k;
@@ -228,8 +238,17 @@ gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t 
                  (double)nk * 40 / 1e6);
     goto done;
   }
-  if ((st = gm_backend_used(opt)->tsne->conditional(dist, n, k, perplexity, pcol, entropy, opt)))
+  if ((st = gm_backend_used(opt)->tsne->conditional(dist, n, k, perplexities[0], pcol,
+                                                     scales == 1 ? entropy : NULL, opt)))
     goto done;
+  /* several perplexities: the mean of their conditional affinities (p is free here) */
+  for (int64_t s = 1; s < scales; s++) {
+    if ((st = gm_backend_used(opt)->tsne->conditional(dist, n, k, perplexities[s], p, NULL, opt)))
+      goto done;
+    for (size_t e = 0; e < nk; e++) pcol[e] += p[e];
+  }
+  if (scales > 1)
+    for (size_t e = 0; e < nk; e++) pcol[e] /= (double)scales;
   for (int64_t r0 = 0; r0 < n; r0 += GM_TSNE_ROW_BLOCK) {
     const int64_t r1 = r0 + GM_TSNE_ROW_BLOCK < n ? r0 + GM_TSNE_ROW_BLOCK : n;
 #pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
@@ -279,15 +298,38 @@ static gpuml_status pca(const double *x, int64_t n, int64_t d, int64_t ncomp, do
 
 /* ---- checks and the entry point ---------------------------------------------------- */
 
+/* The perplexity that sets the neighbours: the largest of a multiscale list. */
+static double neighbour_perplexity(const gpuml_tsne_params *p) {
+  double v = p->perplexity;
+  if (p->n_perplexities > 0 && p->n_perplexities <= GPUML_TSNE_MAX_PERPLEXITIES) {
+    v = p->perplexities[0];
+    for (int64_t s = 1; s < p->n_perplexities; s++) v = fmax(v, p->perplexities[s]);
+  }
+  return v;
+}
+
 static gpuml_status check_params(const gpuml_tsne_params *p, int64_t n) {
   if (!p) return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "params must not be NULL");
+  if (p->n_perplexities < 0 || p->n_perplexities > GPUML_TSNE_MAX_PERPLEXITIES)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "%lld perplexities: a multiscale P takes 1 .. %d", (long long)p->n_perplexities,
+                   GPUML_TSNE_MAX_PERPLEXITIES);
+  for (int64_t s = 0; s < p->n_perplexities; s++)
+    if (!(p->perplexities[s] > 0) || !isfinite(p->perplexities[s]))
+      return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity", "perplexity %g must be positive",
+                     p->perplexities[s]);
+  if (p->n_perplexities > 0 && 3 * neighbour_perplexity(p) > (double)(n - 1))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "the largest perplexity, %g, is too large for %lld points: 3 * perplexity must be at most n - 1 = %lld (use perplexity <= %g)",
+                   neighbour_perplexity(p), (long long)n, (long long)(n - 1),
+                   floor((double)(n - 1) / 3));
   if (p->dims < 1 || p->dims > 3)
     return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %lld must be 1, 2 or 3",
                    (long long)p->dims);
-  if (!(p->perplexity > 0) || !isfinite(p->perplexity))
+  if (p->n_perplexities == 0 && (!(p->perplexity > 0) || !isfinite(p->perplexity)))
     return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity", "perplexity = %g must be positive",
                    p->perplexity);
-  if (3 * p->perplexity > (double)(n - 1)) {
+  if (p->n_perplexities == 0 && 3 * p->perplexity > (double)(n - 1)) {
     return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
                    "perplexity = %g is too large for %lld points: 3 * perplexity must be at most n - 1 = %lld (use perplexity <= %g)",
                    p->perplexity, (long long)n, (long long)(n - 1), floor((double)(n - 1) / 3));
@@ -401,7 +443,11 @@ static gpuml_status fit_from_neighbours(const int64_t *idx, const double *dist, 
                                        gpuml_tsne_result *result) {
   gm_csr P = {0};
   double *y0 = NULL;
-  gpuml_status st = gm_tsne_affinities(idx, dist, n, k, params->perplexity, &P, NULL, used);
+  const int64_t scales = params->n_perplexities > 0 ? params->n_perplexities : 1;
+  const double *perplexities = params->n_perplexities > 0 ? params->perplexities
+                                                          : &params->perplexity;
+  gpuml_status st = gm_tsne_affinities_multiscale(idx, dist, n, k, perplexities, scales, &P,
+                                                  NULL, used);
   if (st) return st;
   result->nnz = P.nnz;
   gm_tsne_run run;
@@ -463,7 +509,7 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
   if ((st = fit_setup(n, params, y, opt, work, &used, &b, &result, &local))) return st;
   const int64_t reduce_to = params->pca && d > params->initial_dims ? params->initial_dims : 0;
   const int64_t d_used = reduce_to ? reduce_to : d;
-  int64_t k = (int64_t)floor(3 * params->perplexity);
+  int64_t k = (int64_t)floor(3 * neighbour_perplexity(params));
   if (k < 1) k = 1;
   if (k > n - 1) k = n - 1;
   result->neighbours = k;
@@ -526,10 +572,11 @@ static gpuml_status check_neighbours(const int64_t *nn_index, const double *nn_d
     return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
                    "%lld neighbours per point: there must be 1 .. n - 1 = %lld", (long long)k,
                    (long long)(n - 1));
-  if (params && params->perplexity > 0 && (int64_t)floor(3 * params->perplexity) > k)
+  const double perplexity = params ? neighbour_perplexity(params) : 0;
+  if (perplexity > 0 && (int64_t)floor(3 * perplexity) > k)
     return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
                    "perplexity = %g needs 3 * perplexity = %lld neighbours per point but %lld are given (use perplexity <= %g)",
-                   params->perplexity, (long long)floor(3 * params->perplexity), (long long)k,
+                   perplexity, (long long)floor(3 * perplexity), (long long)k,
                    floor((double)k / 3));
   for (int64_t e = 0; e < n * k; e++) {
     const int64_t i = e % n, j = nn_index[e];
@@ -631,7 +678,7 @@ gpuml_status gpuml_tsne_fit_distance(const double *dist, int64_t n, int64_t n_co
   gpuml_status st = check_params(params, n);
   if (st) return st;
   /* each row's k = 3 * perplexity smallest off-diagonal entries, ties by index */
-  int64_t k = (int64_t)floor(3 * params->perplexity);
+  int64_t k = (int64_t)floor(3 * neighbour_perplexity(params));
   if (k < 1) k = 1;
   if (k > n - 1) k = n - 1;
   int64_t *idx = gm_alloc((size_t)n * (size_t)k, sizeof *idx);

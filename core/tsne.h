@@ -58,6 +58,12 @@ int gm_tsne_fft_size(int boxes);
 gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
                                 double perplexity, gm_csr *P, double *entropy,
                                 const gpuml_options *opt);
+/* The same with several perplexities (multiscale): the conditional affinities of each,
+ * over the same k neighbours, averaged, then symmetrised. `entropy` is written for one
+ * perplexity only. */
+gpuml_status gm_tsne_affinities_multiscale(const int64_t *idx, const double *dist, int64_t n,
+                                           int64_t k, const double *perplexities, int64_t scales,
+                                           gm_csr *P, double *entropy, const gpuml_options *opt);
 
 /* The first ncomp principal component scores (n x ncomp) of x on the CPU: covariance
  * (d <= n) or Gram matrix (d > n) by dsyrk, top eigenvectors by dsyevr. */

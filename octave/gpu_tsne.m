@@ -28,7 +28,9 @@
 ## @item @qcode{"dims"}
 ## 1, 2 (default) or 3.
 ## @item @qcode{"perplexity"}
-## Default 30; 3 * perplexity must not exceed @var{n} - 1.
+## Default 30; 3 * perplexity must not exceed @var{n} - 1.  A vector (up to 8
+## values) gives multiscale affinities: the mean of each perplexity's, over the
+## 3 * max (perplexity) nearest neighbours.
 ## @item @qcode{"max_iter"}
 ## Iterations, default 1000.
 ## @item @qcode{"pca"}, @qcode{"initial_dims"}
@@ -129,6 +131,12 @@ function [Y, info] = gpu_tsne (X, varargin)
           init_y = double (given{i+1});
         else
           error ("gpuml:tsne:badInit", "gpu_tsne: init must be \"pca\", \"random\" or a matrix");
+        endif
+      case "perplexity"
+        if (isnumeric (given{i+1}) && numel (given{i+1}) > 1)
+          params(end+1:end+2) = {"perplexities", given{i+1}};  # multiscale
+        else
+          params(end+1:end+2) = given(i:i+1);
         endif
       otherwise
         params(end+1:end+2) = given(i:i+1);
@@ -264,6 +272,13 @@ endfunction
 %!error id=gpuml:tsne:badDf gpu_tsne (rand (20, 3), "perplexity", 5, "df", 0)
 %!error id=gpuml:tsne:badDistance gpu_tsne (rand (20, 19), "perplexity", 5, "is_distance", true)
 %!error id=gpuml:tsne:badNeighbours gpu_tsne ([], "nn_index", ones (20, 15), "perplexity", 5)
+
+## multiscale perplexities
+%!test
+%! [X, labels] = blobs (40, 8);
+%! [Y, info] = gpu_tsne (X, "perplexity", [5 20], "max_iter", 300, "backend", B);
+%! assert (info.neighbours, 60);
+%! assert (one_nn_accuracy (Y, labels), 1);
 
 ## distances and neighbour lists give the data's embedding
 %!test

@@ -1218,6 +1218,66 @@ static void test_other_inputs(void) {
   free(D);
 }
 
+/* Multiscale: P of several perplexities is the mean of their P over the same neighbours;
+ * a list of one is the single perplexity bit for bit. */
+static void test_multiscale(void) {
+  const int64_t n = 400, d = 8, k = 45;
+  double *x = blobs(n, d, 4, 41, NULL);
+  int64_t *idx = malloc(sizeof(int64_t) * n * k);
+  double *dist = malloc(sizeof(double) * n * k);
+  gpuml_options opt = options(test_backend), co = options(GPUML_BACKEND_CPU);
+  gpuml_status st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, &co, NULL);
+  const double scales[2] = {5, 15};
+  gm_csr P = {0}, P5 = {0}, P15 = {0};
+  if (!st) st = gm_tsne_affinities_multiscale(idx, dist, n, k, scales, 2, &P, NULL, &opt);
+  if (!st) st = gm_tsne_affinities(idx, dist, n, k, 5, &P5, NULL, &opt);
+  if (!st) st = gm_tsne_affinities(idx, dist, n, k, 15, &P15, NULL, &opt);
+  double worst = st ? 1 : 0, sum = 0;
+  for (int64_t i = 0; !st && i < n; i++)
+    for (int64_t e = P.row[i]; e < P.row[i + 1]; e++) {
+      const double mean = 0.5 * (p_value(&P5, i, P.col[e]) + p_value(&P15, i, P.col[e]));
+      worst = fmax(worst, fabs(P.val[e] - mean) / mean);
+      sum += P.val[e];
+    }
+  CHECK(!st && worst < 1e-12 && fabs(sum - 1) < 1e-12 && P.nnz == P5.nnz,
+        "multiscale P is the mean of the single-scale P: worst relative gap %g, sum %.15g (%s)",
+        worst, sum, gpuml_last_error());
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.perplexity = 10;
+  p.max_iter = 100;
+  const size_t bytes = sizeof(double) * n * 2;
+  double *y1 = malloc(bytes), *y2 = malloc(bytes), *y3 = malloc(bytes), c3[2];
+  gpuml_tsne_result res;
+  int ok = gpuml_tsne_fit(x, n, d, &p, y1, NULL, &opt, NULL) == GPUML_OK;
+  p.perplexity = 30;  /* the list replaces it */
+  const double one = 10;
+  ok = ok && gpuml_params_set_numbers(GPUML_PARAMS_TSNE, &p, "perplexities", &one, 1) == GPUML_OK;
+  ok = ok && gpuml_tsne_fit(x, n, d, &p, y2, NULL, &opt, NULL) == GPUML_OK;
+  CHECK(ok && memcmp(y1, y2, bytes) == 0, "perplexities = {10} is perplexity 10 (%s)",
+        gpuml_last_error());
+  ok = gpuml_params_set_numbers(GPUML_PARAMS_TSNE, &p, "perplexities", scales, 2) == GPUML_OK &&
+       gpuml_tsne_fit(x, n, d, &p, y3, c3, &opt, &res) == GPUML_OK;
+  CHECK(ok && res.neighbours == 45 && c3[1] > 0 && memcmp(y1, y3, bytes) != 0,
+        "multiscale fit: %lld neighbours, KL %g (%s)", (long long)res.neighbours, c3[1],
+        gpuml_last_error());
+  p.perplexities[1] = 200;
+  expect_error("multiscale too large", gpuml_tsne_fit(x, n, d, &p, y3, NULL, &opt, NULL),
+               "tsne:badPerplexity");
+  p.perplexities[1] = -1;
+  expect_error("multiscale negative", gpuml_tsne_fit(x, n, d, &p, y3, NULL, &opt, NULL),
+               "tsne:badPerplexity");
+  gm_csr_free(&P);
+  gm_csr_free(&P5);
+  gm_csr_free(&P15);
+  free(x);
+  free(idx);
+  free(dist);
+  free(y1);
+  free(y2);
+  free(y3);
+}
+
 int main(void) {
   harness_init();
   test_precision = harness_precision;
@@ -1243,6 +1303,7 @@ int main(void) {
     test_heavy_tails_fit();
     test_transform();
     test_other_inputs();
+    test_multiscale();
   }
   return check_summary("C");
 }

@@ -28,6 +28,10 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
                          "learning_rate", "exaggeration", "stop_lying_iter", "method",
                          "momentum", "final_momentum", "mom_switch_iter", "max_step_norm",
                          "df"))
+  if (length(params$perplexity) > 1L) {  # multiscale: the core's list of perplexities
+    params$perplexities <- params$perplexity
+    params$perplexity <- NULL
+  }
   init_y <- NULL
   if (!is.null(params$init) && !is.character(params$init)) {
     init_y <- as_double_matrix(params$init, "init")  # the user's start
@@ -43,7 +47,9 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
   structure(list(Y = res$Y, itercosts = res$itercosts, costs_at = as.integer(res$costs_at),
                  N = nrow(X), origD = if (input == "data") ncol(X) else NA_integer_,
                  input = input, dims = as.integer(used[["dims"]]),
-                 perplexity = used[["perplexity"]], neighbours = as.integer(res$neighbours),
+                 perplexity = if (!is.null(params$perplexities)) params$perplexities
+                              else used[["perplexity"]],
+                 neighbours = as.integer(res$neighbours),
                  max_iter = as.integer(used[["max_iter"]]), pca = as.logical(used[["pca"]]),
                  initial_dims = as.integer(used[["initial_dims"]]),
                  init = if (!is.null(init_y)) "user" else c("pca", "random")[used[["init"]] + 1],
@@ -84,8 +90,8 @@ print.gpu_tsne <- function(x, ...) {
           else if (x$input == "distance") "from distances" else "from neighbour lists"
   cat(sprintf("t-SNE embedding of %d points (%s) in %d dimension%s\n", x$N, from, x$dims,
               if (x$dims == 1L) "" else "s"))
-  cat(sprintf("  perplexity %g (%d neighbours), %d iterations, method %s, backend %s%s\n",
-              x$perplexity, x$neighbours, x$max_iter, x$method, x$backend,
+  cat(sprintf("  perplexity %s (%d neighbours), %d iterations, method %s, backend %s%s\n",
+              paste(x$perplexity, collapse = ", "), x$neighbours, x$max_iter, x$method, x$backend,
               if (!is.null(x$df) && x$df != 1) sprintf(", df %g", x$df) else ""))
   cat(sprintf("  KL divergence %.4f; %.2f s (affinities %.2f s, optimisation %.2f s)\n",
               x$itercosts[length(x$itercosts)], x$time, x$time_affinities,
@@ -95,7 +101,7 @@ print.gpu_tsne <- function(x, ...) {
 
 summary.gpu_tsne <- function(object, ...) {
   structure(list(N = object$N, origD = object$origD, dims = object$dims,
-                 settings = c(perplexity = object$perplexity, neighbours = object$neighbours,
+                 settings = c(perplexity = max(object$perplexity), neighbours = object$neighbours,
                               max_iter = object$max_iter, eta = object$eta,
                               exaggeration = object$exaggeration_factor,
                               stop_lying_iter = object$stop_lying_iter,

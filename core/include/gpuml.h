@@ -464,6 +464,8 @@ typedef enum {
   GPUML_TSNE_INIT_USER = 2    /* params.init_y */
 } gpuml_tsne_init;
 
+#define GPUML_TSNE_MAX_PERPLEXITIES 8
+
 typedef struct {
   int64_t dims;             /* 1, 2 or 3 */
   double perplexity;        /* > 0 and 3 * perplexity <= n - 1 */
@@ -482,6 +484,11 @@ typedef struct {
   int64_t mom_switch_iter;
   double max_step_norm;     /* a point moves at most this far per iteration; 0 = no limit */
   gpuml_tsne_method method;
+  /* Multiscale affinities: n_perplexities (0 = none) values; when given they replace
+   * perplexity: P is the mean of the conditional affinities of each perplexity over the
+   * 3 * max(perplexities) neighbours, then symmetrised. */
+  double perplexities[GPUML_TSNE_MAX_PERPLEXITIES];
+  int64_t n_perplexities;
   double df;                /* degrees of freedom of the output kernel (Kobak et al. 2019):
                                q_ij ~ (1 + |y_i - y_j|^2 / df)^(-df); 1 is the Cauchy kernel
                                of t-SNE, smaller values give heavier tails (finer clusters).

@@ -181,6 +181,17 @@ test_that("a distance matrix or neighbour lists give the data's embedding", {
                "point 2 is listed as its own neighbour")
 })
 
+test_that("a vector of perplexities gives multiscale affinities", {
+  b <- tsne_blobs(seed = 15)
+  run <- function(...) gpu_tsne(b$x, max_iter = 150, seed = 4, backend = backend(), ...)
+  multi <- run(perplexity = c(5, 25))
+  expect_equal(multi$perplexity, c(5, 25))
+  expect_equal(multi$neighbours, 75L)
+  expect_output(print(multi), "perplexity 5, 25 \\(75 neighbours\\)")
+  expect_false(identical(multi$Y, run(perplexity = 25)$Y))
+  expect_equal(knn_label_accuracy(multi$Y, b$y, k = 5), 1)
+})
+
 test_that("duplicated points give a finite embedding", {
   b <- tsne_blobs(seed = 5)
   x <- rbind(b$x, b$x[rep(1, 40), ], b$x[1:30, ])
@@ -213,7 +224,8 @@ test_that("bad input gets clear errors", {
   expect_error(gpu_tsne(b$x, perplexity = 5, learning_rate = "fast"),
                "learning_rate must be a number or \"auto\", not \"fast\"")
   expect_error(gpu_tsne(b$x, perplexity = 5, perplexity2 = 3), "unused argument")
-  expect_error(gpu_tsne(b$x, perplexity = c(5, 6)), "perplexity must be a single value")
+  expect_error(gpu_tsne(b$x, perplexity = c(5, -6)), "perplexity -6 must be positive")
+  expect_error(gpu_tsne(b$x, perplexity = c(5, 10)), "largest perplexity, 10, is too large")
   expect_error(gpu_tsne(b$x, perplexity = 5, max_iter = 0), "max_iter = 0 must lie in 1")
   expect_error(gpu_tsne(b$x, perplexity = 5, max_iter = 2.5), "max_iter must be a whole number")
   expect_error(gpu_tsne(b$x, perplexity = 5, momentum = 1), "must lie in \\[0, 1\\)")
