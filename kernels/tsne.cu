@@ -242,6 +242,7 @@ struct TsneGpu {
   int D = 2;
   double df = 1;       // degrees of freedom of the kernel
   int64_t charged = 0; // points that repel and count in Z: all (a fit) or the fixed ones
+  int64_t fixed = 0;   // set before init() for a placement: the fixed points (0: a fit)
   bool heavy = false;  // df != 1: the kernel's own formulas; a separate kernel for Z (FFT)
   gpuml_tsne_method method = GPUML_TSNE_EXACT;
   int64_t *row = nullptr;
@@ -297,10 +298,16 @@ struct TsneGpu {
     D = dims;
     df = df_;
     heavy = df != 1.0;
-    charged = n;
+    charged = fixed > 0 ? fixed : n;
     method = m;
     nnz = h_row[n];
-    if (method == GPUML_TSNE_EXACT) {
+    if (method == GPUML_TSNE_EXACT && fixed > 0) {
+      // a placement: the columns (fixed points) split by their count alone, so that a
+      // new point's sums, and its place, do not depend on the other new points
+      chunks = (fixed + kExactRows - 1) / kExactRows;
+      if (chunks > 64) chunks = 64;
+      chunk = (fixed + chunks - 1) / chunks;
+    } else if (method == GPUML_TSNE_EXACT) {
       const int64_t row_blocks = (n + kExactRows - 1) / kExactRows;
       chunks = (kExactTargetBlocks + row_blocks - 1) / row_blocks;
       if (chunks > 64) chunks = 64;
@@ -495,13 +502,6 @@ struct TsneGpu {
     return ctx.launched("interpolating the potentials");
   }
 
-  // Only the points from n_fixed on move (a placement): they alone need the repulsion,
-  // and only the fixed points exert it.
-  void fix_points(int64_t n_fixed) {
-    charged = n_fixed;
-    if (method == GPUML_TSNE_EXACT) chunk = (charged + chunks - 1) / chunks;
-  }
-
   template <int DD>
   gpuml_status exact_repulsion() {
     const int64_t row0 = charged < n ? charged : 0, rows = n - row0;
@@ -687,8 +687,8 @@ extern "C" gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
+  t.fixed = run->n_fixed;  // only the points from n_fixed on move, and only the fixed repel
   GM_TRY(t.init(P->row, P->col, P->val, run->n, run->dims, run->method, run->df));
-  t.fix_points(run->n_fixed);
   const size_t nd = (size_t)run->n * run->dims;
   GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
                    "copying the embedding"));
