@@ -411,16 +411,15 @@ static void initial_embedding(const gpuml_tsne_params *p, int64_t n, const doubl
   for (int64_t e = n * from_pca; e < n * dims; e++) y[e] = GM_TSNE_INIT_SD * gm_rng_normal(&rng);
 }
 
-/* The resolved settings of a fit of n points. */
-static void make_run(const gpuml_tsne_params *params, int64_t n, gm_tsne_run *run) {
+/* The resolved settings of a fit of n points on backend b. */
+static void make_run(const gpuml_tsne_params *params, int64_t n, const gm_backend *b,
+                     gm_tsne_run *run) {
   run->n = n;
   run->dims = (int)params->dims;
   run->max_iter = (int)params->max_iter;
   run->method = params->method;
   if (run->method == GPUML_TSNE_AUTO)
-    run->method = n <= (params->dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N)
-                      ? GPUML_TSNE_EXACT
-                      : GPUML_TSNE_FFT;
+    run->method = n <= b->tsne->exact_max_n(run->dims) ? GPUML_TSNE_EXACT : GPUML_TSNE_FFT;
   run->learning_rate = params->learning_rate > 0 ? params->learning_rate
                                                  : fmax(200.0, (double)n / 12.0);
   run->exaggeration = params->exaggeration;
@@ -451,7 +450,7 @@ static gpuml_status fit_from_neighbours(const int64_t *idx, const double *dist, 
   if (st) return st;
   result->nnz = P.nnz;
   gm_tsne_run run;
-  make_run(params, n, &run);
+  make_run(params, n, b, &run);
   y0 = gm_alloc((size_t)n * (size_t)params->dims, sizeof *y0);
   if (!y0) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
@@ -489,7 +488,7 @@ static gpuml_status fit_setup(int64_t n, const gpuml_tsne_params *params, const 
   if (!*result) *result = local;
   memset(*result, 0, sizeof **result);
   gm_tsne_run run;
-  make_run(params, n, &run);
+  make_run(params, n, *b, &run);
   (*result)->method_used = run.method;
   (*result)->learning_rate_used = run.learning_rate;
   return GPUML_OK;

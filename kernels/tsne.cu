@@ -682,6 +682,10 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
   return ctx.sync("copying the embedding");
 }
 
+extern "C" int64_t gm_cuda_tsne_exact_max_n(int dims) {
+  return dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N;
+}
+
 extern "C" gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_run *run,
                                            double *y, const gpuml_options *opt) {
   Context ctx("tsne:cuda");

@@ -753,6 +753,22 @@ gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dim
   return st;
 }
 
+/* Measured on a 2-core AVX-512 machine (bench/RESULTS.md, 1000 iterations): exact
+ * 9.7e-8 s x n^2, FFT about 13.9 s + 1.5e-4 s x n, equal near 12,700 points (auto keeps
+ * 10,000). Half the lanes per instruction (AVX2) doubles the exact cost per pair:
+ * equal near 8,900, so 8,000; a quarter (SSE2): near 6,200, so 6,000. */
+int64_t gm_tsne_exact_max_n_cpu(int dims) {
+  const int64_t widest = dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return widest;
+  if (__builtin_cpu_supports("avx2")) return widest * 4 / 5;
+  return widest * 3 / 5;
+#else
+  return widest * 3 / 5;  /* 4-lane vectors (NEON) */
+#endif
+}
+
 /* ---- placing new points into a fixed embedding ------------------------------------ */
 
 /* Exact: each new point against every fixed point, in double. */
