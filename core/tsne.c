@@ -419,7 +419,8 @@ static void make_run(const gpuml_tsne_params *params, int64_t n, const gm_backen
   run->max_iter = (int)params->max_iter;
   run->method = params->method;
   if (run->method == GPUML_TSNE_AUTO)
-    run->method = n <= b->tsne->exact_max_n(run->dims) ? GPUML_TSNE_EXACT : GPUML_TSNE_FFT;
+    run->method = n <= b->tsne->exact_max_n(run->dims, params->df) ? GPUML_TSNE_EXACT
+                                                                   : GPUML_TSNE_FFT;
   run->learning_rate = params->learning_rate > 0 ? params->learning_rate
                                                  : fmax(200.0, (double)n / 12.0);
   run->exaggeration = params->exaggeration;

@@ -105,7 +105,7 @@ typedef struct {
 /* method = auto on the CPU: exact up to GM_TSNE_EXACT_MAX_N points where the exact
  * tiles run 16 single-precision lanes per instruction (AVX-512), fewer where the CPU has
  * narrower vectors (the exact cost per pair grows, the FFT's much less). */
-int64_t gm_tsne_exact_max_n_cpu(int dims);
+int64_t gm_tsne_exact_max_n_cpu(int dims, double df);
 
 /* The CPU's placement: P is n x n (rows < n_fixed empty, columns < n_fixed, each row of
  * a new point summing to 1); y (n x dims) holds the fitted points and the new points'

@@ -56,7 +56,7 @@ gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run *run, doub
 gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, int64_t n, int dims,
                                    gpuml_tsne_method method, int boxes, double exaggeration,
                                    double df, double *grad, double *z, const gpuml_options *opt);
-int64_t gm_cuda_tsne_exact_max_n(int dims);
+int64_t gm_cuda_tsne_exact_max_n(int dims, double df);
 gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_run *run, double *y,
                                 const gpuml_options *opt);
 
