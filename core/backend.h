@@ -82,7 +82,13 @@ typedef struct gm_tsne_ops {
   /* One gradient evaluation as the optimiser does it (see gm_tsne_gradient_cpu()). */
   gpuml_status (*gradient)(const gm_csr *P, const double *y, int64_t n, int dims,
                            gpuml_tsne_method method, int boxes, double exaggeration,
-                           double *grad, double *z, const gpuml_options *opt);
+                           double df, double *grad, double *z, const gpuml_options *opt);
+  /* method = auto: the most points (embedding of `dims` dimensions, kernel of df degrees
+   * of freedom) for which the exact repulsion is the faster on this backend and machine. */
+  int64_t (*exact_max_n)(int dims, double df);
+  /* New points placed into a fixed embedding (see gm_tsne_place_cpu()). */
+  gpuml_status (*place)(const gm_csr *P, const gm_tsne_place_run *run, double *y,
+                        const gpuml_options *opt);
 } gm_tsne_ops;
 
 /* Gaussian mixtures: an engine (core/gmm.h) opened on the data. */

@@ -220,12 +220,14 @@ gpuml_status gm_params_get_number(const gm_param_spec *specs, const char *algo,
 extern const gm_param_spec gm_tsne_param_specs[];
 extern const gm_param_spec gm_gmm_param_specs[];
 extern const gm_param_spec gm_dpc_param_specs[];
+extern const gm_param_spec gm_tsne_transform_param_specs[];
 
 static const gm_param_spec *specs_of(gpuml_params_kind kind, const char **algo) {
   switch (kind) {
     case GPUML_PARAMS_TSNE: *algo = "tsne"; return gm_tsne_param_specs;
     case GPUML_PARAMS_GMM: *algo = "gmm"; return gm_gmm_param_specs;
     case GPUML_PARAMS_DPC: *algo = "dpc"; return gm_dpc_param_specs;
+    case GPUML_PARAMS_TSNE_TRANSFORM: *algo = "tsne"; return gm_tsne_transform_param_specs;
   }
   *algo = "gpuml";
   return NULL;

@@ -36,6 +36,7 @@ void gpuml_tsne_params_init(gpuml_tsne_params *p) {
   p->mom_switch_iter = 250;
   p->max_step_norm = 5;
   p->method = GPUML_TSNE_AUTO;
+  p->df = 1;
 }
 
 /* The parameters by name (gpuml_params_set_*): the choices in the enums' order. */
@@ -57,6 +58,10 @@ const gm_param_spec gm_tsne_param_specs[] = {
     {GM_PARAM(gpuml_tsne_params, mom_switch_iter, GM_PARAM_INT64)},
     {GM_PARAM(gpuml_tsne_params, max_step_norm, GM_PARAM_REAL)},
     {GM_PARAM(gpuml_tsne_params, method, GM_PARAM_CHOICE), .choices = tsne_methods},
+    {GM_PARAM(gpuml_tsne_params, df, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_params, perplexities, GM_PARAM_REAL_LIST),
+     .count_offset = offsetof(gpuml_tsne_params, n_perplexities),
+     .capacity = GPUML_TSNE_MAX_PERPLEXITIES},
     {.name = NULL}};
 
 const char *gpuml_tsne_method_name(gpuml_tsne_method method) {
@@ -213,6 +218,13 @@ done:
 gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
                                 double perplexity, gm_csr *P, double *entropy,
                                 const gpuml_options *opt) {
+  return gm_tsne_affinities_multiscale(idx, dist, n, k, &perplexity, 1, P, entropy, opt);
+}
+
+gpuml_status gm_tsne_affinities_multiscale(const int64_t *idx, const double *dist, int64_t n,
+                                           int64_t k, const double *perplexities, int64_t scales,
+                                           gm_csr *P, double *entropy,
+                                           const gpuml_options *opt) {
   memset(P, 0, sizeof *P);
   const int threads = gm_threads(opt);
   const size_t nk = (size_t)n * (size_t)k;
@@ -226,8 +238,17 @@ gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t 
                  (double)nk * 40 / 1e6);
     goto done;
   }
-  if ((st = gm_backend_used(opt)->tsne->conditional(dist, n, k, perplexity, pcol, entropy, opt)))
+  if ((st = gm_backend_used(opt)->tsne->conditional(dist, n, k, perplexities[0], pcol,
+                                                     scales == 1 ? entropy : NULL, opt)))
     goto done;
+  /* several perplexities: the mean of their conditional affinities (p is free here) */
+  for (int64_t s = 1; s < scales; s++) {
+    if ((st = gm_backend_used(opt)->tsne->conditional(dist, n, k, perplexities[s], p, NULL, opt)))
+      goto done;
+    for (size_t e = 0; e < nk; e++) pcol[e] += p[e];
+  }
+  if (scales > 1)
+    for (size_t e = 0; e < nk; e++) pcol[e] /= (double)scales;
   for (int64_t r0 = 0; r0 < n; r0 += GM_TSNE_ROW_BLOCK) {
     const int64_t r1 = r0 + GM_TSNE_ROW_BLOCK < n ? r0 + GM_TSNE_ROW_BLOCK : n;
 #pragma omp parallel for schedule(static) num_threads(threads) if (n >= 1024)
@@ -277,15 +298,38 @@ static gpuml_status pca(const double *x, int64_t n, int64_t d, int64_t ncomp, do
 
 /* ---- checks and the entry point ---------------------------------------------------- */
 
+/* The perplexity that sets the neighbours: the largest of a multiscale list. */
+static double neighbour_perplexity(const gpuml_tsne_params *p) {
+  double v = p->perplexity;
+  if (p->n_perplexities > 0 && p->n_perplexities <= GPUML_TSNE_MAX_PERPLEXITIES) {
+    v = p->perplexities[0];
+    for (int64_t s = 1; s < p->n_perplexities; s++) v = fmax(v, p->perplexities[s]);
+  }
+  return v;
+}
+
 static gpuml_status check_params(const gpuml_tsne_params *p, int64_t n) {
   if (!p) return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "params must not be NULL");
+  if (p->n_perplexities < 0 || p->n_perplexities > GPUML_TSNE_MAX_PERPLEXITIES)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "%lld perplexities: a multiscale P takes 1 .. %d", (long long)p->n_perplexities,
+                   GPUML_TSNE_MAX_PERPLEXITIES);
+  for (int64_t s = 0; s < p->n_perplexities; s++)
+    if (!(p->perplexities[s] > 0) || !isfinite(p->perplexities[s]))
+      return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity", "perplexity %g must be positive",
+                     p->perplexities[s]);
+  if (p->n_perplexities > 0 && 3 * neighbour_perplexity(p) > (double)(n - 1))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "the largest perplexity, %g, is too large for %lld points: 3 * perplexity must be at most n - 1 = %lld (use perplexity <= %g)",
+                   neighbour_perplexity(p), (long long)n, (long long)(n - 1),
+                   floor((double)(n - 1) / 3));
   if (p->dims < 1 || p->dims > 3)
     return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %lld must be 1, 2 or 3",
                    (long long)p->dims);
-  if (!(p->perplexity > 0) || !isfinite(p->perplexity))
+  if (p->n_perplexities == 0 && (!(p->perplexity > 0) || !isfinite(p->perplexity)))
     return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity", "perplexity = %g must be positive",
                    p->perplexity);
-  if (3 * p->perplexity > (double)(n - 1)) {
+  if (p->n_perplexities == 0 && 3 * p->perplexity > (double)(n - 1)) {
     return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
                    "perplexity = %g is too large for %lld points: 3 * perplexity must be at most n - 1 = %lld (use perplexity <= %g)",
                    p->perplexity, (long long)n, (long long)(n - 1), floor((double)(n - 1) / 3));
@@ -313,6 +357,10 @@ static gpuml_status check_params(const gpuml_tsne_params *p, int64_t n) {
   if (!(p->max_step_norm >= 0) || isnan(p->max_step_norm))
     return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
                    "max_step_norm = %g must be positive (or 0 for no limit)", p->max_step_norm);
+  if (!(p->df > 0) || !isfinite(p->df))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDf",
+                   "df = %g must be a positive, finite number of degrees of freedom (1 is the usual t-SNE kernel, smaller values give heavier tails)",
+                   p->df);
   if (p->method != GPUML_TSNE_AUTO && p->method != GPUML_TSNE_EXACT && p->method != GPUML_TSNE_FFT)
     return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "unknown method code %d", (int)p->method);
   if (p->init != GPUML_TSNE_INIT_PCA && p->init != GPUML_TSNE_INIT_RANDOM &&
@@ -363,12 +411,71 @@ static void initial_embedding(const gpuml_tsne_params *p, int64_t n, const doubl
   for (int64_t e = n * from_pca; e < n * dims; e++) y[e] = GM_TSNE_INIT_SD * gm_rng_normal(&rng);
 }
 
-gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
-                           const gpuml_tsne_params *params, double *y, double *itercosts,
-                           const gpuml_options *opt, gpuml_tsne_result *result) {
-  gm_clear_error();
-  gpuml_status st = gm_check_matrix(x, n, d, "data", "tsne");
+/* The resolved settings of a fit of n points on backend b. */
+static void make_run(const gpuml_tsne_params *params, int64_t n, const gm_backend *b,
+                     gm_tsne_run *run) {
+  run->n = n;
+  run->dims = (int)params->dims;
+  run->max_iter = (int)params->max_iter;
+  run->method = params->method;
+  if (run->method == GPUML_TSNE_AUTO)
+    run->method = n <= b->tsne->exact_max_n(run->dims, params->df) ? GPUML_TSNE_EXACT
+                                                                   : GPUML_TSNE_FFT;
+  run->learning_rate = params->learning_rate > 0 ? params->learning_rate
+                                                 : fmax(200.0, (double)n / 12.0);
+  run->exaggeration = params->exaggeration;
+  run->momentum = params->momentum;
+  run->final_momentum = params->final_momentum;
+  run->max_step_norm = params->max_step_norm;
+  run->stop_lying_iter = (int)params->stop_lying_iter;
+  run->mom_switch_iter = (int)params->mom_switch_iter;
+  run->df = params->df;
+}
+
+/* The steps after the neighbours, shared by every input: P from the k neighbours of each
+ * point (idx, dist: n x k), the start (from the principal components pcs, n x have, when
+ * there are any), the optimiser. */
+static gpuml_status fit_from_neighbours(const int64_t *idx, const double *dist, int64_t n,
+                                       int64_t k, const gpuml_tsne_params *params,
+                                       const double *pcs, int64_t have, double *y,
+                                       double *itercosts, const gpuml_options *used,
+                                       const gm_backend *b, double t_start,
+                                       gpuml_tsne_result *result) {
+  gm_csr P = {0};
+  double *y0 = NULL;
+  const int64_t scales = params->n_perplexities > 0 ? params->n_perplexities : 1;
+  const double *perplexities = params->n_perplexities > 0 ? params->perplexities
+                                                          : &params->perplexity;
+  gpuml_status st = gm_tsne_affinities_multiscale(idx, dist, n, k, perplexities, scales, &P,
+                                                  NULL, used);
   if (st) return st;
+  result->nnz = P.nnz;
+  gm_tsne_run run;
+  make_run(params, n, b, &run);
+  y0 = gm_alloc((size_t)n * (size_t)params->dims, sizeof *y0);
+  if (!y0) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
+    goto done;
+  }
+  initial_embedding(params, n, pcs, have, y0, used->seed);
+  const double t_opt = gm_seconds();
+  result->seconds_affinities = t_opt - t_start;
+  st = b->tsne->optimize(&P, &run, y0, itercosts, result, used);
+  result->seconds_optimisation = gm_seconds() - t_opt;
+  gm_run_info_fill(&result->run, used, GM_F64, t_start);
+  if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
+done:
+  free(y0);
+  gm_csr_free(&P);
+  return st;
+}
+
+/* The checks and settings every fit shares; *k_out the neighbours P is built from. */
+static gpuml_status fit_setup(int64_t n, const gpuml_tsne_params *params, const double *y,
+                              const gpuml_options *opt, double work, gpuml_options *used,
+                              const gm_backend **b, gpuml_tsne_result **result,
+                              gpuml_tsne_result *local) {
+  gpuml_status st;
   if ((st = gm_check_options(opt))) return st;
   if (n < 4)
     return gm_fail(GPUML_ERR_ARG, "tsne:tooFewPoints",
@@ -378,46 +485,37 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
   if (n > INT32_MAX)
     return gm_fail(GPUML_ERR_ARG, "tsne:tooLarge", "%lld points is more than supported",
                    (long long)n);
+  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", used, b))) return st;
+  if (!*result) *result = local;
+  memset(*result, 0, sizeof **result);
+  gm_tsne_run run;
+  make_run(params, n, *b, &run);
+  (*result)->method_used = run.method;
+  (*result)->learning_rate_used = run.learning_rate;
+  return GPUML_OK;
+}
 
+gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
+                           const gpuml_tsne_params *params, double *y, double *itercosts,
+                           const gpuml_options *opt, gpuml_tsne_result *result) {
+  gm_clear_error();
+  gpuml_status st = gm_check_matrix(x, n, d, "data", "tsne");
+  if (st) return st;
   const double t_start = gm_seconds();
-  const int64_t reduce_to = params->pca && d > params->initial_dims ? params->initial_dims : 0;
-  const int64_t d_used = reduce_to ? reduce_to : d;
-  int64_t k = (int64_t)floor(3 * params->perplexity);
-  if (k < 1) k = 1;
-  if (k > n - 1) k = n - 1;
-  const double work = (double)n * (double)n * ((double)d_used + params->max_iter);
   gpuml_options used;
   const gm_backend *b;
-  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", &used, &b))) return st;
-
-  gm_tsne_run run;
-  run.n = n;
-  run.dims = (int)params->dims;
-  run.max_iter = (int)params->max_iter;
-  run.method = params->method;
-  if (run.method == GPUML_TSNE_AUTO)
-    run.method = n <= (params->dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N)
-                     ? GPUML_TSNE_EXACT
-                     : GPUML_TSNE_FFT;
-  run.learning_rate = params->learning_rate > 0 ? params->learning_rate
-                                                : fmax(200.0, (double)n / 12.0);
-  run.exaggeration = params->exaggeration;
-  run.momentum = params->momentum;
-  run.final_momentum = params->final_momentum;
-  run.max_step_norm = params->max_step_norm;
-  run.stop_lying_iter = (int)params->stop_lying_iter;
-  run.mom_switch_iter = (int)params->mom_switch_iter;
-
   gpuml_tsne_result local;
-  if (!result) result = &local;
-  memset(result, 0, sizeof *result);
-  result->method_used = run.method;
-  result->learning_rate_used = run.learning_rate;
+  const double work = params ? (double)n * (double)n * ((double)d + params->max_iter) : 0;
+  if ((st = fit_setup(n, params, y, opt, work, &used, &b, &result, &local))) return st;
+  const int64_t reduce_to = params->pca && d > params->initial_dims ? params->initial_dims : 0;
+  const int64_t d_used = reduce_to ? reduce_to : d;
+  int64_t k = (int64_t)floor(3 * neighbour_perplexity(params));
+  if (k < 1) k = 1;
+  if (k > n - 1) k = n - 1;
   result->neighbours = k;
 
-  double *reduced = NULL, *init_pcs = NULL, *dist = NULL, *y0 = NULL;
+  double *reduced = NULL, *init_pcs = NULL, *dist = NULL;
   int64_t *idx = NULL;
-  gm_csr P = {0};
   const double *data = x;
   int64_t init_have = 0;
   const int want_pca_init = params->init == GPUML_TSNE_INIT_PCA;
@@ -454,34 +552,374 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
     goto done;
   }
   if ((st = gpuml_knn_search(data, n, d_used, NULL, 0, k, idx, dist, &used, NULL))) goto done;
-  if ((st = gm_tsne_affinities(idx, dist, n, k, params->perplexity, &P, NULL, &used))) goto done;
-  free(idx);
-  free(dist);
-  idx = NULL;
-  dist = NULL;
-  result->nnz = P.nnz;
-
-  y0 = gm_alloc((size_t)n * (size_t)params->dims, sizeof *y0);
-  if (!y0) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
-    goto done;
-  }
-  initial_embedding(params, n, reduce_to ? reduced : init_pcs, init_have, y0, used.seed);
-  free(reduced);
-  free(init_pcs);
-  reduced = init_pcs = NULL;
-  const double t_opt = gm_seconds();
-  result->seconds_affinities = t_opt - t_start;
-  st = b->tsne->optimize(&P, &run, y0, itercosts, result, &used);
-  result->seconds_optimisation = gm_seconds() - t_opt;
-  gm_run_info_fill(&result->run, &used, GM_F64, t_start);
-  if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
+  st = fit_from_neighbours(idx, dist, n, k, params, reduce_to ? reduced : init_pcs, init_have, y,
+                           itercosts, &used, b, t_start, result);
 done:
   free(reduced);
   free(init_pcs);
   free(idx);
   free(dist);
-  free(y0);
+  return st;
+}
+
+/* The neighbour lists of a fit without coordinates: checked, then sorted by distance
+ * (ties by index) into idx/dist, as gpuml_knn_search() gives them. */
+static gpuml_status check_neighbours(const int64_t *nn_index, const double *nn_dist, int64_t n,
+                                     int64_t k, const gpuml_tsne_params *params) {
+  if (!nn_index || !nn_dist)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours", "nn_index and nn_dist must both be given");
+  if (k < 1 || k > n - 1)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                   "%lld neighbours per point: there must be 1 .. n - 1 = %lld", (long long)k,
+                   (long long)(n - 1));
+  const double perplexity = params ? neighbour_perplexity(params) : 0;
+  if (perplexity > 0 && (int64_t)floor(3 * perplexity) > k)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "perplexity = %g needs 3 * perplexity = %lld neighbours per point but %lld are given (use perplexity <= %g)",
+                   perplexity, (long long)floor(3 * perplexity), (long long)k,
+                   floor((double)k / 3));
+  for (int64_t e = 0; e < n * k; e++) {
+    const int64_t i = e % n, j = nn_index[e];
+    if (j < 0 || j >= n)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                     "neighbour %lld of point %lld is %lld: indices must lie in 0 .. n - 1 (1 .. n in R and Octave)",
+                     (long long)(e / n + 1), (long long)(i + 1), (long long)j);
+    if (j == i)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                     "point %lld is listed as its own neighbour: leave each point out of its list",
+                     (long long)(i + 1));
+    if (!isfinite(nn_dist[e]) || nn_dist[e] < 0)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                     "the distance to neighbour %lld of point %lld is %g: distances must be finite and non-negative",
+                     (long long)(e / n + 1), (long long)(i + 1), nn_dist[e]);
+  }
+  return GPUML_OK;
+}
+
+static int by_distance_then_index(const void *a, const void *b) {
+  const gm_entry *x = a, *y = b;
+  if (x->val != y->val) return x->val < y->val ? -1 : 1;
+  return (x->col > y->col) - (x->col < y->col);
+}
+
+gpuml_status gpuml_tsne_fit_neighbours(const int64_t *nn_index, const double *nn_dist, int64_t n,
+                                       int64_t k, const gpuml_tsne_params *params, double *y,
+                                       double *itercosts, const gpuml_options *opt,
+                                       gpuml_tsne_result *result) {
+  gm_clear_error();
+  const double t_start = gm_seconds();
+  gpuml_options used;
+  const gm_backend *b;
+  gpuml_tsne_result local;
+  gpuml_status st;
+  if (n < 4)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooFewPoints",
+                   "t-SNE needs at least 4 points; the data has %lld", (long long)n);
+  if ((st = check_neighbours(nn_index, nn_dist, n, k, params))) return st;
+  const double work = params ? (double)n * (double)n * params->max_iter : 0;
+  if ((st = fit_setup(n, params, y, opt, work, &used, &b, &result, &local))) return st;
+  result->neighbours = k;
+  int64_t *idx = gm_alloc((size_t)n * (size_t)k, sizeof *idx);
+  double *dist = gm_alloc((size_t)n * (size_t)k, sizeof *dist);
+  gm_entry *row = gm_alloc((size_t)k, sizeof *row);
+  if (!idx || !dist || !row) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the neighbours",
+                 (double)n * k * 16 / 1e6);
+    goto done;
+  }
+  for (int64_t i = 0; i < n && !st; i++) {
+    for (int64_t t = 0; t < k; t++) {
+      row[t].col = nn_index[i + t * n];
+      row[t].val = nn_dist[i + t * n];
+    }
+    qsort(row, (size_t)k, sizeof *row, by_distance_then_index);
+    for (int64_t t = 0; t < k; t++) {
+      idx[i + t * n] = row[t].col;
+      dist[i + t * n] = row[t].val;
+    }
+    for (int64_t t = 1; t < k; t++)
+      for (int64_t u = 0; u < t; u++)
+        if (idx[i + t * n] == idx[i + u * n]) {
+          st = gm_fail(GPUML_ERR_ARG, "tsne:badNeighbours",
+                       "point %lld lists neighbour %lld twice", (long long)(i + 1),
+                       (long long)(idx[i + t * n] + 1));
+          break;
+        }
+  }
+  if (!st)
+    st = fit_from_neighbours(idx, dist, n, k, params, NULL, 0, y, itercosts, &used, b, t_start,
+                             result);
+done:
+  free(idx);
+  free(dist);
+  free(row);
+  return st;
+}
+
+gpuml_status gpuml_tsne_fit_distance(const double *dist, int64_t n, int64_t n_cols,
+                                     const gpuml_tsne_params *params, double *y,
+                                     double *itercosts, const gpuml_options *opt,
+                                     gpuml_tsne_result *result) {
+  gm_clear_error();
+  if (n != n_cols)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDistance",
+                   "the distance matrix is %lld x %lld: it must be square (one row and one column per point)",
+                   (long long)n, (long long)n_cols);
+  if (!dist) return gm_fail(GPUML_ERR_ARG, "tsne:badDistance", "the distance matrix must not be NULL");
+  for (int64_t e = 0; e < n * n; e++)
+    if (!isfinite(dist[e]) || dist[e] < 0)
+      return gm_fail(GPUML_ERR_ARG, "tsne:badDistance",
+                     "the distance at row %lld, column %lld is %g: distances must be finite and non-negative",
+                     (long long)(e % n + 1), (long long)(e / n + 1), dist[e]);
+  if (n < 4)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooFewPoints",
+                   "t-SNE needs at least 4 points; the data has %lld", (long long)n);
+  if (!params) return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "params must not be NULL");
+  gpuml_status st = check_params(params, n);
+  if (st) return st;
+  /* each row's k = 3 * perplexity smallest off-diagonal entries, ties by index */
+  int64_t k = (int64_t)floor(3 * neighbour_perplexity(params));
+  if (k < 1) k = 1;
+  if (k > n - 1) k = n - 1;
+  int64_t *idx = gm_alloc((size_t)n * (size_t)k, sizeof *idx);
+  double *nd = gm_alloc((size_t)n * (size_t)k, sizeof *nd);
+  gm_entry *row = gm_alloc((size_t)n, sizeof *row);
+  if (!idx || !nd || !row) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the neighbours",
+                 ((double)n * k * 16 + (double)n * 16) / 1e6);
+    goto done;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    int64_t c = 0;
+    for (int64_t j = 0; j < n; j++)
+      if (j != i) {
+        row[c].col = j;
+        row[c++].val = dist[i + j * n];
+      }
+    qsort(row, (size_t)c, sizeof *row, by_distance_then_index);
+    for (int64_t t = 0; t < k; t++) {
+      idx[i + t * n] = row[t].col;
+      nd[i + t * n] = row[t].val;
+    }
+  }
+  st = gpuml_tsne_fit_neighbours(idx, nd, n, k, params, y, itercosts, opt, result);
+done:
+  free(idx);
+  free(nd);
+  free(row);
+  return st;
+}
+
+/* ---- placing new points (gpuml_tsne_transform) ------------------------------------- */
+
+/* method = auto in a transform: exact while a pass over all (new, training) pairs costs
+ * no more than this many pairs. */
+#define GM_TSNE_PLACE_EXACT_MAX_PAIRS 2.5e7
+
+void gpuml_tsne_transform_params_init(gpuml_tsne_transform_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->perplexity = 5;
+  p->max_iter = 250;
+  p->learning_rate = 0;
+  p->momentum = 0.8;
+  p->max_step_norm = 5;
+  p->df = 1;
+  p->method = GPUML_TSNE_AUTO;
+  p->init = GPUML_TSNE_PLACE_MEDIAN;
+}
+
+static const char *const tsne_place_inits[] = {"median", "weighted", NULL};
+const gm_param_spec gm_tsne_transform_param_specs[] = {
+    {GM_PARAM(gpuml_tsne_transform_params, perplexity, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_transform_params, max_iter, GM_PARAM_INT64)},
+    {GM_PARAM(gpuml_tsne_transform_params, learning_rate, GM_PARAM_REAL), .auto_name = "auto",
+     .auto_value = 0},
+    {GM_PARAM(gpuml_tsne_transform_params, momentum, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_transform_params, max_step_norm, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_transform_params, df, GM_PARAM_REAL)},
+    {GM_PARAM(gpuml_tsne_transform_params, method, GM_PARAM_CHOICE), .choices = tsne_methods},
+    {GM_PARAM(gpuml_tsne_transform_params, init, GM_PARAM_CHOICE), .choices = tsne_place_inits},
+    {.name = NULL}};
+
+static gpuml_status check_transform_params(const gpuml_tsne_transform_params *p, int64_t n) {
+  if (!p) return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "params must not be NULL");
+  if (!(p->perplexity > 0) || !isfinite(p->perplexity))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity", "perplexity = %g must be positive",
+                   p->perplexity);
+  if (3 * p->perplexity > (double)n)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badPerplexity",
+                   "perplexity = %g is too large for %lld training points: 3 * perplexity must be at most n = %lld (use perplexity <= %g)",
+                   p->perplexity, (long long)n, (long long)n, floor((double)n / 3));
+  if (p->max_iter < 0 || p->max_iter > INT32_MAX)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "max_iter = %lld must lie in 0 .. 2^31 - 1", (long long)p->max_iter);
+  if (!(p->learning_rate >= 0) || !isfinite(p->learning_rate))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "learning_rate = %g must be positive (or 0 for \"auto\")", p->learning_rate);
+  if (!(p->momentum >= 0 && p->momentum < 1))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "momentum = %g must lie in [0, 1)",
+                   p->momentum);
+  if (!(p->max_step_norm >= 0) || isnan(p->max_step_norm))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter",
+                   "max_step_norm = %g must be positive (or 0 for no limit)", p->max_step_norm);
+  if (!(p->df > 0) || !isfinite(p->df))
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDf",
+                   "df = %g must be a positive, finite number of degrees of freedom (the fit's)",
+                   p->df);
+  if (p->method != GPUML_TSNE_AUTO && p->method != GPUML_TSNE_EXACT && p->method != GPUML_TSNE_FFT)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "unknown method code %d", (int)p->method);
+  if (p->init != GPUML_TSNE_PLACE_MEDIAN && p->init != GPUML_TSNE_PLACE_WEIGHTED)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badParameter", "unknown init code %d", (int)p->init);
+  return GPUML_OK;
+}
+
+static int by_value(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Each new point's start from its neighbours' places (idx, p: m x k column-major). */
+static void place_starts(const double *y, int64_t n, int dims, const int64_t *idx,
+                         const double *p, int64_t m, int64_t k, gpuml_tsne_place_init init,
+                         double *start, int64_t stride, double *scratch) {
+  for (int64_t i = 0; i < m; i++)
+    for (int d = 0; d < dims; d++) {
+      double v = 0;
+      if (init == GPUML_TSNE_PLACE_WEIGHTED) {
+        for (int64_t t = 0; t < k; t++) v += p[i + t * m] * y[idx[i + t * m] + d * n];
+      } else {
+        for (int64_t t = 0; t < k; t++) scratch[t] = y[idx[i + t * m] + d * n];
+        qsort(scratch, (size_t)k, sizeof *scratch, by_value);
+        v = k % 2 ? scratch[k / 2] : 0.5 * (scratch[k / 2 - 1] + scratch[k / 2]);
+      }
+      start[i + d * stride] = v;
+    }
+}
+
+gpuml_status gpuml_tsne_transform(const double *x, int64_t n, int64_t d, const double *y,
+                                  int64_t dims, const double *x_new, int64_t m, int64_t d_new,
+                                  const gpuml_tsne_transform_params *params, double *y_new,
+                                  const gpuml_options *opt, gpuml_tsne_result *result) {
+  gm_clear_error();
+  if (!x || n < 1)
+    return gm_fail(GPUML_ERR_ARG, "tsne:noTrainingData",
+                   "the fit kept no training data: fit again keeping the data to place new points");
+  gpuml_status st = gm_check_matrix(x, n, d, "training data", "tsne");
+  if (st) return st;
+  if (dims < 1 || dims > 3)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %lld must be 1, 2 or 3", (long long)dims);
+  if (!y)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badEmbedding", "the fitted embedding y must not be NULL");
+  for (int64_t e = 0; e < n * dims; e++)
+    if (!isfinite(y[e]))
+      return gm_fail(GPUML_ERR_ARG, "tsne:badEmbedding",
+                     "the fitted embedding contains a non-finite value at row %lld, column %lld",
+                     (long long)(e % n + 1), (long long)(e / n + 1));
+  if (d_new != d)
+    return gm_fail(GPUML_ERR_ARG, "tsne:badColumns",
+                   "the new data have %lld columns but the training data %lld", (long long)d_new,
+                   (long long)d);
+  if ((st = gm_check_matrix(x_new, m, d, "new data", "tsne"))) return st;
+  if ((st = gm_check_options(opt))) return st;
+  if ((st = check_transform_params(params, n))) return st;
+  if (!y_new) return gm_fail(GPUML_ERR_ARG, "tsne:badOutput", "the output y_new must not be NULL");
+  if (n + m > INT32_MAX)
+    return gm_fail(GPUML_ERR_ARG, "tsne:tooLarge", "%lld points is more than supported",
+                   (long long)(n + m));
+
+  const double t_start = gm_seconds();
+  int64_t k = (int64_t)floor(3 * params->perplexity);
+  if (k < 1) k = 1;
+  if (k > n) k = n;
+  const double work = (double)m * (double)n * ((double)d + params->max_iter);
+  gpuml_options used;
+  const gm_backend *b;
+  if ((st = gm_backend_resolve(opt, GM_ALGO_TSNE, work, "tsne", &used, &b))) return st;
+  gm_tsne_place_run run;
+  run.n_fixed = n;
+  run.n = n + m;
+  run.dims = (int)dims;
+  run.max_iter = (int)params->max_iter;
+  run.method = params->method;
+  if (run.method == GPUML_TSNE_AUTO)
+    run.method = (double)m * (double)n <= GM_TSNE_PLACE_EXACT_MAX_PAIRS ? GPUML_TSNE_EXACT
+                                                                       : GPUML_TSNE_FFT;
+  /* A point's gradient sums its own affinities (1), not the 1/n of a fit's: a step of
+   * the order of the gradient itself, with gains, settles in tens of iterations. */
+  run.learning_rate = params->learning_rate > 0 ? params->learning_rate : 1.0;
+  run.momentum = params->momentum;
+  run.max_step_norm = params->max_step_norm;
+  run.df = params->df;
+
+  gpuml_tsne_result local;
+  if (!result) result = &local;
+  memset(result, 0, sizeof *result);
+  result->method_used = run.method;
+  result->learning_rate_used = run.learning_rate;
+  result->neighbours = k;
+
+  const size_t mk = (size_t)m * (size_t)k;
+  int64_t *idx = gm_alloc(mk, sizeof *idx);
+  double *dist = gm_alloc(mk, sizeof *dist), *p = gm_alloc(mk, sizeof *p);
+  double *joint = gm_alloc((size_t)(n + m) * (size_t)dims, sizeof *joint);
+  double *scratch = gm_alloc((size_t)k, sizeof *scratch);
+  gm_entry *row = gm_alloc((size_t)k, sizeof *row);
+  gm_csr P = {0};
+  P.n = n + m;
+  P.nnz = (int64_t)mk;
+  P.row = gm_alloc((size_t)(n + m) + 1, sizeof *P.row);
+  P.col = gm_alloc(mk, sizeof *P.col);
+  P.val = gm_alloc(mk, sizeof *P.val);
+  if (!idx || !dist || !p || !joint || !scratch || !row || !P.row || !P.col || !P.val) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to place the new points",
+                 ((double)mk * 40 + (double)(n + m) * (dims + 1) * 8) / 1e6);
+    goto done;
+  }
+  if ((st = gpuml_knn_search(x, n, d, x_new, m, k, idx, dist, &used, NULL))) goto done;
+  if ((st = b->tsne->conditional(dist, m, k, params->perplexity, p, NULL, &used))) goto done;
+  /* The joint embedding: the training points, then the new ones at their starts. */
+  for (int d2 = 0; d2 < dims; d2++)
+    memcpy(joint + (size_t)d2 * (size_t)(n + m), y + (size_t)d2 * (size_t)n, sizeof *y * (size_t)n);
+  place_starts(y, n, (int)dims, idx, p, m, k, params->init, joint + n, n + m, scratch);
+  /* P: no rows for the training points; row n + i holds p_{j|i}, by column. */
+  for (int64_t i = 0; i <= n; i++) P.row[i] = 0;
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t t = 0; t < k; t++) {
+      row[t].col = idx[i + t * m];
+      row[t].val = p[i + t * m];
+    }
+    qsort(row, (size_t)k, sizeof *row, by_column);
+    for (int64_t t = 0; t < k; t++) {
+      P.col[i * k + t] = row[t].col;
+      P.val[i * k + t] = row[t].val;
+    }
+    P.row[n + i + 1] = (i + 1) * k;
+  }
+  result->nnz = P.nnz;
+  const double t_opt = gm_seconds();
+  result->seconds_affinities = t_opt - t_start;
+  if (run.max_iter > 0 && (st = b->tsne->place(&P, &run, joint, &used))) goto done;
+  for (int64_t e = 0; e < m * dims; e++)
+    if (!isfinite(joint[(e / m) * (n + m) + n + e % m])) {
+      st = gm_fail(GPUML_ERR_NUMERIC, "tsne:numeric",
+                   "new point %lld left the embedding (a normaliser Z_i of 0): try a smaller learning_rate",
+                   (long long)(e % m + 1));
+      goto done;
+    }
+  result->seconds_optimisation = gm_seconds() - t_opt;
+  result->iterations_done = run.max_iter;
+  gm_run_info_fill(&result->run, &used, GM_F64, t_start);
+  for (int d2 = 0; d2 < dims; d2++)
+    memcpy(y_new + (size_t)d2 * (size_t)m, joint + (size_t)d2 * (size_t)(n + m) + n,
+           sizeof *y_new * (size_t)m);
+done:
+  free(idx);
+  free(dist);
+  free(p);
+  free(joint);
+  free(scratch);
+  free(row);
   gm_csr_free(&P);
   return st;
 }

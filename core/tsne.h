@@ -58,6 +58,12 @@ int gm_tsne_fft_size(int boxes);
 gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
                                 double perplexity, gm_csr *P, double *entropy,
                                 const gpuml_options *opt);
+/* The same with several perplexities (multiscale): the conditional affinities of each,
+ * over the same k neighbours, averaged, then symmetrised. `entropy` is written for one
+ * perplexity only. */
+gpuml_status gm_tsne_affinities_multiscale(const int64_t *idx, const double *dist, int64_t n,
+                                           int64_t k, const double *perplexities, int64_t scales,
+                                           gm_csr *P, double *entropy, const gpuml_options *opt);
 
 /* The first ncomp principal component scores (n x ncomp) of x on the CPU: covariance
  * (d <= n) or Gram matrix (d > n) by dsyrk, top eigenvectors by dsyevr. */
@@ -75,7 +81,37 @@ typedef struct {
   gpuml_tsne_method method;
   double learning_rate, exaggeration, momentum, final_momentum, max_step_norm;
   int stop_lying_iter, mom_switch_iter;
+  double df; /* degrees of freedom of the output kernel (1: Cauchy) */
 } gm_tsne_run;
+
+/* Placing new points into a fixed embedding (gpuml_tsne_transform): the points
+ * 0 .. n_fixed - 1 of a joint embedding of n points are the fitted ones and stay put;
+ * each new point i >= n_fixed moves to reduce its own KL divergence
+ *   KL_i = sum_j p_{j|i} log(p_{j|i} / q_{j|i}),  q_{j|i} = w_ij / Z_i,
+ *   Z_i = sum_{j < n_fixed} w_ij  (w of the run's df),
+ * attracted by its neighbours among the fixed points (P's row i) and repelled by all
+ * fixed points, never by the other new points: a new point's place does not depend on
+ * the others given with it. The step is gradient descent with momentum and gains, on
+ * grad_i = sum_j p_{j|i} u_ij (y_i - y_j) - sum_j w_ij u_ij (y_i - y_j) / Z_i
+ * which is half of dKL_i/dy_i (only y_i moves). */
+typedef struct {
+  int64_t n_fixed, n;
+  int dims;
+  int max_iter;
+  gpuml_tsne_method method;
+  double learning_rate, momentum, max_step_norm, df;
+} gm_tsne_place_run;
+
+/* method = auto on the CPU: exact up to GM_TSNE_EXACT_MAX_N points where the exact
+ * tiles run 16 single-precision lanes per instruction (AVX-512), fewer where the CPU has
+ * narrower vectors (the exact cost per pair grows, the FFT's much less). */
+int64_t gm_tsne_exact_max_n_cpu(int dims, double df);
+
+/* The CPU's placement: P is n x n (rows < n_fixed empty, columns < n_fixed, each row of
+ * a new point summing to 1); y (n x dims) holds the fitted points and the new points'
+ * starts, and receives the new points' places. */
+gpuml_status gm_tsne_place_cpu(const gm_csr *P, const gm_tsne_place_run *run, double *y,
+                               const gpuml_options *opt);
 
 /* The CPU optimiser: y (n x dims, column-major) holds the initial embedding and
  * receives the result; itercosts may be NULL. */
@@ -84,16 +120,18 @@ gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, doubl
                                   const gpuml_options *opt);
 
 /* One gradient evaluation on the CPU, as the optimiser does it:
- *   grad = exaggeration * sum_j p_ij w_ij (y_i - y_j) - sum_j w_ij^2 (y_i - y_j) / Z,
- * w_ij = 1 / (1 + |y_i - y_j|^2), Z = sum_{i != j} w_ij: a quarter of dKL/dY when
- * exaggeration = 1. `boxes` fixes the FFT grid (0: chosen from the spread). Z is
- * written to *z. Used by the tests (finite differences, CPU vs GPU). */
+ *   grad = exaggeration * sum_j p_ij u_ij (y_i - y_j) - sum_j w_ij u_ij (y_i - y_j) / Z,
+ * u_ij = 1 / (1 + |y_i - y_j|^2 / df), w_ij = u_ij^df, Z = sum_{i != j} w_ij: a quarter
+ * of dKL/dY when exaggeration = 1 (df = 1: w = u, the usual t-SNE gradient).
+ * `boxes` fixes the FFT grid (0: chosen from the spread). Z is written to *z. Used by
+ * the tests (finite differences, CPU vs GPU). */
 gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
                                   gpuml_tsne_method method, int boxes, double exaggeration,
-                                  double *grad, double *z, const gpuml_options *opt);
-/* KL(P || Q) of the embedding y (Z exact or interpolated, by method). */
+                                  double df, double *grad, double *z, const gpuml_options *opt);
+/* KL(P || Q) of the embedding y (Z exact or interpolated, by method), Q with df degrees
+ * of freedom. */
 gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
-                            gpuml_tsne_method method, int boxes, double *kl,
+                            gpuml_tsne_method method, int boxes, double df, double *kl,
                             const gpuml_options *opt);
 
 /* ---- the FFT of core/tsne_fft.c: complex, single precision, sizes 2^a 3^b ---------- */

@@ -79,6 +79,15 @@ GM_HD double gm_tsne_kernel2(double r2) {
   return w * w;
 }
 
+/* The heavy-tailed kernel (Kobak et al. 2019) with df degrees of freedom:
+ * u = 1 / (1 + r^2 / df) and w = u^df, whose convolutions give Z (w) and the repulsive
+ * forces (w u). df = 1 is the Cauchy kernel (w = u), computed by the formulas above. */
+GM_HD double gm_tsne_heavy_w(double r2, double df) { return pow(1.0 / (1.0 + r2 / df), df); }
+GM_HD double gm_tsne_heavy_wu(double r2, double df) {
+  const double u = 1.0 / (1.0 + r2 / df);
+  return pow(u, df) * u;
+}
+
 /* Box and relative position of coordinate y on a grid of `boxes` boxes of width
  * `width` starting at `lo`. */
 GM_HD int gm_tsne_box_of(double y, double lo, double width, int boxes, double *t) {

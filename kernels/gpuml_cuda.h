@@ -55,7 +55,10 @@ gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run *run, doub
                                    const gpuml_options *opt);
 gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, int64_t n, int dims,
                                    gpuml_tsne_method method, int boxes, double exaggeration,
-                                   double *grad, double *z, const gpuml_options *opt);
+                                   double df, double *grad, double *z, const gpuml_options *opt);
+int64_t gm_cuda_tsne_exact_max_n(int dims, double df);
+gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_run *run, double *y,
+                                const gpuml_options *opt);
 
 /* kernels/gmm.cu: the mixtures' engine on the device (data, responsibilities and
  * parameters stay there between the steps of EM). */

@@ -22,11 +22,11 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
-// attr[i] = sum_j p_ij (y_i - y_j) / (1 + |y_i - y_j|^2), one warp per row.
+// attr[i] = sum_j p_ij (y_i - y_j) / (1 + |y_i - y_j|^2 / df), one warp per row.
 template <int D>
 __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t *__restrict__ col,
                                   const double *__restrict__ val, const double *__restrict__ y,
-                                  int64_t n, double *__restrict__ attr) {
+                                  int64_t n, bool heavy, double df, double *__restrict__ attr) {
   const int lane = threadIdx.x & 31;
   const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (i >= n) return;
@@ -39,7 +39,7 @@ __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t
       diff[d] = yi[d] - y[j + d * n];
       r2 += diff[d] * diff[d];
     }
-    const double pw = val[e] / (1.0 + r2);
+    const double pw = heavy ? val[e] / (1.0 + r2 / df) : val[e] / (1.0 + r2);
     for (int d = 0; d < D; d++) a[d] += pw * diff[d];
   }
   for (int d = 0; d < D; d++) a[d] = warp_sum(a[d]);
@@ -47,11 +47,11 @@ __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t
     for (int d = 0; d < D; d++) attr[i + d * n] = a[d];
 }
 
-// Per row: sum_j p_ij log(1 + |y_i - y_j|^2) (for the KL), one warp per row.
+// Per row: sum_j p_ij df log(1 + |y_i - y_j|^2 / df) (for the KL), one warp per row.
 template <int D>
 __global__ void kl_rows_kernel(const int64_t *__restrict__ row, const int32_t *__restrict__ col,
                                const double *__restrict__ val, const double *__restrict__ y,
-                               int64_t n, double *__restrict__ out) {
+                               int64_t n, bool heavy, double df, double *__restrict__ out) {
   const int lane = threadIdx.x & 31;
   const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (i >= n) return;
@@ -63,20 +63,24 @@ __global__ void kl_rows_kernel(const int64_t *__restrict__ row, const int32_t *_
       const double diff = y[i + d * n] - y[j + d * n];
       r2 += diff * diff;
     }
-    s += val[e] * log1p(r2);
+    s += val[e] * (heavy ? df * log1p(r2 / df) : log1p(r2));
   }
   s = warp_sum(s);
   if (lane == 0) out[i] = s;
 }
 
 // The exact repulsion of rows (blockIdx.x) against the columns of chunk blockIdx.y:
-// zpart[s][i] = sum_{j in chunk, j != i} w_ij, rpart[s][d][i] = sum w_ij^2 (y_i - y_j)_d.
+// zpart[s][i] = sum_{j in chunk, j != i} w_ij, rpart[s][d][i] = sum w_ij u_ij (y_i - y_j)_d
+// (u = 1 / (1 + r^2 / df), w = u^df; w = u for df = 1).
+// Rows from row0 on, columns below cols (a placement: the new points against the fixed
+// ones; a fit: all against all).
 template <int D>
-__global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t chunk,
-                             double *__restrict__ zpart, double *__restrict__ rpart) {
+__global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t row0, int64_t cols,
+                             int64_t chunk, bool heavy, double df, double *__restrict__ zpart,
+                             double *__restrict__ rpart) {
   __shared__ double sy[D][kExactRows];
-  const int64_t i = (int64_t)blockIdx.x * kExactRows + threadIdx.x;
-  const int64_t s = blockIdx.y, j0 = s * chunk, j1 = j0 + chunk < n ? j0 + chunk : n;
+  const int64_t i = row0 + (int64_t)blockIdx.x * kExactRows + threadIdx.x;
+  const int64_t s = blockIdx.y, j0 = s * chunk, j1 = j0 + chunk < cols ? j0 + chunk : cols;
   double yi[D], r[D], z = 0;
   for (int d = 0; d < D; d++) yi[d] = i < n ? y[i + d * n] : 0, r[d] = 0;
   for (int64_t jt = j0; jt < j1; jt += kExactRows) {
@@ -92,9 +96,17 @@ __global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t ch
         diff[d] = yi[d] - sy[d][jj];
         r2 += diff[d] * diff[d];
       }
-      const double w = 1.0 / (1.0 + r2), w2 = w * w;
+      double w, wu;
+      if (heavy) {
+        const double u = 1.0 / (1.0 + r2 / df);
+        w = pow(u, df);
+        wu = w * u;
+      } else {
+        w = 1.0 / (1.0 + r2);
+        wu = w * w;
+      }
       z += w;
-      for (int d = 0; d < D; d++) r[d] += w2 * diff[d];
+      for (int d = 0; d < D; d++) r[d] += wu * diff[d];
     }
   }
   if (i < n) {
@@ -105,9 +117,10 @@ __global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t ch
 
 template <int D>
 __global__ void exact_combine_kernel(const double *__restrict__ zpart,
-                                     const double *__restrict__ rpart, int64_t n, int64_t chunks,
-                                     double *__restrict__ zrow, double *__restrict__ rep) {
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+                                     const double *__restrict__ rpart, int64_t n, int64_t row0,
+                                     int64_t chunks, double *__restrict__ zrow,
+                                     double *__restrict__ rep) {
+  const int64_t i = row0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   double z = 0, r[D];
   for (int d = 0; d < D; d++) r[d] = 0;
@@ -169,6 +182,41 @@ __global__ void update_kernel(const double *__restrict__ attr, const double *__r
   }
 }
 
+// A placement's step: the new points (n_fixed .. n - 1) only, each with its own Z_i;
+// a Z_i that is not positive and finite makes the point NaN (the core reports it).
+template <int D>
+__global__ void place_update_kernel(const double *__restrict__ attr, const double *__restrict__ rep,
+                                    const double *__restrict__ zrow, int64_t n, int64_t n_fixed,
+                                    double momentum, double learning_rate, double max_step_norm,
+                                    double *__restrict__ uy, double *__restrict__ gains,
+                                    double *__restrict__ y) {
+  const int64_t i = n_fixed + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const double z = zrow[i];
+  if (!(z > 0) || !isfinite(z)) {
+    for (int d = 0; d < D; d++) y[i + d * n] = NAN;
+    return;
+  }
+  double u[D], step2 = 0;
+  for (int d = 0; d < D; d++) {
+    const int64_t e = i + d * n;
+    const double g = attr[e] - rep[e] / z;
+    double gain = sign_of(g) != sign_of(uy[e]) ? gains[e] + 0.2 : gains[e] * 0.8;
+    if (gain < 0.01) gain = 0.01;
+    gains[e] = gain;
+    u[d] = momentum * uy[e] - learning_rate * gain * g;
+    step2 += u[d] * u[d];
+  }
+  if (max_step_norm > 0 && step2 > max_step_norm * max_step_norm) {
+    const double scale = max_step_norm / sqrt(step2);
+    for (int d = 0; d < D; d++) u[d] *= scale;
+  }
+  for (int d = 0; d < D; d++) {
+    uy[i + d * n] = u[d];
+    y[i + d * n] += u[d];
+  }
+}
+
 __global__ void subtract_mean_kernel(double *__restrict__ y, int64_t n, int dims,
                                      const double *__restrict__ sums) {
   const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -192,6 +240,10 @@ struct TsneGpu {
   Context &ctx;
   int64_t n = 0, nnz = 0;
   int D = 2;
+  double df = 1;       // degrees of freedom of the kernel
+  int64_t charged = 0; // points that repel and count in Z: all (a fit) or the fixed ones
+  int64_t fixed = 0;   // set before init() for a placement: the fixed points (0: a fit)
+  bool heavy = false;  // df != 1: the kernel's own formulas; a separate kernel for Z (FFT)
   gpuml_tsne_method method = GPUML_TSNE_EXACT;
   int64_t *row = nullptr;
   int32_t *col = nullptr;
@@ -221,7 +273,10 @@ struct TsneGpu {
   TsneGpu(const TsneGpu &) = delete;
   TsneGpu &operator=(const TsneGpu &) = delete;
 
-  int grids() const { return (D + 3) / 2; }
+  // Complex grids of the FFT channels (see fft_grids() in core/cpu/tsne_cpu.c): heavy
+  // tails give Z's channel a grid of its own, and the kernel two spectra.
+  int grids() const { return heavy ? (D + 2) / 2 + 1 : (D + 3) / 2; }
+  int kernels() const { return heavy ? 2 : 1; }
 
   size_t bytes_needed() const {
     size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12;
@@ -238,12 +293,21 @@ struct TsneGpu {
   }
 
   gpuml_status init(const int64_t *h_row, const int64_t *h_col, const double *h_val, int64_t n_,
-                    int dims, gpuml_tsne_method m) {
+                    int dims, gpuml_tsne_method m, double df_) {
     n = n_;
     D = dims;
+    df = df_;
+    heavy = df != 1.0;
+    charged = fixed > 0 ? fixed : n;
     method = m;
     nnz = h_row[n];
-    if (method == GPUML_TSNE_EXACT) {
+    if (method == GPUML_TSNE_EXACT && fixed > 0) {
+      // a placement: the columns (fixed points) split by their count alone, so that a
+      // new point's sums, and its place, do not depend on the other new points
+      chunks = (fixed + kExactRows - 1) / kExactRows;
+      if (chunks > 64) chunks = 64;
+      chunk = (fixed + chunks - 1) / chunks;
+    } else if (method == GPUML_TSNE_EXACT) {
       const int64_t row_blocks = (n + kExactRows - 1) / kExactRows;
       chunks = (kExactTargetBlocks + row_blocks - 1) / row_blocks;
       if (chunks > 64) chunks = 64;
@@ -353,14 +417,14 @@ struct TsneGpu {
     size = gm_tsne_fft_size(b);
     const size_t cells = (size_t)ipow64(size, D);
     if (cells > grid_cells) {  // larger grids as the embedding spreads; the old ones stay
-      const size_t bytes = cells * sizeof(cufftComplex) * (grids() + 1);
+      const size_t bytes = cells * sizeof(cufftComplex) * (grids() + kernels());
       if (used + bytes > ctx.budget())
         return gm_fail(GPUML_ERR_NOMEM, "tsne:cuda",
                        "the FFT grid of %d^%d points needs %.1f MB more GPU memory than the budget "
                        "of %.1f MB: free GPU memory, raise gpu_memory_limit or use backend \"cpu\"",
                        size, D, (double)(used + bytes - ctx.budget()) / 1e6, (double)ctx.budget() / 1e6);
       GM_TRY(ctx.alloc(&grid, cells * grids(), "the FFT grids"));
-      GM_TRY(ctx.alloc(&kernel, cells, "the FFT kernel"));
+      GM_TRY(ctx.alloc(&kernel, cells * kernels(), "the FFT kernel"));
       used += bytes;
       grid_cells = cells;
     }
@@ -419,31 +483,60 @@ struct TsneGpu {
                                      ctx.stream()), "clearing the grids"));
     constexpr int kNodes = DD == 1 ? 3 : (DD == 2 ? 9 : 27);
     spread_kernel<DD><<<(unsigned)nbox, 32 * kNodes, 0, ctx.stream()>>>(
-        y, n, boxes, size, start, end, order, weight, grid, cells);
+        y, n, charged, boxes, size, start, end, order, weight, heavy, grid, cells);
     GM_TRY(ctx.launched("spreading charges on the grid"));
     kernel_grid_kernel<DD><<<grid_1d(cells, kThreads), kThreads, 0, ctx.stream()>>>(
-        size, boxes * GM_TSNE_NODES, boxes, scal, kernel, cells);
+        size, boxes * GM_TSNE_NODES, boxes, scal, heavy, df, kernel, cells);
     GM_TRY(ctx.launched("the kernel grid"));
-    GM_TRY(check_fft(ctx, cufftExecC2C(plan_kernel, kernel, kernel, CUFFT_FORWARD), "the kernel FFT"));
+    for (int k = 0; k < kernels(); k++)
+      GM_TRY(check_fft(ctx, cufftExecC2C(plan_kernel, kernel + k * cells, kernel + k * cells,
+                                         CUFFT_FORWARD), "the kernel FFT"));
     GM_TRY(check_fft(ctx, cufftExecC2C(plan_grids, grid, grid, CUFFT_FORWARD), "the grid FFT"));
     const float norm = (float)(1.0 / (double)cells);
     multiply_kernel<<<grid_1d(cells * grids(), kThreads) < 65536u ? grid_1d(cells * grids(), kThreads) : 65536u,
-                      kThreads, 0, ctx.stream()>>>(grid, grids(), kernel, cells, norm);
+                      kThreads, 0, ctx.stream()>>>(grid, grids(), heavy, kernel, cells, norm);
     GM_TRY(ctx.launched("the convolution"));
     GM_TRY(check_fft(ctx, cufftExecC2C(plan_grids, grid, grid, CUFFT_INVERSE), "the inverse grid FFT"));
     gather_kernel<DD><<<grid_1d(n, kThreads), kThreads, 0, ctx.stream()>>>(
-        y, n, boxes, size, key, weight, grid, cells, zrow, rep);
+        y, n, boxes, size, key, weight, heavy, grid, cells, zrow, rep);
     return ctx.launched("interpolating the potentials");
   }
 
   template <int DD>
   gpuml_status exact_repulsion() {
-    dim3 g((unsigned)((n + kExactRows - 1) / kExactRows), (unsigned)chunks);
-    exact_kernel<DD><<<g, kExactRows, 0, ctx.stream()>>>(y, n, chunk, zpart, rpart);
+    const int64_t row0 = charged < n ? charged : 0, rows = n - row0;
+    dim3 g((unsigned)((rows + kExactRows - 1) / kExactRows), (unsigned)chunks);
+    exact_kernel<DD><<<g, kExactRows, 0, ctx.stream()>>>(y, n, row0, charged, chunk, heavy, df,
+                                                         zpart, rpart);
     GM_TRY(ctx.launched("the exact repulsion"));
-    exact_combine_kernel<DD><<<grid_1d(n, kThreads), kThreads, 0, ctx.stream()>>>(
-        zpart, rpart, n, chunks, zrow, rep);
+    exact_combine_kernel<DD><<<grid_1d(rows, kThreads), kThreads, 0, ctx.stream()>>>(
+        zpart, rpart, n, row0, chunks, zrow, rep);
     return ctx.launched("the exact repulsion");
+  }
+
+  // A placement (gm_tsne_place_cpu's steps): repulsion from the fixed points,
+  // attraction to the neighbours, the new points' update; no re-centring.
+  template <int DD>
+  gpuml_status place(const gm_tsne_place_run *run, const gpuml_options *opt) {
+    const int64_t moving = n - charged;
+    for (int it = 0; it < run->max_iter; it++) {
+      if (it % GM_TSNE_GRID_EVERY == 0) {
+        if (method == GPUML_TSNE_FFT) GM_TRY(choose_grid(0));
+        if (gm_interrupted(opt))
+          return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted",
+                         "t-SNE transform interrupted at iteration %d", it);
+      }
+      if (method == GPUML_TSNE_FFT) GM_TRY(fft_repulsion<DD>());
+      else GM_TRY(exact_repulsion<DD>());
+      GM_TRY(attraction<DD>());
+      place_update_kernel<DD><<<grid_1d(moving, kThreads), kThreads, 0, ctx.stream()>>>(
+          attr, rep, zrow, n, charged, run->momentum, run->learning_rate, run->max_step_norm,
+          uy, gains, y);
+      GM_TRY(ctx.launched("the placement's update"));
+      if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter)
+        gm_progress(opt, "transform", it + 1, run->max_iter);
+    }
+    return GPUML_OK;
   }
 
   // zrow, rep and Z (scal[kZ]).
@@ -456,7 +549,8 @@ struct TsneGpu {
 
   template <int DD>
   gpuml_status attraction() {
-    attraction_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(row, col, val, y, n, attr);
+    attraction_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(
+        row, col, val, y, n, heavy, df, attr);
     return ctx.launched("the attraction");
   }
 
@@ -464,7 +558,8 @@ struct TsneGpu {
   template <int DD>
   gpuml_status kl(double plogp, double psum, double *out) {
     GM_TRY(normaliser<DD>());
-    kl_rows_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(row, col, val, y, n, zrow);
+    kl_rows_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(
+        row, col, val, y, n, heavy, df, zrow);
     GM_TRY(ctx.launched("the KL divergence"));
     GM_TRY(reduce(kSum, zrow, n, 0, 1, 0.0, scal + kKl));
     double h[kScalars];
@@ -568,7 +663,7 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, run->n, run->dims, run->method));
+  GM_TRY(t.init(row, col, val, run->n, run->dims, run->method, run->df));
   const size_t nd = (size_t)run->n * run->dims;
   GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
                    "copying the initial embedding"));
@@ -587,17 +682,45 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
   return ctx.sync("copying the embedding");
 }
 
+extern "C" int64_t gm_cuda_tsne_exact_max_n(int dims, double df) {
+  (void)df;  // (the heavy-tailed exact kernel's pow has not been timed on a GPU yet)
+  return dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N;
+}
+
+extern "C" gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_run *run,
+                                           double *y, const gpuml_options *opt) {
+  Context ctx("tsne:cuda");
+  GM_TRY(ctx.init(opt, 0));
+  TsneGpu t(ctx);
+  t.fixed = run->n_fixed;  // only the points from n_fixed on move, and only the fixed repel
+  GM_TRY(t.init(P->row, P->col, P->val, run->n, run->dims, run->method, run->df));
+  const size_t nd = (size_t)run->n * run->dims;
+  GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
+                   "copying the embedding"));
+  GM_TRY(ctx.check(cudaMemsetAsync(t.uy, 0, nd * 8, ctx.stream()), "clearing the momentum"));
+  fill_kernel<<<grid_1d((int64_t)nd, kThreads), kThreads, 0, ctx.stream()>>>(t.gains, (int64_t)nd, 1.0);
+  GM_TRY(ctx.launched("initialising the gains"));
+  switch (run->dims) {
+    case 1: GM_TRY(t.place<1>(run, opt)); break;
+    case 2: GM_TRY(t.place<2>(run, opt)); break;
+    default: GM_TRY(t.place<3>(run, opt)); break;
+  }
+  GM_TRY(ctx.check(cudaMemcpyAsync(y, t.y, nd * 8, cudaMemcpyDeviceToHost, ctx.stream()),
+                   "copying the places"));
+  return ctx.sync("copying the places");
+}
+
 extern "C" gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, int64_t n,
                                               int dims, gpuml_tsne_method method, int boxes,
-                                              double exaggeration, double *grad, double *z,
-                                              const gpuml_options *opt) {
+                                              double exaggeration, double df, double *grad,
+                                              double *z, const gpuml_options *opt) {
   const int64_t *row = P->row, *col = P->col;
   const double *val = P->val;
   if (dims < 1 || dims > 3) return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %d must be 1, 2 or 3", dims);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, n, dims, method));
+  GM_TRY(t.init(row, col, val, n, dims, method, df));
   const size_t nd = (size_t)n * dims;
   double *g = nullptr;
   GM_TRY(ctx.alloc(&g, nd, "the gradient"));

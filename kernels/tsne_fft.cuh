@@ -33,10 +33,11 @@ __global__ void box_ranges_kernel(const int32_t *__restrict__ key, int64_t n,
 // One block per box, one warp per node of the box: the node's C channel sums over the
 // box's points (lanes stride over them; a fixed shuffle tree adds the lanes).
 template <int D>
-__global__ void spread_kernel(const double *__restrict__ y, int64_t n, int boxes, int size,
+__global__ void spread_kernel(const double *__restrict__ y, int64_t n, int64_t charged, int boxes,
+                              int size,
                               const int32_t *__restrict__ start, const int32_t *__restrict__ end,
                               const int32_t *__restrict__ order, const double *__restrict__ weight,
-                              cufftComplex *__restrict__ grid, int64_t cells) {
+                              bool heavy, cufftComplex *__restrict__ grid, int64_t cells) {
   constexpr int C = D + 2;
   const int64_t b = blockIdx.x;
   const int32_t s0 = start[b], s1 = end[b];
@@ -58,6 +59,7 @@ __global__ void spread_kernel(const double *__restrict__ y, int64_t n, int boxes
   for (int c = 0; c < C; c++) acc[c] = 0;
   for (int32_t at = s0 + lane; at < s1; at += 32) {
     const int64_t i = order[at];
+    if (i >= charged) continue;  // a new point of a placement: no charge
     double v = 1, sq = 0;
     for (int d = 0; d < D; d++) v *= weight[(i * D + d) * GM_TSNE_NODES + k[d]];
     acc[0] += v;
@@ -66,20 +68,21 @@ __global__ void spread_kernel(const double *__restrict__ y, int64_t n, int boxes
       acc[1 + d] += v * yd;
       sq += yd * yd;
     }
-    acc[D + 1] += v * sq;
+    acc[D + 1] += heavy ? v : v * sq;  // heavy tails: Z from a kernel of its own
   }
   for (int c = 0; c < C; c++) acc[c] = warp_sum(acc[c]);
   if (lane == 0)
     for (int c = 0; c < C; c++) {
-      float *g = reinterpret_cast<float *>(grid + (size_t)(c / 2) * cells + cell);
-      g[c & 1] = (float)acc[c];
+      const bool own = heavy && c == D + 1;  // Z's channel: the real part of the last grid
+      float *g = reinterpret_cast<float *>(grid + (size_t)(own ? (D + 2) / 2 : c / 2) * cells + cell);
+      g[own ? 0 : (c & 1)] = (float)acc[c];
     }
 }
 
 template <int D>
 __global__ void kernel_grid_kernel(int size, int nodes_per_dim, int boxes,
-                                   const double *__restrict__ scal, cufftComplex *__restrict__ kernel,
-                                   int64_t cells) {
+                                   const double *__restrict__ scal, bool heavy, double df,
+                                   cufftComplex *__restrict__ kernel, int64_t cells) {
   const int64_t cell = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (cell >= cells) return;
   const double spacing = box_width(scal, boxes) / GM_TSNE_NODES;
@@ -93,15 +96,22 @@ __global__ void kernel_grid_kernel(int size, int nodes_per_dim, int boxes,
     if (off < 0) inside = false;
     r2 += (off * spacing) * (off * spacing);
   }
-  kernel[cell].x = inside ? (float)gm_tsne_kernel2(r2) : 0.0f;
+  if (heavy) {  // w u for the forces, then w for Z
+    kernel[cell].x = inside ? (float)gm_tsne_heavy_wu(r2, df) : 0.0f;
+    kernel[cells + cell].x = inside ? (float)gm_tsne_heavy_w(r2, df) : 0.0f;
+    kernel[cells + cell].y = 0.0f;
+  } else {
+    kernel[cell].x = inside ? (float)gm_tsne_kernel2(r2) : 0.0f;
+  }
   kernel[cell].y = 0.0f;
 }
 
-__global__ void multiply_kernel(cufftComplex *__restrict__ grid, int grids,
+__global__ void multiply_kernel(cufftComplex *__restrict__ grid, int grids, bool heavy,
                                 const cufftComplex *__restrict__ kernel, int64_t cells, float norm) {
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < cells * grids;
        e += (int64_t)gridDim.x * blockDim.x) {
-    const float kr = kernel[e % cells].x * norm;
+    const bool z_grid = heavy && e / cells == grids - 1;  // heavy tails: Z's own spectrum
+    const float kr = kernel[e % cells + (z_grid ? cells : 0)].x * norm;
     grid[e].x *= kr;
     grid[e].y *= kr;
   }
@@ -111,7 +121,7 @@ __global__ void multiply_kernel(cufftComplex *__restrict__ grid, int grids,
 template <int D>
 __global__ void gather_kernel(const double *__restrict__ y, int64_t n, int boxes, int size,
                               const int32_t *__restrict__ key, const double *__restrict__ weight,
-                              const cufftComplex *__restrict__ grid, int64_t cells,
+                              bool heavy, const cufftComplex *__restrict__ grid, int64_t cells,
                               double *__restrict__ zrow, double *__restrict__ rep) {
   constexpr int C = D + 2;
   constexpr int kNodes = D == 1 ? 3 : (D == 2 ? 9 : 27);
@@ -137,8 +147,10 @@ __global__ void gather_kernel(const double *__restrict__ y, int64_t n, int boxes
       scale *= size;
     }
     for (int c = 0; c < C; c++) {
-      const float *g = reinterpret_cast<const float *>(grid + (size_t)(c / 2) * cells + cell);
-      phi[c] += v * (double)g[c & 1];
+      const bool own = heavy && c == D + 1;
+      const float *g =
+          reinterpret_cast<const float *>(grid + (size_t)(own ? (D + 2) / 2 : c / 2) * cells + cell);
+      phi[c] += v * (double)g[own ? 0 : (c & 1)];
     }
   }
   double sq = 0, dot = 0;
@@ -148,7 +160,7 @@ __global__ void gather_kernel(const double *__restrict__ y, int64_t n, int boxes
     dot += yd * phi[1 + d];
     rep[i + d * n] = yd * phi[0] - phi[1 + d];
   }
-  zrow[i] = (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
+  zrow[i] = heavy ? phi[D + 1] : (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
 }
 
 // --- gradient and update -----------------------------------------------------------------

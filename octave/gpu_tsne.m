@@ -28,7 +28,9 @@
 ## @item @qcode{"dims"}
 ## 1, 2 (default) or 3.
 ## @item @qcode{"perplexity"}
-## Default 30; 3 * perplexity must not exceed @var{n} - 1.
+## Default 30; 3 * perplexity must not exceed @var{n} - 1.  A vector (up to 8
+## values) gives multiscale affinities: the mean of each perplexity's, over the
+## 3 * max (perplexity) nearest neighbours.
 ## @item @qcode{"max_iter"}
 ## Iterations, default 1000.
 ## @item @qcode{"pca"}, @qcode{"initial_dims"}
@@ -54,6 +56,17 @@
 ## 0.5, then 0.8 from iteration 250.
 ## @item @qcode{"max_step_norm"}
 ## The farthest a point moves in one iteration (default 5; 0: no limit).
+## @item @qcode{"is_distance"}
+## @code{true}: @var{X} is a square matrix of distances; each point's
+## 3 * perplexity nearest others give the affinities ("pca" init starts at random).
+## @item @qcode{"nn_index"}, @qcode{"nn_dist"}
+## Instead of @var{X} (give @code{[]}), each point's neighbours (1-based, the point
+## left out) and their distances, @var{n}-by-@var{k} as @code{gpu_knn} returns
+## them; @var{k} must be at least 3 * perplexity.
+## @item @qcode{"df"}
+## Degrees of freedom of the heavy-tailed output kernel (Kobak et al., 2019),
+## q_ij ~ (1 + |y_i - y_j|^2 / df)^(-df): 1 (default) is the usual t-SNE kernel,
+## smaller values (e.g. 0.5) give heavier tails and finer clusters.  Positive.
 ## @item @qcode{"backend"}
 ## @qcode{"auto"} (default), @qcode{"cpu"} or @qcode{"cuda"}.
 ## @item @qcode{"verbose"}
@@ -97,7 +110,8 @@ function [Y, info] = gpu_tsne (X, varargin)
                      "initial_dims", 50, "init", "pca", "learning_rate", "auto",
                      "exaggeration", 12, "stop_lying_iter", 250, "method", "auto",
                      "seed", [], "verbose", false, "backend", "auto", "momentum", 0.5,
-                     "final_momentum", 0.8, "mom_switch_iter", 250, "max_step_norm", 5);
+                     "final_momentum", 0.8, "mom_switch_iter", 250, "max_step_norm", 5,
+                     "df", 1, "is_distance", false, "nn_index", [], "nn_dist", []);
   [opts, given] = gpuml_parse_options ("gpu_tsne", defaults, varargin);
   out_single = isa (X, "single");
   if ((isnumeric (X) || islogical (X)) && ! issparse (X) && ! iscomplex (X))
@@ -109,7 +123,7 @@ function [Y, info] = gpu_tsne (X, varargin)
   init_y = [];
   for i = 1:2:numel (given)
     switch (given{i})
-      case {"seed", "verbose", "backend"}
+      case {"seed", "verbose", "backend", "is_distance", "nn_index", "nn_dist"}
       case "init"
         if (ischar (given{i+1}))
           params(end+1:end+2) = given(i:i+1);
@@ -118,14 +132,34 @@ function [Y, info] = gpu_tsne (X, varargin)
         else
           error ("gpuml:tsne:badInit", "gpu_tsne: init must be \"pca\", \"random\" or a matrix");
         endif
+      case "perplexity"
+        if (isnumeric (given{i+1}) && numel (given{i+1}) > 1)
+          params(end+1:end+2) = {"perplexities", given{i+1}};  # multiscale
+        else
+          params(end+1:end+2) = given(i:i+1);
+        endif
       otherwise
         params(end+1:end+2) = given(i:i+1);
     endswitch
   endfor
+  ## the input: data, a distance matrix, or neighbour lists (then X is [])
+  input = "data";
+  nn_dist = [];
+  if (! isempty (opts.nn_index) || ! isempty (opts.nn_dist))
+    if (isempty (opts.nn_index) || isempty (opts.nn_dist))
+      error ("gpuml:tsne:badNeighbours",
+             "gpu_tsne: nn_index and nn_dist must be given together (as gpu_knn returns them)");
+    endif
+    input = "neighbours";
+    X = double (opts.nn_index);
+    nn_dist = double (opts.nn_dist);
+  elseif (opts.is_distance)
+    input = "distance";
+  endif
   seed = gpuml_seed (opts.seed);
   try
     [Y, costs, backend, method, eta, k, seconds, costs_at] = ...
-      gpuml_tsne_mex (X, params, init_y, seed, opts.backend, opts.verbose);
+      gpuml_tsne_mex (X, params, init_y, seed, opts.backend, opts.verbose, input, nn_dist);
   catch err
     gpuml_rethrow (err, "gpu_tsne", "gpuml_tsne_mex");
   end_try_catch
@@ -235,6 +269,27 @@ endfunction
 %!error id=gpuml:tsne:badInit gpu_tsne (rand (20, 3), "perplexity", 5, "init", zeros (19, 2))
 %!error id=gpuml:tsne:badInit gpu_tsne (rand (20, 3), "perplexity", 5, "init", [zeros(19, 2); NaN 0])
 %!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "max_iter", 0)
+%!error id=gpuml:tsne:badDf gpu_tsne (rand (20, 3), "perplexity", 5, "df", 0)
+%!error id=gpuml:tsne:badDistance gpu_tsne (rand (20, 19), "perplexity", 5, "is_distance", true)
+%!error id=gpuml:tsne:badNeighbours gpu_tsne ([], "nn_index", ones (20, 15), "perplexity", 5)
+
+## multiscale perplexities
+%!test
+%! [X, labels] = blobs (40, 8);
+%! [Y, info] = gpu_tsne (X, "perplexity", [5 15], "max_iter", 500, "backend", B);
+%! assert (info.neighbours, 45);
+%! assert (one_nn_accuracy (Y, labels), 1);
+
+## distances and neighbour lists give the data's embedding
+%!test
+%! X = blobs (30, 5);
+%! args = {"perplexity", 10, "max_iter", 100, "init", "random", "seed", 3, "backend", B};
+%! Y = gpu_tsne (X, args{:});
+%! D = gpu_dist (X, "backend", "cpu");
+%! assert (gpu_tsne (D, "is_distance", true, args{:}), Y, 1e-6 * max (abs (Y(:))));
+%! [idx, dist] = gpu_knn (X, [], 30, "backend", "cpu");
+%! assert (isequal (gpu_tsne ([], "nn_index", idx, "nn_dist", dist, args{:}), Y));
+%!error id=gpuml:tsne:badDf gpu_tsne (rand (20, 3), "perplexity", 5, "df", -1)
 %!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "momentum", 1)
 %!error id=gpuml:badSeed gpu_tsne (rand (20, 3), "perplexity", 5, "seed", -1)
 %!error id=gpuml:tsne:badParameter gpu_tsne (rand (20, 3), "perplexity", 5, "learning_rate", "fast")

@@ -66,7 +66,10 @@ static void test_algorithms(void) {
         "tsne: an unknown name lists the parameters: %s", gpuml_last_error());
   int names = 0;
   while (gpuml_params_name(GPUML_PARAMS_TSNE, names)) names++;
-  CHECK(names == 14 && gpuml_params_name(GPUML_PARAMS_TSNE, -1) == NULL, "tsne: %d names", names);
+  CHECK(names == 16 && gpuml_params_name(GPUML_PARAMS_TSNE, -1) == NULL, "tsne: %d names", names);
+  names = 0;
+  while (gpuml_params_name(GPUML_PARAMS_TSNE_TRANSFORM, names)) names++;
+  CHECK(names == 8, "tsne transform: %d names", names);
 
   gpuml_gmm_params gp;
   gpuml_gmm_params_init(&gp);

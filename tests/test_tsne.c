@@ -101,6 +101,13 @@ static void test_bad_input(void) {
   p.init_y = init;
   expect_error("user init NaN", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badInit");
   p.init = GPUML_TSNE_INIT_PCA;
+  const double bad_df[] = {0, -1, NAN, INFINITY};
+  for (int b = 0; b < 4; b++) {
+    p.df = bad_df[b];
+    expect_error("df", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:badDf");
+  }
+  CHECK(strstr(gpuml_last_error(), "df = inf") != NULL, "message: %s", gpuml_last_error());
+  p.df = 1;
   x[5 + 2 * n] = INFINITY;
   expect_error("Inf in data", gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL), "tsne:nonFinite");
   CHECK(strstr(gpuml_last_error(), "row 6, column 3") != NULL, "message: %s", gpuml_last_error());
@@ -331,8 +338,8 @@ static void test_gradient_finite_differences(void) {
     for (int64_t e = 0; e < n * dims; e++) y[e] = 2 * gm_rng_normal(&r);
     gpuml_options opt = options(GPUML_BACKEND_CPU);
     double z, kl = 0;
-    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, g, &z, &opt);
-    if (!st) st = gm_tsne_kl_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, &kl, &opt);
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, 1.0, g, &z, &opt);
+    if (!st) st = gm_tsne_kl_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, &kl, &opt);
     const double kl_ref = st ? 0 : reference_kl(&P, y, n, dims);
     double worst = 0, scale = 0;
     for (int64_t e = 0; !st && e < n * dims; e++) {
@@ -372,7 +379,7 @@ static void check_exact_repulsion(int64_t n, int dims, double sd, int step, cons
   for (int64_t e = 0; e < n * dims; e++) y[e] = sd * gm_rng_normal(&r);
   gpuml_options opt = options(GPUML_BACKEND_CPU);
   double z = 0, worst = 0, scale = 0;
-  gpuml_status st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, g, &z, &opt);
+  gpuml_status st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, 1.0, g, &z, &opt);
   const double zref = reference_z(y, n, dims);
   for (int64_t i = 0; i < n; i += step) {
     double rep[3] = {0, 0, 0};
@@ -489,8 +496,8 @@ static void test_fft_accuracy(void) {
     for (int64_t e = 0; e < n * dims; e++) y[e] = spread * gm_rng_normal(&r) / 3;
     gpuml_options opt = options(GPUML_BACKEND_CPU);
     double ze = 0, zf = 0;
-    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, ge, &ze, &opt);
-    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_FFT, 0, 1.0, gf, &zf, &opt);
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, 1.0, ge, &ze, &opt);
+    if (!st) st = gm_tsne_gradient_cpu(&P, y, n, dims, GPUML_TSNE_FFT, 0, 1.0, 1.0, gf, &zf, &opt);
     double err = 0, norm = 0;
     for (int64_t e = 0; e < n * dims; e++) {
       err += (ge[e] - gf[e]) * (ge[e] - gf[e]);
@@ -508,9 +515,9 @@ static void test_fft_accuracy(void) {
         double zc = 0, zg = 0;
         const int boxes = gm_tsne_grid_boxes(2 * spread, dims);
         gpuml_options co = options(GPUML_BACKEND_CPU), go = options(GPUML_BACKEND_CUDA);
-        gpuml_status a = gm_tsne_gradient_cpu(&P, y, n, dims, methods[m], boxes, 12.0, gc, &zc, &co);
+        gpuml_status a = gm_tsne_gradient_cpu(&P, y, n, dims, methods[m], boxes, 12.0, 1.0, gc, &zc, &co);
         gpuml_status b = gm_backend_get(GPUML_BACKEND_CUDA)
-                             ->tsne->gradient(&P, y, n, dims, methods[m], boxes, 12.0, gg, &zg,
+                             ->tsne->gradient(&P, y, n, dims, methods[m], boxes, 12.0, 1.0, gg, &zg,
                                               &go);
         double worst = 0, scale = 0;
         for (int64_t e = 0; !a && !b && e < n * dims; e++) {
@@ -647,7 +654,7 @@ static void test_fft_matches_exact(void) {
     gm_csr P = {0};
     gpuml_options co = options(GPUML_BACKEND_CPU);
     ok = affinities_of(x, n, d, 30, &P, NULL, GPUML_BACKEND_CPU) == GPUML_OK &&
-         gm_tsne_kl_cpu(&P, y, n, 2, GPUML_TSNE_EXACT, 0, &kl_exact, &co) == GPUML_OK;
+         gm_tsne_kl_cpu(&P, y, n, 2, GPUML_TSNE_EXACT, 0, 1.0, &kl_exact, &co) == GPUML_OK;
     gm_csr_free(&P);
   }
   CHECK(ok && fabs(cf[5] - ce[5]) < 0.03 * ce[5],
@@ -802,6 +809,475 @@ static void test_callbacks(void) {
   free(y);
 }
 
+
+/* ---- heavy tails (df) ------------------------------------------------------------- */
+
+/* KL(P || Q) with q_ij ~ (1 + |y_i - y_j|^2 / df)^(-df), in plain double loops; Z to *z. */
+static double reference_heavy_kl(const gm_csr *P, const double *y, int64_t n, int dims,
+                                 double df, double *z_out) {
+  double z = 0, kl = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double r2 = 0;
+      for (int d = 0; d < dims; d++) r2 += pow(y[i + d * n] - y[j + d * n], 2);
+      if (j != i) z += pow(1 + r2 / df, -df);
+    }
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t e = P->row[i]; e < P->row[i + 1]; e++) {
+      const int64_t j = P->col[e];
+      double r2 = 0;
+      for (int d = 0; d < dims; d++) r2 += pow(y[i + d * n] - y[j + d * n], 2);
+      if (P->val[e] > 0) kl += P->val[e] * (log(P->val[e] * z) + df * log1p(r2 / df));
+    }
+  if (z_out) *z_out = z;
+  return kl;
+}
+
+/* The exact gradient of the heavy-tailed KL on the backend under test against finite
+ * differences of the double reference; the KL and Z of the CPU against the reference. */
+static void test_heavy_tails_gradient(void) {
+  static const double dfs[] = {0.3, 0.5, 2.5};
+  for (int f = 0; f < 3; f++)
+    for (int dims = 1; dims <= 3; dims++) {
+      const double df = dfs[f];
+      const int64_t n = 30;
+      double *x = blobs(n, 5, 2, 5, NULL);
+      gm_csr P = {0};
+      gpuml_status st = affinities_of(x, n, 5, 5, &P, NULL, GPUML_BACKEND_CPU);
+      gm_rng r;
+      gm_rng_seed(&r, 6 + f);
+      double *y = malloc(sizeof(double) * n * dims), *g = malloc(sizeof(double) * n * dims);
+      for (int64_t e = 0; e < n * dims; e++) y[e] = 2 * gm_rng_normal(&r);
+      gpuml_options opt = options(test_backend), co = options(GPUML_BACKEND_CPU);
+      double z = 0, kl = 0, zref = 0;
+      if (!st)
+        st = gm_backend_get(test_backend)
+                 ->tsne->gradient(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, df, g, &z, &opt);
+      if (!st) st = gm_tsne_kl_cpu(&P, y, n, dims, GPUML_TSNE_EXACT, 0, df, &kl, &co);
+      const double kl_ref = st ? 0 : reference_heavy_kl(&P, y, n, dims, df, &zref);
+      double worst = 0, scale = 0;
+      for (int64_t e = 0; !st && e < n * dims; e++) {
+        const double keep = y[e], h = 1e-5;
+        y[e] = keep + h;
+        const double up = reference_heavy_kl(&P, y, n, dims, df, NULL);
+        y[e] = keep - h;
+        const double down = reference_heavy_kl(&P, y, n, dims, df, NULL);
+        y[e] = keep;
+        const double fd = (up - down) / (2 * h);
+        worst = fmax(worst, fabs(4 * g[e] - fd));
+        scale = fmax(scale, fabs(fd));
+      }
+      CHECK(st == GPUML_OK && worst < 2e-6 * scale,
+            "df %g, dims %d: heavy-tailed gradient vs finite differences: worst %g of %g (%s)",
+            df, dims, worst, scale, gpuml_last_error());
+      CHECK(fabs(kl - kl_ref) < 1e-6 * fabs(kl_ref), "df %g, dims %d: KL %.12g vs %.12g", df,
+            dims, kl, kl_ref);
+      CHECK(fabs(z - zref) < 1e-6 * zref, "df %g, dims %d: Z %.15g vs %.15g", df, dims, z, zref);
+      gm_csr_free(&P);
+      free(x);
+      free(y);
+      free(g);
+    }
+}
+
+/* The FFT method with heavy tails (a kernel of its own for Z) against the exact one, on
+ * the backend under test; on CUDA also against the CPU. */
+static void test_heavy_tails_fft(void) {
+  for (int dims = 1; dims <= 3; dims++) {
+    const int64_t n = 1500;
+    const double df = dims == 2 ? 0.5 : 0.7;
+    double *x = blobs(n, 6, 5, 7, NULL);
+    gm_csr P = {0};
+    gpuml_status st = affinities_of(x, n, 6, 15, &P, NULL, GPUML_BACKEND_CPU);
+    gm_rng r;
+    gm_rng_seed(&r, 8);
+    double *y = malloc(sizeof(double) * n * dims);
+    double *ge = malloc(sizeof(double) * n * dims), *gf = malloc(sizeof(double) * n * dims);
+    double *gc = malloc(sizeof(double) * n * dims);
+    const double spread = dims == 3 ? 6 : 12;
+    for (int64_t e = 0; e < n * dims; e++) y[e] = spread * gm_rng_normal(&r) / 3;
+    gpuml_options opt = options(test_backend), co = options(GPUML_BACKEND_CPU);
+    const gm_tsne_ops *ops = gm_backend_get(test_backend)->tsne;
+    double ze = 0, zf = 0, zc = 0;
+    if (!st) st = ops->gradient(&P, y, n, dims, GPUML_TSNE_EXACT, 0, 1.0, df, ge, &ze, &opt);
+    if (!st) st = ops->gradient(&P, y, n, dims, GPUML_TSNE_FFT, 0, 1.0, df, gf, &zf, &opt);
+    double err = 0, norm = 0;
+    for (int64_t e = 0; !st && e < n * dims; e++) {
+      err += (ge[e] - gf[e]) * (ge[e] - gf[e]);
+      norm += ge[e] * ge[e];
+    }
+    const double rel = st ? 1 : sqrt(err / norm);
+    CHECK(st == GPUML_OK && fabs(zf - ze) < 2e-3 * ze && rel < 2e-2,
+          "df %g, dims %d: FFT vs exact: Z %.6g vs %.6g, gradient relative error %.2g (%s)", df,
+          dims, zf, ze, rel, gpuml_last_error());
+    if (test_backend == GPUML_BACKEND_CUDA && !st) {
+      for (int m = 0; m < 2; m++) {
+        const gpuml_tsne_method method = m ? GPUML_TSNE_FFT : GPUML_TSNE_EXACT;
+        const int boxes = gm_tsne_grid_boxes(2 * spread, dims);
+        double *gg = m ? gf : ge, zg = 0;
+        gpuml_status a = gm_tsne_gradient_cpu(&P, y, n, dims, method, boxes, 12.0, df, gc, &zc, &co);
+        gpuml_status b = ops->gradient(&P, y, n, dims, method, boxes, 12.0, df, gg, &zg, &opt);
+        double worst = 0, scale = 0;
+        for (int64_t e = 0; !a && !b && e < n * dims; e++) {
+          worst = fmax(worst, fabs(gc[e] - gg[e]));
+          scale = fmax(scale, fabs(gc[e]));
+        }
+        const double tol = m ? 1e-4 : 1e-5, ztol = m ? 1e-5 : 1e-6;
+        CHECK(!a && !b && worst < tol * scale && fabs(zc - zg) < ztol * zc,
+              "df %g, dims %d %s: GPU gradient vs CPU: worst %g of %g, Z %.15g vs %.15g (%s)", df,
+              dims, m ? "fft" : "exact", worst, scale, zc, zg, gpuml_last_error());
+      }
+    }
+    gm_csr_free(&P);
+    free(x);
+    free(y);
+    free(ge);
+    free(gf);
+    free(gc);
+  }
+}
+
+/* Whole runs: df = 1 is today's t-SNE bit for bit (the default); heavy tails change the
+ * embedding, the exact and FFT methods reach the same KL, and the reported KL is the
+ * exact heavy-tailed KL of the embedding. */
+static void test_heavy_tails_fit(void) {
+  const int64_t n = 1200, d = 10;
+  double *x = blobs(n, d, 5, 11, NULL);
+  const size_t bytes = sizeof(double) * n * 2;
+  double *y1 = malloc(bytes), *y2 = malloc(bytes), *yh = malloc(bytes), c1[6], c2[6], ce[6],
+         cf[6];
+  gpuml_options opt = options(test_backend);
+  for (int m = 0; m < 2; m++) {
+    gpuml_tsne_params p;
+    gpuml_tsne_params_init(&p);
+    p.max_iter = 300;
+    p.method = m ? GPUML_TSNE_FFT : GPUML_TSNE_EXACT;
+    int ok = run_tsne(x, n, d, &p, &opt, y1, c1);
+    p.df = 1.0;
+    ok = ok && run_tsne(x, n, d, &p, &opt, y2, c2);
+    CHECK(ok && memcmp(y1, y2, bytes) == 0 && memcmp(c1, c2, sizeof c1) == 0,
+          "%s: df = 1 gives the default embedding bit for bit", m ? "fft" : "exact");
+    p.df = 0.5;
+    ok = ok && run_tsne(x, n, d, &p, &opt, yh, m ? cf : ce);
+    CHECK(ok && memcmp(y1, yh, bytes) != 0, "%s: df = 0.5 gives another embedding (%s)",
+          m ? "fft" : "exact", gpuml_last_error());
+    if (ok) {
+      gm_csr P = {0};
+      gpuml_options co = options(GPUML_BACKEND_CPU);
+      double kl = 0;
+      ok = affinities_of(x, n, d, 30, &P, NULL, GPUML_BACKEND_CPU) == GPUML_OK &&
+           gm_tsne_kl_cpu(&P, yh, n, 2, GPUML_TSNE_EXACT, 0, 0.5, &kl, &co) == GPUML_OK;
+      const double reported = m ? cf[5] : ce[5];
+      CHECK(ok && fabs(kl - reported) < 0.01 * kl,
+            "%s, df = 0.5: reported KL %g is the exact heavy-tailed KL %g of the embedding",
+            m ? "fft" : "exact", reported, kl);
+      gm_csr_free(&P);
+    }
+  }
+  CHECK(fabs(cf[5] - ce[5]) < 0.03 * ce[5], "df = 0.5: final KL FFT %g vs exact %g", cf[5],
+        ce[5]);
+  free(x);
+  free(y1);
+  free(y2);
+  free(yh);
+}
+
+/* ---- placing new points (gpuml_tsne_transform) ------------------------------------- */
+
+/* n points around `clusters` centres drawn N(0, spread^2) in d dimensions (overlapping
+ * a little for small spreads); label[i] = i % clusters. The same seed for the centres
+ * (centre_seed) and another for the points give held-out data of the same clusters. */
+static double *labelled_clouds(int64_t n, int64_t d, int clusters, double spread,
+                               uint64_t centre_seed, uint64_t seed, int *label) {
+  gm_rng r;
+  gm_rng_seed(&r, centre_seed);
+  double *centre = malloc(sizeof(double) * clusters * d), *x = malloc(sizeof(double) * n * d);
+  for (int64_t e = 0; e < clusters * d; e++) centre[e] = spread * gm_rng_normal(&r);
+  gm_rng_seed(&r, seed);
+  for (int64_t i = 0; i < n; i++) {
+    const int c = (int)(i % clusters);
+    label[i] = c;
+    for (int64_t t = 0; t < d; t++) x[i + t * n] = centre[c + t * clusters] + gm_rng_normal(&r);
+  }
+  free(centre);
+  return x;
+}
+
+/* Fraction of the points q (m x dims) whose k nearest points of y (n x dims, labels ly)
+ * hold a majority of q's label lq; `self` skips the nearest one (q = y). */
+static double knn_label_accuracy(const double *y, int64_t n, const int *ly, const double *q,
+                                 int64_t m, const int *lq, int dims, int k, int self,
+                                 int clusters) {
+  int64_t *idx = malloc(sizeof(int64_t) * m * (k + 1));
+  double *dist = malloc(sizeof(double) * m * (k + 1));
+  gpuml_options opt = options(GPUML_BACKEND_CPU);
+  double good = 0;
+  if (gpuml_knn_search(y, n, dims, self ? NULL : q, self ? 0 : m, k, idx, dist, &opt, NULL) == GPUML_OK)
+    for (int64_t i = 0; i < m; i++) {
+      int votes[16] = {0}, best = 0;
+      for (int t = 0; t < k; t++) votes[ly[idx[i + t * m]]]++;
+      for (int c = 1; c < clusters; c++)
+        if (votes[c] > votes[best]) best = c;
+      good += best == lq[i];
+    }
+  free(idx);
+  free(dist);
+  return good / (double)m;
+}
+
+static int by_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void test_transform(void) {
+  const int64_t n = 1000, m = 300, d = 20;
+  const int clusters = 10, k = 10;
+  int *ln = malloc(sizeof(int) * n), *lm = malloc(sizeof(int) * m);
+  double *x = labelled_clouds(n, d, clusters, 0.8, 21, 22, ln);
+  double *xn = labelled_clouds(m, d, clusters, 0.8, 21, 23, lm);
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.max_iter = 400;
+  gpuml_options opt = options(test_backend);
+  double *y = malloc(sizeof(double) * n * 2), *yn = malloc(sizeof(double) * m * 2);
+  double *ys = malloc(sizeof(double) * 100 * 2), *yt = malloc(sizeof(double) * 200 * 2);
+  gpuml_status st = gpuml_tsne_fit(x, n, d, &p, y, NULL, &opt, NULL);
+  const double own = st ? 0 : knn_label_accuracy(y, n, ln, y, n, ln, 2, k, 1, clusters);
+  CHECK(st == GPUML_OK && own > 0.7 && own < 1, "transform: the fit's own 10-NN accuracy %g (%s)",
+        own, gpuml_last_error());
+  double lo = 0, hi = 0;
+  for (int64_t e = 0; e < n; e++) {
+    lo = fmin(lo, y[e]);
+    hi = fmax(hi, y[e]);
+  }
+  for (int mth = 0; mth < 2 && !st; mth++) {
+    const char *name = mth ? "fft" : "exact";
+    gpuml_tsne_transform_params tp;
+    gpuml_tsne_transform_params_init(&tp);
+    tp.method = mth ? GPUML_TSNE_FFT : GPUML_TSNE_EXACT;
+    gpuml_tsne_result res;
+    gpuml_status a = gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, &res);
+    const double acc = a ? 0 : knn_label_accuracy(y, n, ln, yn, m, lm, 2, k, 0, clusters);
+    CHECK(a == GPUML_OK && acc > own - 0.05 && res.method_used == tp.method && res.neighbours == 15,
+          "transform %s: new points' 10-NN accuracy %g vs the fit's own %g (%s)", name, acc, own,
+          gpuml_last_error());
+    /* training points placed again land where they are (within 2% of the spread) */
+    double *xt = malloc(sizeof(double) * 200 * d);
+    for (int64_t i = 0; i < 200; i++)
+      for (int64_t t = 0; t < d; t++) xt[i + t * 200] = x[i * 4 + t * n];
+    a = gpuml_tsne_transform(x, n, d, y, 2, xt, 200, d, &tp, yt, &opt, NULL);
+    /* (a point the fit left among another cluster's points goes to its neighbours) */
+    double moved[200];
+    for (int64_t i = 0; i < 200; i++)
+      moved[i] = a ? INFINITY : hypot(yt[i] - y[i * 4], yt[i + 200] - y[i * 4 + n]);
+    qsort(moved, 200, sizeof *moved, by_double);
+    CHECK(a == GPUML_OK && moved[100] < 0.01 * (hi - lo) && moved[190] < 0.05 * (hi - lo),
+          "transform %s: training points land near themselves: median %g, 95%% %g, spread %g (%s)",
+          name, moved[100], moved[190], hi - lo, gpuml_last_error());
+    free(xt);
+    if (mth == 0 && !a) {
+      /* exact: a point's place does not depend on the others placed with it */
+      double *xs = malloc(sizeof(double) * 100 * d);
+      for (int64_t i = 0; i < 100; i++)
+        for (int64_t t = 0; t < d; t++) xs[i + t * 100] = xn[i + 50 + t * m];
+      a = gpuml_tsne_transform(x, n, d, y, 2, xs, 100, d, &tp, ys, &opt, NULL);
+      int same = !a;
+      for (int64_t i = 0; same && i < 100; i++)
+        same = ys[i] == yn[i + 50] && ys[i + 100] == yn[i + 50 + m];
+      CHECK(same, "transform exact: 100 points alone land where they land among 300 (%s)",
+            gpuml_last_error());
+      /* max_iter = 0: the starts, the median of the neighbours' places, near the result */
+      tp.max_iter = 0;
+      a = gpuml_tsne_transform(x, n, d, y, 2, xs, 100, d, &tp, ys, &opt, NULL);
+      double shift[100];
+      for (int64_t i = 0; i < 100; i++)
+        shift[i] = a ? INFINITY : hypot(ys[i] - yn[i + 50], ys[i + 100] - yn[i + 50 + m]);
+      free(xs);
+      qsort(shift, 100, sizeof *shift, by_double);
+      CHECK(a == GPUML_OK && shift[50] < 0.05 * (hi - lo) && shift[50] > 0,
+            "transform: the optimisation refines the starts (median move %g of spread %g)",
+            shift[50], hi - lo);
+    }
+  }
+  /* bad input */
+  gpuml_tsne_transform_params tp;
+  gpuml_tsne_transform_params_init(&tp);
+  expect_error("transform without training data",
+               gpuml_tsne_transform(NULL, 0, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:noTrainingData");
+  expect_error("transform with other columns",
+               gpuml_tsne_transform(x, n, d, y, 2, xn, m, d - 1, &tp, yn, &opt, NULL),
+               "tsne:badColumns");
+  CHECK(strstr(gpuml_last_error(), "19 columns but the training data 20") != NULL, "message: %s",
+        gpuml_last_error());
+  tp.perplexity = 334;
+  expect_error("transform perplexity",
+               gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:badPerplexity");
+  tp.perplexity = 5;
+  tp.df = 0;
+  expect_error("transform df", gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:badDf");
+  tp.df = 1;
+  y[3] = NAN;
+  expect_error("transform bad embedding",
+               gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:badEmbedding");
+  xn[5] = INFINITY;
+  expect_error("transform Inf", gpuml_tsne_transform(x, n, d, y - 0, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:badEmbedding");
+  y[3] = 0;
+  expect_error("transform Inf", gpuml_tsne_transform(x, n, d, y, 2, xn, m, d, &tp, yn, &opt, NULL),
+               "tsne:nonFinite");
+  free(x);
+  free(xn);
+  free(y);
+  free(yn);
+  free(ys);
+  free(yt);
+  free(ln);
+  free(lm);
+}
+
+/* ---- other inputs: neighbour lists, distance matrices ----------------------------- */
+
+static void test_other_inputs(void) {
+  const int64_t n = 300, d = 10, k = 30;
+  double *x = blobs(n, d, 3, 31, NULL);
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.perplexity = 10;
+  p.max_iter = 150;
+  p.init = GPUML_TSNE_INIT_RANDOM;
+  gpuml_options opt = options(test_backend);
+  opt.seed = 5;
+  const size_t bytes = sizeof(double) * n * 2;
+  double *y = malloc(bytes), *yn = malloc(bytes), *yd = malloc(bytes), c[3], cn[3], cd[3];
+  int64_t *idx = malloc(sizeof(int64_t) * n * k);
+  double *dist = malloc(sizeof(double) * n * k), *D = malloc(sizeof(double) * n * n);
+  gpuml_options co = options(GPUML_BACKEND_CPU);
+  gpuml_status st = gpuml_tsne_fit(x, n, d, &p, y, c, &opt, NULL);
+  if (!st) st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, &co, NULL);
+  /* the lists in another order within each row: sorted again by distance */
+  for (int64_t i = 0; !st && i < n; i += 3) {
+    int64_t ti = idx[i];
+    double td = dist[i];
+    idx[i] = idx[i + (k - 1) * n];
+    dist[i] = dist[i + (k - 1) * n];
+    idx[i + (k - 1) * n] = ti;
+    dist[i + (k - 1) * n] = td;
+  }
+  gpuml_tsne_result res;
+  gpuml_status a = st ? st : gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, cn, &opt, &res);
+  CHECK(!st && !a && memcmp(y, yn, bytes) == 0 && memcmp(c, cn, sizeof c) == 0 && res.neighbours == k,
+        "precomputed neighbours give the data path's embedding bit for bit (%s)", gpuml_last_error());
+  /* distances: the same neighbours, distances equal to rounding */
+  if (!st) st = gpuml_dist_compute(x, n, d, NULL, 0, 0, D, &co, NULL);
+  a = st ? st : gpuml_tsne_fit_distance(D, n, n, &p, yd, cd, &opt, NULL);
+  double worst = 0, spread = 0;
+  for (int64_t e = 0; !a && e < n * 2; e++) {
+    worst = fmax(worst, fabs(yd[e] - y[e]));
+    spread = fmax(spread, fabs(y[e]));
+  }
+  CHECK(!st && !a && worst < 1e-6 * spread && fabs(cd[2] - c[2]) < 1e-8 * c[2],
+        "a distance matrix gives the data path's embedding: worst %g of %g, KL %.12g vs %.12g (%s)",
+        worst, spread, cd[2], c[2], gpuml_last_error());
+  /* bad input */
+  expect_error("distance not square", gpuml_tsne_fit_distance(D, n, n - 1, &p, yd, NULL, &opt, NULL),
+               "tsne:badDistance");
+  D[7 + 3 * n] = -1;
+  expect_error("negative distance", gpuml_tsne_fit_distance(D, n, n, &p, yd, NULL, &opt, NULL),
+               "tsne:badDistance");
+  CHECK(strstr(gpuml_last_error(), "row 8, column 4") != NULL, "message: %s", gpuml_last_error());
+  D[7 + 3 * n] = NAN;
+  expect_error("NaN distance", gpuml_tsne_fit_distance(D, n, n, &p, yd, NULL, &opt, NULL),
+               "tsne:badDistance");
+  expect_error("too few neighbours", gpuml_tsne_fit_neighbours(idx, dist, n, 20, &p, yn, NULL, &opt, NULL),
+               "tsne:badPerplexity");
+  const int64_t keep = idx[4];
+  idx[4] = 4;
+  expect_error("self as neighbour", gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, NULL, &opt, NULL),
+               "tsne:badNeighbours");
+  idx[4] = n;
+  expect_error("index out of range", gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, NULL, &opt, NULL),
+               "tsne:badNeighbours");
+  idx[4] = idx[4 + n];
+  expect_error("neighbour twice", gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, NULL, &opt, NULL),
+               "tsne:badNeighbours");
+  idx[4] = keep;
+  dist[9] = -0.5;
+  expect_error("negative neighbour distance",
+               gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, yn, NULL, &opt, NULL), "tsne:badNeighbours");
+  free(x);
+  free(y);
+  free(yn);
+  free(yd);
+  free(idx);
+  free(dist);
+  free(D);
+}
+
+/* Multiscale: P of several perplexities is the mean of their P over the same neighbours;
+ * a list of one is the single perplexity bit for bit. */
+static void test_multiscale(void) {
+  const int64_t n = 400, d = 8, k = 45;
+  double *x = blobs(n, d, 4, 41, NULL);
+  int64_t *idx = malloc(sizeof(int64_t) * n * k);
+  double *dist = malloc(sizeof(double) * n * k);
+  gpuml_options opt = options(test_backend), co = options(GPUML_BACKEND_CPU);
+  gpuml_status st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, &co, NULL);
+  const double scales[2] = {5, 15};
+  gm_csr P = {0}, P5 = {0}, P15 = {0};
+  if (!st) st = gm_tsne_affinities_multiscale(idx, dist, n, k, scales, 2, &P, NULL, &opt);
+  if (!st) st = gm_tsne_affinities(idx, dist, n, k, 5, &P5, NULL, &opt);
+  if (!st) st = gm_tsne_affinities(idx, dist, n, k, 15, &P15, NULL, &opt);
+  double worst = st ? 1 : 0, sum = 0;
+  for (int64_t i = 0; !st && i < n; i++)
+    for (int64_t e = P.row[i]; e < P.row[i + 1]; e++) {
+      const double mean = 0.5 * (p_value(&P5, i, P.col[e]) + p_value(&P15, i, P.col[e]));
+      worst = fmax(worst, fabs(P.val[e] - mean) / mean);
+      sum += P.val[e];
+    }
+  CHECK(!st && worst < 1e-12 && fabs(sum - 1) < 1e-12 && P.nnz == P5.nnz,
+        "multiscale P is the mean of the single-scale P: worst relative gap %g, sum %.15g (%s)",
+        worst, sum, gpuml_last_error());
+  gpuml_tsne_params p;
+  gpuml_tsne_params_init(&p);
+  p.perplexity = 10;
+  p.max_iter = 100;
+  const size_t bytes = sizeof(double) * n * 2;
+  double *y1 = malloc(bytes), *y2 = malloc(bytes), *y3 = malloc(bytes), c3[2];
+  gpuml_tsne_result res;
+  int ok = gpuml_tsne_fit(x, n, d, &p, y1, NULL, &opt, NULL) == GPUML_OK;
+  p.perplexity = 30;  /* the list replaces it */
+  const double one = 10;
+  ok = ok && gpuml_params_set_numbers(GPUML_PARAMS_TSNE, &p, "perplexities", &one, 1) == GPUML_OK;
+  ok = ok && gpuml_tsne_fit(x, n, d, &p, y2, NULL, &opt, NULL) == GPUML_OK;
+  CHECK(ok && memcmp(y1, y2, bytes) == 0, "perplexities = {10} is perplexity 10 (%s)",
+        gpuml_last_error());
+  ok = gpuml_params_set_numbers(GPUML_PARAMS_TSNE, &p, "perplexities", scales, 2) == GPUML_OK &&
+       gpuml_tsne_fit(x, n, d, &p, y3, c3, &opt, &res) == GPUML_OK;
+  CHECK(ok && res.neighbours == 45 && c3[1] > 0 && memcmp(y1, y3, bytes) != 0,
+        "multiscale fit: %lld neighbours, KL %g (%s)", (long long)res.neighbours, c3[1],
+        gpuml_last_error());
+  p.perplexities[1] = 200;
+  expect_error("multiscale too large", gpuml_tsne_fit(x, n, d, &p, y3, NULL, &opt, NULL),
+               "tsne:badPerplexity");
+  p.perplexities[1] = -1;
+  expect_error("multiscale negative", gpuml_tsne_fit(x, n, d, &p, y3, NULL, &opt, NULL),
+               "tsne:badPerplexity");
+  gm_csr_free(&P);
+  gm_csr_free(&P5);
+  gm_csr_free(&P15);
+  free(x);
+  free(idx);
+  free(dist);
+  free(y1);
+  free(y2);
+  free(y3);
+}
+
 int main(void) {
   harness_init();
   test_precision = harness_precision;
@@ -822,6 +1298,12 @@ int main(void) {
     test_options();
     test_pca_reduction();
     test_callbacks();
+    test_heavy_tails_gradient();
+    test_heavy_tails_fft();
+    test_heavy_tails_fit();
+    test_transform();
+    test_other_inputs();
+    test_multiscale();
   }
   return check_summary("C");
 }

@@ -37,7 +37,7 @@ DESC
   echo "Density peaks clustering"
   echo " gpu_dpc gpu_dpc_clusters"
   echo "t-SNE"
-  echo " gpu_tsne"
+  echo " gpu_tsne gpu_tsne_transform"
   echo "Gaussian mixtures"
   echo " gpu_gmm gpu_gmm_predict"
   echo "Data, plots and information"

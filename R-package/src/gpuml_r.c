@@ -307,7 +307,8 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 9},
 
     /* t-SNE (gpuml_r_tsne.c) */
-    {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 7},
+    {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 9},
+    {"gpuml_r_tsne_transform", (DL_FUNC)&gpuml_r_tsne_transform, 7},
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
     {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 6},

@@ -14,6 +14,10 @@ typedef struct {
   int64_t n;
   int dims, threads;
   gpuml_tsne_method method;
+  double df;                 /* degrees of freedom of the kernel */
+  int heavy;                 /* df != 1: the kernel's own formulas (df = 1 keeps Cauchy's) */
+  int64_t charged;           /* the FFT method's charges: points 0 .. charged - 1 (all but
+                                the new points of a placement) */
   double *attr, *rep, *zrow; /* n x dims, n x dims, n */
   float *yf;                 /* exact method: y in single precision, padded, and a mask */
   float *slots;              /* exact method: the columns' share of each pair of tiles */
@@ -63,9 +67,12 @@ static gpuml_status nomem(const char *what, double bytes) {
 }
 
 static gpuml_status state_init(cpu_state *s, const gm_csr *P, int64_t n, int dims,
-                               gpuml_tsne_method method, const gpuml_options *opt) {
+                               gpuml_tsne_method method, double df, const gpuml_options *opt) {
   memset(s, 0, sizeof *s);
   s->P = P;
+  s->df = df;
+  s->heavy = df != 1.0;
+  s->charged = n;
   s->n = n;
   s->dims = dims;
   s->method = method;
@@ -84,11 +91,20 @@ static gpuml_status state_init(cpu_state *s, const gm_csr *P, int64_t n, int dim
   return GPUML_OK;
 }
 
+/* The FFT method's channels: 1, y_1 .. y_D, then |y|^2 (Cauchy: Z follows from the
+ * same kernel) or 1 again (heavy tails: Z has a kernel of its own, w instead of w u).
+ * Two channels share a complex grid (real and imaginary planes) when they share a
+ * kernel, so heavy tails put the last channel on a grid of its own. */
+static int fft_grids(int D, int heavy) { return heavy ? (D + 2) / 2 + 1 : (D + 3) / 2; }
+static int64_t channel_plane(int D, int heavy, int c) {
+  return heavy && c == D + 1 ? 2 * ((D + 2) / 2) : c;
+}
+
 /* Makes the FFT buffers fit `boxes` boxes per dimension. */
 static gpuml_status use_grid(cpu_state *s, int boxes) {
   const int size = gm_tsne_fft_size(boxes);
   const size_t cells = (size_t)gm_fft_plane(size, s->dims);
-  const int grids = (s->dims + 3) / 2;
+  const int grids = fft_grids(s->dims, s->heavy), kernels = s->heavy ? 2 : 1;
   const int64_t nbox = ipow(boxes, s->dims);
   s->boxes = boxes;
   if (size != s->size) {
@@ -105,8 +121,8 @@ static gpuml_status use_grid(cpu_state *s, int boxes) {
     free(s->kernel);
     s->grid_cap = 0;
     s->grid = gm_alloc((size_t)grids * 2 * cells, sizeof *s->grid);
-    s->kernel = gm_alloc(2 * cells, sizeof *s->kernel);
-    if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + 1) * 8 * cells);
+    s->kernel = gm_alloc((size_t)kernels * 2 * cells, sizeof *s->kernel);
+    if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + kernels) * 8 * cells);
     s->grid_cap = cells;
   }
   if (nbox > s->box_cap) {
@@ -158,14 +174,60 @@ typedef double gm_vd_half __attribute__((vector_size(GM_VF / 2 * sizeof(double))
     (acc)[1] += __builtin_convertvector(hi_, gm_vd_half);                    \
   } while (0)
 
+/* out = u^df for u in (0, 1] lane by lane, as exp2(df log2 u) in single precision:
+ * log2 from the exponent and an odd series of the mantissa (|s| <= 0.172: to 1e-9),
+ * exp2 from the integer part (into the exponent) and a degree-7 series of the rest
+ * about 1/2 (to 5e-9). The single-precision exponent df log2 u carries the error: at
+ * most 5e-7 relative for df <= 0.5, 6e-6 for df = 10 where u^df is below 1e-20 (checked
+ * against pow for u in [1e-7, 1]); the near pairs, which make the forces, stay near
+ * 1e-7 like the tiles' other terms. A power below 2^-126 is 0. A macro: functions taking vectors would change the ABI between the
+ * clones. */
+typedef int32_t gm_vi __attribute__((vector_size(GM_VF * sizeof(int32_t))));
+#define GM_VF_POW(out, u, df)                                                         \
+  do {                                                                                \
+    gm_vi b_, e_;                                                                     \
+    gm_vf m_, s_, s2_, l_, t_, f_, g_, p_;                                            \
+    memcpy(&b_, &(u), sizeof b_);                                                     \
+    e_ = ((b_ >> 23) & 0xff) - 127;                                                   \
+    b_ = (b_ & 0x7fffff) | 0x3f800000;                                                \
+    memcpy(&m_, &b_, sizeof m_);                                                      \
+    const gm_vi big_ = m_ > 1.41421356f;                    /* -1 where true */       \
+    e_ -= big_;                                                                       \
+    m_ *= 1.0f + 0.5f * __builtin_convertvector(big_, gm_vf);                         \
+    s_ = (m_ - 1.0f) / (m_ + 1.0f);                                                   \
+    s2_ = s_ * s_;                                                                    \
+    l_ = 2.0f * s_ * (1.0f + s2_ * (1.0f / 3 + s2_ * (1.0f / 5 + s2_ * (1.0f / 7 +    \
+                      s2_ * (1.0f / 9)))));                /* ln m */                \
+    t_ = (df) * (__builtin_convertvector(e_, gm_vf) + l_ * 1.44269504f);              \
+    {                                                   /* t = max(t, -126) */        \
+      const gm_vi low_ = t_ < -126.0f;                                                \
+      gm_vi tb_;                                                                      \
+      memcpy(&tb_, &t_, sizeof tb_);                                                  \
+      tb_ = (tb_ & ~low_) | (low_ & 0xc2fc0000);        /* -126.0f */                 \
+      memcpy(&t_, &tb_, sizeof t_);                                                   \
+    }                                                                                 \
+    gm_vi i_ = __builtin_convertvector(t_, gm_vi);          /* toward 0 */            \
+    i_ += (__builtin_convertvector(i_, gm_vf) > t_);        /* -1: floor */           \
+    f_ = t_ - __builtin_convertvector(i_, gm_vf);           /* [0, 1) */              \
+    g_ = (f_ - 0.5f) * 0.693147181f;                                                  \
+    p_ = 1.41421356f * (1.0f + g_ * (1.0f + g_ * (0.5f + g_ * (1.0f / 6 + g_ *        \
+                       (1.0f / 24 + g_ * (1.0f / 120 + g_ * (1.0f / 720 + g_ *        \
+                       (1.0f / 5040))))))));                                          \
+    memcpy(&b_, &p_, sizeof b_);                                                      \
+    b_ += i_ << 23;                                                                   \
+    b_ &= ~(i_ <= -126);                                                              \
+    memcpy(&(out), &b_, sizeof(out));                                                 \
+  } while (0)
+
 /* Rows i .. i + GM_EXACT_ROWS - 1 (yf: D columns of npad floats, zero beyond n; mask:
  * 1 for a point, 0 for padding) against the columns of tiles [t0, t1). acc[q][0] gets
  * row q's sum of w, acc[q][1 + d] its sum of w^2 (y_i - y_j)_d, in GM_VF double lanes.
  * With `paired`, the columns' share (the same terms, the forces negated) goes to
  * slots: one slot of (D + 1) x GM_EXACT_TILE floats per tile, z then the D forces. */
 static inline __attribute__((always_inline)) void exact_block(
-    const float *yf, const float *mask, int64_t npad, const int D, const int paired, int64_t i,
-    int64_t t0, int64_t t1, float *slots, gm_vd_half acc[GM_EXACT_ROWS][4][2]) {
+    const float *yf, const float *mask, int64_t npad, const int D, const int paired,
+    const int heavy, const float df, int64_t i, int64_t t0, int64_t t1, float *slots,
+    gm_vd_half acc[GM_EXACT_ROWS][4][2]) {
   const int R = GM_EXACT_ROWS;
   gm_vf a[GM_EXACT_ROWS][3];
   for (int q = 0; q < R; q++)
@@ -187,16 +249,26 @@ static inline __attribute__((always_inline)) void exact_block(
       }
 #pragma GCC unroll 4
       for (int q = 0; q < R; q++) {
-        gm_vf diff[3], r2 = (gm_vf){0} + 1.0f;
+        gm_vf diff[3], r2 = (gm_vf){0} + (heavy ? 0.0f : 1.0f);
         for (int d = 0; d < D; d++) {
           diff[d] = a[q][d] - b[d];
           r2 += diff[d] * diff[d];
         }
-        const gm_vf w = m / r2, w2 = w * w;
+        gm_vf w, wu;
+        if (heavy) {  /* u = 1 / (1 + d^2 / df), w = u^df */
+          const gm_vf u = 1.0f / (1.0f + r2 / df);
+          gm_vf pw;
+          GM_VF_POW(pw, u, df);
+          w = m * pw;
+          wu = w * u;
+        } else {
+          w = m / r2;
+          wu = w * w;
+        }
         zs[q] += w;
         if (paired) cz += w;
         for (int d = 0; d < D; d++) {
-          const gm_vf f = w2 * diff[d];
+          const gm_vf f = wu * diff[d];
           rs[q][d] += f;
           if (paired) cr[d] += f;
         }
@@ -227,24 +299,32 @@ static inline __attribute__((always_inline)) void exact_block(
  * z (GM_EXACT_ROWS) and r (GM_EXACT_ROWS x 3) receive the rows' sums. */
 GM_VECTOR_CLONES
 static void exact_rows(const float *yf, const float *mask, int64_t npad, int D, int paired,
-                       int64_t i, int64_t tile, int64_t tiles, float *slots, double *z,
-                       double *r) {
+                       int heavy, float df, int64_t i, int64_t tile, int64_t tiles,
+                       float *slots, double *z, double *r) {
   gm_vd_half acc[GM_EXACT_ROWS][4][2];
   memset(acc, 0, sizeof acc);
-#define GM_EXACT_CASE(DIMS)                                                             \
-  case DIMS:                                                                            \
-    exact_block(yf, mask, npad, DIMS, 0, i, tile, tile + 1, NULL, acc);                 \
-    if (paired)                                                                         \
-      exact_block(yf, mask, npad, DIMS, 1, i, tile + 1, tiles, slots, acc);             \
-    else {                                                                              \
-      exact_block(yf, mask, npad, DIMS, 0, i, 0, tile, NULL, acc);                      \
-      exact_block(yf, mask, npad, DIMS, 0, i, tile + 1, tiles, NULL, acc);              \
-    }                                                                                   \
+#define GM_EXACT_CASE(DIMS, HEAVY)                                                            \
+  case DIMS:                                                                                  \
+    exact_block(yf, mask, npad, DIMS, 0, HEAVY, df, i, tile, tile + 1, NULL, acc);            \
+    if (paired)                                                                               \
+      exact_block(yf, mask, npad, DIMS, 1, HEAVY, df, i, tile + 1, tiles, slots, acc);        \
+    else {                                                                                    \
+      exact_block(yf, mask, npad, DIMS, 0, HEAVY, df, i, 0, tile, NULL, acc);                 \
+      exact_block(yf, mask, npad, DIMS, 0, HEAVY, df, i, tile + 1, tiles, NULL, acc);         \
+    }                                                                                         \
     break;
-  switch (D) {
-    GM_EXACT_CASE(1)
-    GM_EXACT_CASE(2)
-    GM_EXACT_CASE(3)
+  if (heavy) {
+    switch (D) {
+      GM_EXACT_CASE(1, 1)
+      GM_EXACT_CASE(2, 1)
+      GM_EXACT_CASE(3, 1)
+    }
+  } else {
+    switch (D) {
+      GM_EXACT_CASE(1, 0)
+      GM_EXACT_CASE(2, 0)
+      GM_EXACT_CASE(3, 0)
+    }
   }
 #undef GM_EXACT_CASE
   for (int q = 0; q < GM_EXACT_ROWS; q++)
@@ -287,7 +367,8 @@ static gpuml_status exact_repulsion(cpu_state *s, const double *y) {
     const int64_t i1 = (ti + 1) * GM_EXACT_TILE < n ? (ti + 1) * GM_EXACT_TILE : n;
     for (int64_t i = ti * GM_EXACT_TILE; i < i1; i += GM_EXACT_ROWS) {
       double z[GM_EXACT_ROWS], r[GM_EXACT_ROWS * 3];
-      exact_rows(s->yf, mask, npad, D, paired, i, ti, tiles, slots, z, r);
+      exact_rows(s->yf, mask, npad, D, paired, s->heavy, (float)s->df, i, ti, tiles, slots, z,
+                 r);
       for (int q = 0; q < GM_EXACT_ROWS && i + q < n; q++) {
         s->zrow[i + q] = z[q];
         for (int d = 0; d < D; d++) s->rep[i + q + d * n] = r[q * 3 + d];
@@ -330,6 +411,7 @@ static inline double node_weight(const double *w, int D, int node, int *k) {
 static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   const int64_t n = s->n;
   const int D = s->dims, C = D + 2, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
+  const int heavy = s->heavy;
   const int nodes = (int)ipow(GM_TSNE_NODES, D);
   const int64_t nbox = ipow(B, D), cells = gm_fft_plane(size, D), row = gm_fft_row(size);
   double lo = y[0], hi = y[0];
@@ -361,7 +443,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   for (int64_t b = nbox; b > 0; b--) s->start[b] = s->start[b - 1];
   s->start[0] = 0;
 
-  const int grids = (C + 1) / 2;
+  const int grids = fft_grids(D, heavy);
   memset(s->grid, 0, sizeof *s->grid * 2 * (size_t)cells * grids);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads) if (nbox >= GM_TSNE_PARALLEL_MIN)
   for (int64_t b = 0; b < nbox; b++) {
@@ -370,13 +452,14 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
     memset(acc, 0, sizeof acc);
     for (int64_t at = s->start[b]; at < s->start[b + 1]; at++) {
       const int64_t i = s->order[at];
+      if (i >= s->charged) continue;
       double q[5], sq = 0;
       q[0] = 1;
       for (int d = 0; d < D; d++) {
         q[1 + d] = y[i + d * n];
         sq += q[1 + d] * q[1 + d];
       }
-      q[D + 1] = sq;
+      q[D + 1] = heavy ? 1.0 : sq;
       const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
       for (int node = 0; node < nodes; node++) {
         int k[3];
@@ -394,7 +477,8 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
         cell += g * scale;
         scale *= d == 0 ? row : size;
       }
-      for (int c = 0; c < C; c++) s->grid[(size_t)c * cells + cell] = (float)acc[node][c];
+      for (int c = 0; c < C; c++)
+        s->grid[channel_plane(D, heavy, c) * cells + cell] = (float)acc[node][c];
     }
   }
 
@@ -414,17 +498,25 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
       if (off < 0) inside = 0;
       r2 += (off * spacing) * (off * spacing);
     }
-    s->kernel[cell] = inside ? (float)gm_tsne_kernel2(r2) : 0;
+    if (heavy) {  /* w u for the forces, then w for Z */
+      s->kernel[cell] = inside ? (float)gm_tsne_heavy_wu(r2, s->df) : 0;
+      s->kernel[2 * cells + cell] = inside ? (float)gm_tsne_heavy_w(r2, s->df) : 0;
+      s->kernel[3 * cells + cell] = 0;
+    } else {
+      s->kernel[cell] = inside ? (float)gm_tsne_kernel2(r2) : 0;
+    }
     s->kernel[cells + cell] = 0;
   }
   gm_fft_grid(&s->fft, s->kernel, D, size, 0, s->threads, s->scratch);
+  if (heavy) gm_fft_grid(&s->fft, s->kernel + 2 * cells, D, size, 0, s->threads, s->scratch);
   const float norm = (float)(1.0 / (double)ipow(size, D));  /* the FFT round trip scales by size^D */
   for (int g = 0; g < grids; g++) {
     float *grid = s->grid + (size_t)g * 2 * cells;
+    const float *spectrum = heavy && g == grids - 1 ? s->kernel + 2 * cells : s->kernel;
     gm_fft_grid(&s->fft, grid, D, N, 0, s->threads, s->scratch);
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
     for (int64_t cell = 0; cell < cells; cell++) {
-      const float kr = s->kernel[cell] * norm;
+      const float kr = spectrum[cell] * norm;
       grid[cell] *= kr;
       grid[cells + cell] *= kr;
     }
@@ -450,7 +542,8 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
         cell += (base[d] + k[d]) * scale;
         scale *= d == 0 ? row : size;
       }
-      for (int c = 0; c < C; c++) phi[c] += v * (double)s->grid[(size_t)c * cells + cell];
+      for (int c = 0; c < C; c++)
+        phi[c] += v * (double)s->grid[channel_plane(D, heavy, c) * cells + cell];
     }
     double sq = 0, dot = 0;
     for (int d = 0; d < D; d++) {
@@ -459,7 +552,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
       dot += yd * phi[1 + d];
       s->rep[i + d * n] = yd * phi[0] - phi[1 + d];
     }
-    s->zrow[i] = (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
+    s->zrow[i] = heavy ? phi[D + 1] : (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
   }
   return GPUML_OK;
 }
@@ -488,20 +581,20 @@ static gpuml_status normaliser(cpu_state *s, const double *y, double *z) {
 #define GM_ATTR_LANES 8
 /* acc[d][lane] += p_ij w_ij (a - y_j)_d for the entry (j, pij). */
 static inline __attribute__((always_inline)) void attraction_term(
-    const double *y, int64_t n, const int D, const double *a, int64_t j, double pij, int lane,
-    double acc[3][GM_ATTR_LANES]) {
-  double diff[3], r2 = 1.0;
+    const double *y, int64_t n, const int D, const int heavy, const double df, const double *a,
+    int64_t j, double pij, int lane, double acc[3][GM_ATTR_LANES]) {
+  double diff[3], r2 = heavy ? 0.0 : 1.0;
   for (int d = 0; d < D; d++) {
     diff[d] = a[d] - y[j + d * n];
     r2 += diff[d] * diff[d];
   }
-  const double pw = pij / r2;
+  const double pw = heavy ? pij / (1.0 + r2 / df) : pij / r2;
   for (int d = 0; d < D; d++) acc[d][lane] += pw * diff[d];
 }
 
 static inline __attribute__((always_inline)) void attraction_block(
-    const gm_csr *P, const double *y, int64_t n, const int D, int64_t i0, int64_t i1,
-    double *attr) {
+    const gm_csr *P, const double *y, int64_t n, const int D, const int heavy, const double df,
+    int64_t i0, int64_t i1, double *attr) {
   const int L = GM_ATTR_LANES;
   for (int64_t i = i0; i < i1; i++) {
     double acc[3][GM_ATTR_LANES], a[3];
@@ -513,8 +606,10 @@ static inline __attribute__((always_inline)) void attraction_block(
     const int64_t end = P->row[i + 1];
     for (; e + L <= end; e += L)
 #pragma omp simd
-      for (int l = 0; l < L; l++) attraction_term(y, n, D, a, P->col[e + l], P->val[e + l], l, acc);
-    for (int l = 0; e < end; e++, l++) attraction_term(y, n, D, a, P->col[e], P->val[e], l, acc);
+      for (int l = 0; l < L; l++)
+        attraction_term(y, n, D, heavy, df, a, P->col[e + l], P->val[e + l], l, acc);
+    for (int l = 0; e < end; e++, l++)
+      attraction_term(y, n, D, heavy, df, a, P->col[e], P->val[e], l, acc);
     for (int d = 0; d < D; d++) {
       double sum = 0;
       for (int l = 0; l < L; l++) sum += acc[d][l];
@@ -524,12 +619,20 @@ static inline __attribute__((always_inline)) void attraction_block(
 }
 
 GM_VECTOR_CLONES
-static void attraction_rows(const gm_csr *P, const double *y, int64_t n, int D, int64_t i0,
-                            int64_t i1, double *attr) {
+static void attraction_rows(const gm_csr *P, const double *y, int64_t n, int D, double df,
+                            int64_t i0, int64_t i1, double *attr) {
+  if (df != 1.0) {
+    switch (D) {
+      case 1: attraction_block(P, y, n, 1, 1, df, i0, i1, attr); break;
+      case 2: attraction_block(P, y, n, 2, 1, df, i0, i1, attr); break;
+      default: attraction_block(P, y, n, 3, 1, df, i0, i1, attr); break;
+    }
+    return;
+  }
   switch (D) {
-    case 1: attraction_block(P, y, n, 1, i0, i1, attr); break;
-    case 2: attraction_block(P, y, n, 2, i0, i1, attr); break;
-    default: attraction_block(P, y, n, 3, i0, i1, attr); break;
+    case 1: attraction_block(P, y, n, 1, 0, 1.0, i0, i1, attr); break;
+    case 2: attraction_block(P, y, n, 2, 0, 1.0, i0, i1, attr); break;
+    default: attraction_block(P, y, n, 3, 0, 1.0, i0, i1, attr); break;
   }
 }
 
@@ -539,7 +642,7 @@ static void attraction(cpu_state *s, const double *y) {
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
   for (int64_t b = 0; b < blocks; b++) {
     const int64_t i0 = b * GM_ATTR_ROWS, i1 = i0 + GM_ATTR_ROWS < n ? i0 + GM_ATTR_ROWS : n;
-    attraction_rows(s->P, y, n, s->dims, i0, i1, s->attr);
+    attraction_rows(s->P, y, n, s->dims, s->df, i0, i1, s->attr);
   }
 }
 
@@ -555,7 +658,8 @@ static gpuml_status gradient(cpu_state *s, const double *y, double exaggeration,
   return GPUML_OK;
 }
 
-/* KL(P || Q) = sum p log p + sum p log(1 + d^2) + (sum p) log Z. */
+/* KL(P || Q) = sum p log p - sum p log w + (sum p) log Z, with
+ * -log w = df log(1 + d^2 / df) (log(1 + d^2) for df = 1). */
 static gpuml_status kl_divergence(cpu_state *s, const double *y, double plogp, double psum,
                                   double *kl) {
   double z;
@@ -573,7 +677,7 @@ static gpuml_status kl_divergence(cpu_state *s, const double *y, double plogp, d
         const double diff = y[i + d * n] - y[j + d * n];
         r2 += diff * diff;
       }
-      sum += P->val[e] * log1p(r2);
+      sum += P->val[e] * (s->heavy ? s->df * log1p(r2 / s->df) : log1p(r2));
     }
     s->zrow[i] = sum;
   }
@@ -602,7 +706,7 @@ gpuml_status gm_tsne_optimize_cpu(const gm_csr *P, const gm_tsne_run *run, doubl
   const int D = run->dims;
   const int64_t count = n * D;
   cpu_state s;
-  gpuml_status st = state_init(&s, P, n, D, run->method, opt);
+  gpuml_status st = state_init(&s, P, n, D, run->method, run->df, opt);
   double *grad = gm_alloc((size_t)count, sizeof *grad);
   double *uy = gm_alloc((size_t)count, sizeof *uy);
   double *gains = gm_alloc((size_t)count, sizeof *gains);
@@ -672,9 +776,9 @@ done:
 
 gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
                                   gpuml_tsne_method method, int boxes, double exaggeration,
-                                  double *grad, double *z, const gpuml_options *opt) {
+                                  double df, double *grad, double *z, const gpuml_options *opt) {
   cpu_state s;
-  gpuml_status st = state_init(&s, P, n, dims, method, opt);
+  gpuml_status st = state_init(&s, P, n, dims, method, df, opt);
   if (!st && method == GPUML_TSNE_FFT)
     st = use_grid(&s, boxes > 0 ? boxes : gm_tsne_grid_boxes(spread_of(y, n * dims), dims));
   if (!st) st = gradient(&s, y, exaggeration, grad, z);
@@ -683,16 +787,139 @@ gpuml_status gm_tsne_gradient_cpu(const gm_csr *P, const double *y, int64_t n, i
 }
 
 gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dims,
-                            gpuml_tsne_method method, int boxes, double *kl,
+                            gpuml_tsne_method method, int boxes, double df, double *kl,
                             const gpuml_options *opt) {
   cpu_state s;
-  gpuml_status st = state_init(&s, P, n, dims, method, opt);
+  gpuml_status st = state_init(&s, P, n, dims, method, df, opt);
   if (!st && method == GPUML_TSNE_FFT)
     st = use_grid(&s, boxes > 0 ? boxes : gm_tsne_grid_boxes(spread_of(y, n * dims), dims));
   double plogp, psum;
   p_sums(P, &plogp, &psum);
   if (!st) st = kl_divergence(&s, y, plogp, psum, kl);
   state_free(&s);
+  return st;
+}
+
+/* Measured on a 2-core AVX-512 machine (bench/RESULTS.md, 1000 iterations): exact
+ * 9.7e-8 s x n^2, FFT about 13.9 s + 1.5e-4 s x n, equal near 12,700 points (auto keeps
+ * 10,000). Half the lanes per instruction (AVX2) doubles the exact cost per pair:
+ * equal near 8,900, so 8,000; a quarter (SSE2): near 6,200, so 6,000. */
+int64_t gm_tsne_exact_max_n_cpu(int dims, double df) {
+  /* Heavy tails (df != 1) add a power per pair (GM_VF_POW): about 7.8 times the Cauchy
+   * kernel's cost per pair (5,000 points, 300 iterations: 5.67 s against 0.73 s), equal
+   * to the FFT method near 4,400 points on AVX-512: 2/5 of the Cauchy crossover. */
+  const int64_t cauchy = dims == 3 ? GM_TSNE_EXACT_MAX_N_3D : GM_TSNE_EXACT_MAX_N;
+  const int64_t widest = df != 1.0 ? cauchy * 2 / 5 : cauchy;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return widest;
+  if (__builtin_cpu_supports("avx2")) return widest * 4 / 5;
+  return widest * 3 / 5;
+#else
+  return widest * 3 / 5;  /* 4-lane vectors (NEON) */
+#endif
+}
+
+/* ---- placing new points into a fixed embedding ------------------------------------ */
+
+/* Exact: each new point against every fixed point, in double. */
+static void place_exact_repulsion(cpu_state *s, const double *y, int64_t n_fixed) {
+  const int64_t n = s->n;
+  const int D = s->dims;
+  const double df = s->df;
+#pragma omp parallel for schedule(static, 16) num_threads(s->threads) if ((n - n_fixed) * n_fixed >= (int64_t)1 << 16)
+  for (int64_t i = n_fixed; i < n; i++) {
+    double z = 0, r[3] = {0, 0, 0}, a[3];
+    for (int d = 0; d < D; d++) a[d] = y[i + d * n];
+    for (int64_t j = 0; j < n_fixed; j++) {
+      double diff[3], r2 = 0;
+      for (int d = 0; d < D; d++) {
+        diff[d] = a[d] - y[j + d * n];
+        r2 += diff[d] * diff[d];
+      }
+      double w, wu;
+      if (s->heavy) {
+        const double u = 1.0 / (1.0 + r2 / df);
+        w = pow(u, df);
+        wu = w * u;
+      } else {
+        w = 1.0 / (1.0 + r2);
+        wu = w * w;
+      }
+      z += w;
+      for (int d = 0; d < D; d++) r[d] += wu * diff[d];
+    }
+    s->zrow[i] = z;
+    for (int d = 0; d < D; d++) s->rep[i + d * n] = r[d];
+  }
+}
+
+gpuml_status gm_tsne_place_cpu(const gm_csr *P, const gm_tsne_place_run *run, double *y,
+                               const gpuml_options *opt) {
+  const int64_t n = run->n, n_fixed = run->n_fixed, m = n - n_fixed;
+  const int D = run->dims;
+  cpu_state s;
+  gpuml_status st = state_init(&s, P, n, D, run->method, run->df, opt);
+  s.charged = n_fixed;
+  double *uy = gm_alloc((size_t)m * D, sizeof *uy), *gains = gm_alloc((size_t)m * D, sizeof *gains);
+  if (!st && (!uy || !gains)) st = nomem("the placement", (double)m * D * 16);
+  if (st) goto done;
+  for (int64_t e = 0; e < m * D; e++) {
+    uy[e] = 0;
+    gains[e] = 1;
+  }
+  const double max_step2 = run->max_step_norm * run->max_step_norm;
+  for (int it = 0; it < run->max_iter; it++) {
+    if (run->method == GPUML_TSNE_FFT) {
+      if (it % GM_TSNE_GRID_EVERY == 0 &&
+          (st = use_grid(&s, gm_tsne_grid_boxes(spread_of(y, n * D), D))))
+        goto done;
+      if ((st = fft_repulsion(&s, y))) goto done;
+    } else {
+      place_exact_repulsion(&s, y, n_fixed);
+    }
+    attraction(&s, y);
+    int bad = 0;
+#pragma omp parallel for schedule(static) num_threads(s.threads) reduction(|: bad) if (m >= GM_TSNE_PARALLEL_MIN)
+    for (int64_t i = n_fixed; i < n; i++) {
+      const double z = s.zrow[i];
+      if (!(z > 0) || !isfinite(z)) {
+        bad = 1;
+        continue;
+      }
+      double step2 = 0;
+      for (int d = 0; d < D; d++) {
+        const int64_t e = i + d * n, o = i - n_fixed + d * m;
+        const double g = s.attr[e] - s.rep[e] / z;
+        double gain = sign_of(g) != sign_of(uy[o]) ? gains[o] + 0.2 : gains[o] * 0.8;
+        if (gain < 0.01) gain = 0.01;
+        gains[o] = gain;
+        uy[o] = run->momentum * uy[o] - run->learning_rate * gain * g;
+        step2 += uy[o] * uy[o];
+      }
+      if (run->max_step_norm > 0 && step2 > max_step2) {
+        const double scale = run->max_step_norm / sqrt(step2);
+        for (int d = 0; d < D; d++) uy[i - n_fixed + d * m] *= scale;
+      }
+      for (int d = 0; d < D; d++) y[i + d * n] += uy[i - n_fixed + d * m];
+    }
+    if (bad) {
+      st = gm_fail(GPUML_ERR_NUMERIC, "tsne:numeric",
+                   "a new point's normaliser Z_i became 0 or non-finite: the placement diverged; try a smaller learning_rate");
+      goto done;
+    }
+    if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter)
+      gm_progress(opt, "transform", it + 1, run->max_iter);
+    if (gm_interrupted(opt)) {
+      st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE transform interrupted at iteration %d",
+                   it + 1);
+      goto done;
+    }
+  }
+done:
+  state_free(&s);
+  free(uy);
+  free(gains);
   return st;
 }
 

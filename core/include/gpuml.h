@@ -189,7 +189,8 @@ gpuml_status gpuml_backend_info(gpuml_info *info);
 typedef enum {
   GPUML_PARAMS_TSNE = 0, /* gpuml_tsne_params */
   GPUML_PARAMS_GMM = 1,  /* gpuml_gmm_params */
-  GPUML_PARAMS_DPC = 2   /* gpuml_dpc_params */
+  GPUML_PARAMS_DPC = 2,  /* gpuml_dpc_params */
+  GPUML_PARAMS_TSNE_TRANSFORM = 3 /* gpuml_tsne_transform_params */
 } gpuml_params_kind;
 
 /* One or several numbers (a list parameter takes several, a scalar one exactly one). */
@@ -452,7 +453,9 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
 
 typedef enum {
   GPUML_TSNE_AUTO = 0,  /* exact for n <= 10,000, else FFT (on 2 CPU cores the exact
-                           method, each pair once, is the faster up to there) */
+                           method, each pair once, is the faster up to there); on a CPU
+                           without AVX-512 up to 8,000 (AVX2) or 6,000 points; with
+                           df != 1 on the CPU up to 2/5 of these */
   GPUML_TSNE_EXACT = 1, /* all pairs every iteration */
   GPUML_TSNE_FFT = 2    /* interpolation on a grid + FFT convolution */
 } gpuml_tsne_method;
@@ -462,6 +465,8 @@ typedef enum {
   GPUML_TSNE_INIT_RANDOM = 1, /* N(0, 1e-4^2) from the seed */
   GPUML_TSNE_INIT_USER = 2    /* params.init_y */
 } gpuml_tsne_init;
+
+#define GPUML_TSNE_MAX_PERPLEXITIES 8
 
 typedef struct {
   int64_t dims;             /* 1, 2 or 3 */
@@ -481,11 +486,20 @@ typedef struct {
   int64_t mom_switch_iter;
   double max_step_norm;     /* a point moves at most this far per iteration; 0 = no limit */
   gpuml_tsne_method method;
+  /* Multiscale affinities: n_perplexities (0 = none) values; when given they replace
+   * perplexity: P is the mean of the conditional affinities of each perplexity over the
+   * 3 * max(perplexities) neighbours, then symmetrised. */
+  double perplexities[GPUML_TSNE_MAX_PERPLEXITIES];
+  int64_t n_perplexities;
+  double df;                /* degrees of freedom of the output kernel (Kobak et al. 2019):
+                               q_ij ~ (1 + |y_i - y_j|^2 / df)^(-df); 1 is the Cauchy kernel
+                               of t-SNE, smaller values give heavier tails (finer clusters).
+                               > 0 (error "tsne:badDf") */
 } gpuml_tsne_params;
 
 /* Defaults (Rtsne's where they exist): dims 2, perplexity 30, max_iter 1000, pca on,
  * initial_dims 50, init PCA, learning rate auto, exaggeration 12 until iteration 250,
- * momentum 0.5 then 0.8 from iteration 250, max_step_norm 5, method auto. */
+ * momentum 0.5 then 0.8 from iteration 250, max_step_norm 5, method auto, df 1. */
 void gpuml_tsne_params_init(gpuml_tsne_params *params);
 
 typedef struct {
@@ -532,6 +546,75 @@ int64_t gpuml_tsne_cost_iteration(int64_t max_iter, int64_t i);
 gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
                            const gpuml_tsne_params *params, double *y, double *itercosts,
                            const gpuml_options *opt, gpuml_tsne_result *result);
+
+/* t-SNE from each point's neighbours instead of its coordinates (Rtsne_neighbors):
+ * nn_index (0-based, the point itself left out) and nn_dist, both n x k column-major as
+ * gpuml_knn_search() gives them (in any order within a row: they are sorted by
+ * distance, ties by index). P is bisected over all k given neighbours, so k =
+ * floor(3 * perplexity) gives the P of gpuml_tsne_fit() on the same neighbours; fewer
+ * than that is an error. Without coordinates init = PCA starts at random (from the
+ * seed), as Rtsne does. Errors: indices outside 0 .. n - 1, a point listed as its own
+ * neighbour or a neighbour listed twice, negative or non-finite distances
+ * ("tsne:badNeighbours"), k < 3 * perplexity ("tsne:badPerplexity"), and those of
+ * gpuml_tsne_fit(). */
+gpuml_status gpuml_tsne_fit_neighbours(const int64_t *nn_index, const double *nn_dist, int64_t n,
+                                       int64_t k, const gpuml_tsne_params *params, double *y,
+                                       double *itercosts, const gpuml_options *opt,
+                                       gpuml_tsne_result *result);
+
+/* t-SNE from an n x n_cols matrix of distances (Rtsne's is_distance): each point's
+ * floor(3 * perplexity) nearest others (off the diagonal, ties by index), then as
+ * gpuml_tsne_fit_neighbours(). Errors: not square, a negative or non-finite entry
+ * ("tsne:badDistance"), and those of gpuml_tsne_fit(). */
+gpuml_status gpuml_tsne_fit_distance(const double *dist, int64_t n, int64_t n_cols,
+                                     const gpuml_tsne_params *params, double *y,
+                                     double *itercosts, const gpuml_options *opt,
+                                     gpuml_tsne_result *result);
+
+/* New points placed into a fitted embedding (predict), after openTSNE's transform: each
+ * new point gets affinities p_{j|i} to its 3 * perplexity nearest training points (a
+ * small perplexity: the neighbourhood of a point, not of a cluster), starts at the
+ * median (or the p-weighted mean) of those neighbours' places, and moves for max_iter
+ * iterations (no exaggeration) to reduce its own KL divergence: attracted by its
+ * neighbours, repelled by every training point (exactly or by FFT interpolation). The
+ * training points stay where they are and the new points do not interact, so a point's
+ * place does not depend on the others given with it. */
+typedef enum {
+  GPUML_TSNE_PLACE_MEDIAN = 0,  /* the coordinate-wise median of the neighbours' places */
+  GPUML_TSNE_PLACE_WEIGHTED = 1 /* their mean weighted by p_{j|i} */
+} gpuml_tsne_place_init;
+
+typedef struct {
+  double perplexity;           /* > 0 and 3 * perplexity <= n (training points) */
+  int64_t max_iter;            /* 0 .. 2^31 - 1 (0: the starting places) */
+  double learning_rate;        /* > 0, or 0 for "auto" (1: the step of a point's gradient) */
+  double momentum;             /* in [0, 1) */
+  double max_step_norm;        /* a point moves at most this far per iteration; 0 = no limit */
+  double df;                   /* the fit's degrees of freedom (> 0) */
+  gpuml_tsne_method method;    /* auto: exact while (new x training points) <= 2.5e7 */
+  gpuml_tsne_place_init init;
+} gpuml_tsne_transform_params;
+
+/* Defaults (openTSNE's transform where it has them): perplexity 5, max_iter 250,
+ * learning rate auto, momentum 0.8, max_step_norm 5, df 1, method auto, init median. */
+void gpuml_tsne_transform_params_init(gpuml_tsne_transform_params *params);
+
+/*
+ * Places the m x d matrix x_new (column-major) into the embedding y (n x dims) of the
+ * training data x (n x d) that gpuml_tsne_fit() gave; y_new (m x dims) receives the
+ * places. The neighbours are found in the space of x as given (the fit's own PCA, when
+ * it made one, is not reapplied: give the fit and the transform the same reduced data).
+ * result may be NULL (method_used, learning_rate_used, neighbours are filled).
+ * Errors: no training data ("tsne:noTrainingData"), x_new with another number of
+ * columns than x ("tsne:badColumns"), y not n x dims with finite values
+ * ("tsne:badEmbedding"), non-finite data ("tsne:nonFinite"), 3 * perplexity > n
+ * ("tsne:badPerplexity"), df <= 0 ("tsne:badDf"), other bad parameters
+ * ("tsne:badParameter").
+ */
+gpuml_status gpuml_tsne_transform(const double *x, int64_t n, int64_t d, const double *y,
+                                  int64_t dims, const double *x_new, int64_t m, int64_t d_new,
+                                  const gpuml_tsne_transform_params *params, double *y_new,
+                                  const gpuml_options *opt, gpuml_tsne_result *result);
 
 /* =====================================================================================
  * Gaussian mixture models: core/gmm.c, kernels/gmm.cu

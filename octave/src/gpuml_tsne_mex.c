@@ -2,9 +2,10 @@
  * gpuml_tsne_mex: MEX gateway to gpuml_tsne_fit. Called by gpu_tsne.m.
  *
  *   [Y, itercosts, backend, method, learning_rate, neighbours, seconds, costs_at] =
- *       gpuml_tsne_mex (X, params, init_y, seed, backend, verbose)
+ *       gpuml_tsne_mex (X, params, init_y, seed, backend, verbose, input, nn_dist)
  *
- * X: n x d double. params: a cell {name, value, ...} of the parameters the user gave,
+ * input: "data" (X: n x d double), "distance" (X: the n x n distances) or "neighbours"
+ * (X: nn_index, n x k 1-based indices as double; nn_dist: their n x k distances). params: a cell {name, value, ...} of the parameters the user gave,
  * by the core's names (the core holds the defaults). init_y: [] or the user's n x dims
  * start. seed: a whole number. Y: n x dims double.
  */
@@ -36,10 +37,10 @@ static void tsne_report(void *ctx, const char *stage, int64_t done, int64_t tota
 }
 
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 6)
+  if (nrhs != 8)
     mexErrMsgIdAndTxt("gpuml:tsne:nargs",
-                      "usage: gpuml_tsne_mex (X, params, init_y, seed, backend, verbose); "
-                      "call gpu_tsne instead");
+                      "usage: gpuml_tsne_mex (X, params, init_y, seed, backend, verbose, input, "
+                      "nn_dist); call gpu_tsne instead");
   if (nlhs > 8) mexErrMsgIdAndTxt("gpuml:tsne:nargs", "gpuml_tsne_mex returns at most 8 outputs");
   const mxArray *x = prhs[0], *init = prhs[2];
   gpuml_mex_check_matrix(x, "X", "tsne");
@@ -77,8 +78,32 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
       gpuml_tsne_cost_count(p.max_iter > 0 && p.max_iter <= INT32_MAX ? p.max_iter : 1);
   mxArray *y = mxCreateDoubleMatrix((mwSize)n, (mwSize)dims, mxREAL);
   mxArray *costs = mxCreateDoubleMatrix((mwSize)ncost, 1, mxREAL);
-  st = gpuml_tsne_fit((const double *)gpuml_mex_data(x), n, d, &p, mxGetPr(y), mxGetPr(costs),
-                  &opt, &result);
+  char *input = mxArrayToString(prhs[6]);
+  if (input && strcmp(input, "distance") == 0) {
+    st = gpuml_tsne_fit_distance((const double *)gpuml_mex_data(x), n, d, &p, mxGetPr(y),
+                                 mxGetPr(costs), &opt, &result);
+  } else if (input && strcmp(input, "neighbours") == 0) {
+    const mxArray *nd = prhs[7];
+    gpuml_mex_check_matrix(nd, "nn_dist", "tsne");
+    if ((int64_t)mxGetM(nd) != n || (int64_t)mxGetN(nd) != d || !mxIsDouble(nd)) {
+      mxDestroyArray(y);
+      mxDestroyArray(costs);
+      mexErrMsgIdAndTxt("gpuml:tsne:badNeighbours",
+                        "nn_index is %lld x %lld but nn_dist %d x %d: they must have the same shape",
+                        (long long)n, (long long)d, (int)mxGetM(nd), (int)mxGetN(nd));
+    }
+    int64_t *index = (int64_t *)mxMalloc((size_t)(n * d > 0 ? n * d : 1) * sizeof *index);
+    const double *xi = (const double *)gpuml_mex_data(x);
+    for (int64_t e = 0; e < n * d; e++)  /* 1-based to 0-based; non-integers out of range */
+      index[e] = xi[e] != floor(xi[e]) || fabs(xi[e]) > 1e15 ? -1 : (int64_t)xi[e] - 1;
+    st = gpuml_tsne_fit_neighbours(index, mxGetPr(nd), n, d, &p, mxGetPr(y), mxGetPr(costs),
+                                   &opt, &result);
+    mxFree(index);
+  } else {
+    st = gpuml_tsne_fit((const double *)gpuml_mex_data(x), n, d, &p, mxGetPr(y),
+                        mxGetPr(costs), &opt, &result);
+  }
+  mxFree(input);
   if (st) {
     mxDestroyArray(y);
     mxDestroyArray(costs);

@@ -70,6 +70,128 @@ test_that("init: a user matrix is the start; PCA scaled to sd 1e-4", {
   expect_equal(sd(fit$Y[, 1]), 1e-4, tolerance = 1e-6)
 })
 
+test_that("df: 1 is the usual t-SNE; heavier tails (df < 1) keep the clusters apart", {
+  b <- tsne_blobs(seed = 12)
+  for (method in c("exact", "fft")) {
+    run <- function(...) gpu_tsne(b$x, perplexity = 15, max_iter = 300, method = method,
+                                  seed = 3, backend = backend(), ...)
+    usual <- run()
+    expect_identical(run(df = 1)$Y, usual$Y)
+    heavy <- run(df = 0.5)
+    expect_equal(heavy$df, 0.5)
+    expect_false(identical(heavy$Y, usual$Y))
+    expect_true(all(is.finite(heavy$Y)) && all(heavy$itercosts > 0))
+    expect_gte(knn_label_accuracy(heavy$Y, b$y, k = 5), 0.95)
+    expect_output(print(heavy), "df 0.5")
+  }
+  expect_error(gpu_tsne(b$x, perplexity = 5, df = 0), "df = 0 must be a positive")
+  expect_error(gpu_tsne(b$x, perplexity = 5, df = -2), "df = -2 must be a positive")
+})
+
+# Majority label of each query point's k nearest points of the reference embedding.
+knn_label_transfer <- function(ref, ref_labels, query, k = 10) {
+  idx <- gpu_knn(ref, query, k = k, backend = "cpu")$nn.index
+  votes <- matrix(ref_labels[idx], nrow(idx))
+  apply(votes, 1, function(v) as.integer(names(which.max(table(v)))))
+}
+
+test_that("predict places held-out points among their class; training points stay put", {
+  set.seed(21)
+  centres <- matrix(rnorm(10 * 20, sd = 0.8), 10)
+  cloud <- function(n) {
+    y <- rep(1:10, length.out = n)
+    list(x = centres[y, ] + matrix(rnorm(n * 20), n), y = y)
+  }
+  train <- cloud(1000)
+  test <- cloud(300)
+  fit <- gpu_tsne(train$x, max_iter = 400, seed = 1, backend = backend())
+  own <- knn_label_accuracy(fit$Y, train$y, k = 10)
+  for (method in c("exact", "fft")) {
+    Y <- predict(fit, test$x, method = method, backend = backend())
+    expect_equal(dim(Y), c(300L, 2L))
+    expect_gt(mean(knn_label_transfer(fit$Y, train$y, Y) == test$y), own - 0.05)
+    again <- predict(fit, train$x[1:200, ], method = method, backend = backend())
+    moved <- sqrt(rowSums((again - fit$Y[1:200, ])^2))
+    expect_lt(median(moved), 0.01 * diff(range(fit$Y)))
+  }
+  # a point's place does not depend on the others placed with it (exact method)
+  all <- predict(fit, test$x, method = "exact", backend = backend())
+  expect_identical(predict(fit, test$x[11:40, ], method = "exact", backend = backend()),
+                   all[11:40, ])
+  rownames(test$x) <- paste0("q", 1:300)
+  expect_identical(rownames(predict(fit, test$x[1:5, ], backend = backend())), paste0("q", 1:5))
+  expect_error(predict(fit, test$x[, 1:19]), "19 columns but the training data 20")
+  expect_error(predict(fit), "newdata is required")
+  expect_error(predict(fit, test$x, perplexity = 400), "perplexity = 400 is too large")
+  lean <- gpu_tsne(train$x, max_iter = 50, keep_data = FALSE, backend = backend())
+  expect_null(lean$X)
+  expect_error(predict(lean, test$x), "kept no training data")
+  heavy <- gpu_tsne(train$x, max_iter = 300, df = 0.6, seed = 1, backend = backend())
+  Yh <- predict(heavy, test$x, backend = backend())
+  expect_gt(mean(knn_label_transfer(heavy$Y, train$y, Yh) == test$y),
+            knn_label_accuracy(heavy$Y, train$y, k = 10) - 0.05)
+})
+
+test_that("predict on held-out Fashion-MNIST is as accurate as the fit on its own points", {
+  path <- "/usr/share/datasets/fashion-mnist"
+  skip_if_no_data(file.path(path, "t10k-images-idx3-ubyte.gz"), "Fashion-MNIST")
+  fm <- read_fashion_mnist(path, "test", n = 2500)
+  pc <- prcomp(fm$x[1:2000, ] / 255, rank. = 50)
+  train <- pc$x
+  held_out <- predict(pc, fm$x[2001:2500, ] / 255)
+  fit <- gpu_tsne(train, pca = FALSE, max_iter = 500, seed = 1, backend = backend())
+  own <- knn_label_accuracy(fit$Y, fm$y[1:2000], k = 10)
+  Y <- predict(fit, held_out, backend = backend())
+  lab <- as.integer(as.factor(fm$y))
+  acc <- mean(knn_label_transfer(fit$Y, lab[1:2000], Y) == lab[2001:2500])
+  expect_gt(acc, own - 0.05)
+})
+
+test_that("a distance matrix or neighbour lists give the data's embedding", {
+  b <- tsne_blobs(seed = 14)
+  run <- function(...) gpu_tsne(perplexity = 10, max_iter = 150, init = "random", seed = 3,
+                                backend = backend(), ...)
+  from_data <- run(X = b$x)
+  from_dist <- run(X = dist(b$x), is_distance = TRUE)
+  expect_equal(unname(from_dist$Y), from_data$Y, tolerance = 1e-6)
+  expect_equal(run(X = as.matrix(dist(b$x)), is_distance = TRUE)$Y, from_dist$Y)
+  expect_equal(from_dist$input, "distance")
+  expect_output(print(from_dist), "from distances")
+  nn <- gpu_knn(b$x, k = 30, backend = "cpu")
+  from_nn <- run(nn_index = nn$nn.index, nn_dist = nn$nn.dist)
+  expect_identical(from_nn$Y, from_data$Y)
+  expect_equal(from_nn$neighbours, 30L)
+  expect_error(predict(from_nn, b$x), "kept no training data")
+  # PCA has nothing to work from: the start is random, as in Rtsne
+  expect_true(all(is.finite(gpu_tsne(dist(b$x), is_distance = TRUE, perplexity = 10,
+                                     max_iter = 50, backend = backend())$Y)))
+  d <- as.matrix(dist(b$x))
+  expect_error(gpu_tsne(d[, -1], is_distance = TRUE, perplexity = 10), "must be square")
+  d[3, 5] <- -1
+  expect_error(gpu_tsne(d, is_distance = TRUE, perplexity = 10),
+               "row 3, column 5 is -1: distances must be finite and non-negative")
+  expect_error(gpu_tsne(nn_index = nn$nn.index, nn_dist = nn$nn.dist[, -1], perplexity = 10),
+               "nn_index is 180 x 30 but nn_dist 180 x 29")
+  expect_error(gpu_tsne(nn_index = nn$nn.index, perplexity = 10), "must be given together")
+  expect_error(gpu_tsne(nn_index = nn$nn.index[, 1:20], nn_dist = nn$nn.dist[, 1:20],
+                        perplexity = 10), "needs 3 \\* perplexity = 30 neighbours")
+  bad <- nn$nn.index
+  bad[2, 1] <- 2L
+  expect_error(gpu_tsne(nn_index = bad, nn_dist = nn$nn.dist, perplexity = 10),
+               "point 2 is listed as its own neighbour")
+})
+
+test_that("a vector of perplexities gives multiscale affinities", {
+  b <- tsne_blobs(seed = 15)
+  run <- function(...) gpu_tsne(b$x, max_iter = 150, seed = 4, backend = backend(), ...)
+  multi <- run(perplexity = c(5, 25))
+  expect_equal(multi$perplexity, c(5, 25))
+  expect_equal(multi$neighbours, 75L)
+  expect_output(print(multi), "perplexity 5, 25 \\(75 neighbours\\)")
+  expect_false(identical(multi$Y, run(perplexity = 25)$Y))
+  expect_equal(knn_label_accuracy(multi$Y, b$y, k = 5), 1)
+})
+
 test_that("duplicated points give a finite embedding", {
   b <- tsne_blobs(seed = 5)
   x <- rbind(b$x, b$x[rep(1, 40), ], b$x[1:30, ])
@@ -102,7 +224,8 @@ test_that("bad input gets clear errors", {
   expect_error(gpu_tsne(b$x, perplexity = 5, learning_rate = "fast"),
                "learning_rate must be a number or \"auto\", not \"fast\"")
   expect_error(gpu_tsne(b$x, perplexity = 5, perplexity2 = 3), "unused argument")
-  expect_error(gpu_tsne(b$x, perplexity = c(5, 6)), "perplexity must be a single value")
+  expect_error(gpu_tsne(b$x, perplexity = c(5, -6)), "perplexity -6 must be positive")
+  expect_error(gpu_tsne(b$x, perplexity = c(5, 10)), "largest perplexity, 10, is too large")
   expect_error(gpu_tsne(b$x, perplexity = 5, max_iter = 0), "max_iter = 0 must lie in 1")
   expect_error(gpu_tsne(b$x, perplexity = 5, max_iter = 2.5), "max_iter must be a whole number")
   expect_error(gpu_tsne(b$x, perplexity = 5, momentum = 1), "must lie in \\[0, 1\\)")
