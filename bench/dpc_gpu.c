@@ -234,6 +234,7 @@ static int fit_cases(int do_check) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* each row as it comes, when a run is cut short */
   int do_check = 1, sanitize = 0, fit = 0;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--no-check")) do_check = 0;
