@@ -119,10 +119,11 @@ test_that("a seed makes fits reproducible; set.seed() is honoured", {
   expect_identical(b1$z, b2$z)
   many <- gpu_gmm(mx$x, G = 4, seed = 10, n_init = 4, backend = backend())
   expect_gte(many$loglik, a$loglik)
-  # a G fitted alone is the same fit as within a list
-  one <- gpu_gmm(mx$x, G = 3, seed = 10, backend = backend())
-  list_fit <- gpu_gmm(mx$x, G = 3:4, seed = 10, backend = backend())
-  expect_equal(unname(list_fit$BIC["3", ]), unname(one$BIC["3", ]))
+  # one model: a G fitted alone is the same fit as within a list (with several models
+  # the best fits may be refined from the other models' partitions)
+  one <- gpu_gmm(mx$x, G = 3, modelNames = "VVV", backend = backend())
+  list_fit <- gpu_gmm(mx$x, G = 3:4, modelNames = "VVV", backend = backend())
+  expect_identical(unname(list_fit$BIC["3", ]), unname(one$BIC["3", ]))
 })
 
 test_that("print, summary and plot work", {
