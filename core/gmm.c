@@ -489,6 +489,8 @@ static gm_partition hc_partition(const gm_gmm_data *data, const gm_hc_start *h, 
  * split, the way a start from a subset of the rows can go wrong) is restarted from a
  * better partition; only the best fits are refined, so the extra fits are few. */
 #define GM_GMM_KEEP 3
+#define GM_GMM_REFINE_STARTS 2
+#define GM_GMM_REFINE_SEED 0x6d69787475726573ULL
 
 typedef struct {
   int64_t mi; /* index in the models tried; -1: empty */
@@ -926,10 +928,12 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     }
   }
 
-  /* Above GM_GMM_HC_SUBSET rows, every G of the models among the best fits is also fitted
-   * from the second clustering's partitions: a fit stuck at one G would otherwise never
-   * be compared with its neighbours. */
-  for (int64_t mi = 0; kept && hc.labels2 && mi < n_models; mi++) {
+  /* Every G of the models among the best fits is also fitted from GM_GMM_REFINE_STARTS
+   * k-means++ starts (drawn from fixed seeds, so that the default fit stays the same from
+   * run to run) and, above GM_GMM_HC_SUBSET rows, from the second clustering's
+   * partitions: hierarchical starts can leave a whole G far below its optimum (mclust's
+   * as well; bench/gmm_start.R), and it would never be compared with its neighbours. */
+  for (int64_t mi = 0; kept && mi < n_models; mi++) {
     int top = 0;
     for (int64_t c = 0; c < nG * GM_GMM_KEEP; c++) top |= kept[c].mi == mi && kept[c].refined;
     if (!top) continue;
@@ -940,12 +944,19 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
                                                 ? GM_GMM_FULL_STRUCTURE
                                                 : GM_GMM_DIAGONAL_STRUCTURE)))
       goto done;
-    for (int64_t gi = 0; gi < nG; gi++) {
+    for (int64_t gi = 0; gi < nG; gi++)
+    for (int64_t r = hc.labels2 ? 0 : 1; r <= GM_GMM_REFINE_STARTS; r++) {
       const int64_t G = params->G[gi];
       if (G < 2) continue;
-      const gm_partition part = {hc.rows2, hc.labels2 + (G - 1) * hc.m, hc.m, 1};
       gm_fit_result fit = {0, 0, 0};
-      st = partition_start(&data, &fs, G, &part, &s);
+      if (r == 0) {
+        const gm_partition part = {hc.rows2, hc.labels2 + (G - 1) * hc.m, hc.m, 1};
+        st = partition_start(&data, &fs, G, &part, &s);
+      } else {
+        st = gm_gmm_kmeanspp(x, n, d, G, structure == GM_GMM_SPHERICAL_STRUCTURE, fs.reg,
+                             fit_seed(GM_GMM_REFINE_SEED, G, r), &used, s.w, s.mu, s.cov);
+        if (!st) memcpy(s.cov0, s.cov, (size_t)(d * d) * sizeof(double));
+      }
       if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
       last_run = -2;
       if (fit_failed(st)) {
