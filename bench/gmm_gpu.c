@@ -79,6 +79,7 @@ static run_t fit(const double *x, int64_t n, int64_t d, int64_t G, gpuml_gmm_cov
   p.models[0] = cov;
   p.n_models = 1;
   p.max_iter = max_iter;
+  p.init = GPUML_GMM_INIT_KMEANSPP; /* one start: the cost of one fit's iterations */
   p.tol = tol;
   gpuml_options o;
   gpuml_options_init(&o);

@@ -746,7 +746,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   gm_hc_start hc;
   memset(&ms, 0, sizeof ms);
   memset(&hc, 0, sizeof hc);
-  double *zbuf = NULL, *score = NULL, *cwork = NULL;
+  double *zbuf = NULL, *score = NULL, *cwork = NULL, *own_cells = NULL;
   int32_t *labels1 = NULL, *lab_t = NULL, *lab_s = NULL;
   int *map = NULL;
   gm_kept *kept = NULL;
@@ -777,6 +777,12 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   }
 
   const int64_t nG = params->nG, total_fits = nG * n_models * params->n_init;
+  /* the BIC table, the caller's or ours */
+  double *cells = bic ? bic : (own_cells = gm_alloc((size_t)(nG * n_models), sizeof(double)));
+  if (!cells) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the BIC table");
+    goto done;
+  }
   int64_t fits_done = 0, best_run = -1, last_run = -1, run = 0;
   gpuml_status last_failure = GPUML_OK;
   double best_bic = 0;
@@ -816,14 +822,14 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
         }
         gm_progress(&used, "gmm", ++fits_done, total_fits);
       }
-      double *cell = bic ? bic + gi + mi * nG : NULL;
+      double *cell = cells + gi + mi * nG;
       if (best_fit_run < 0) {
-        if (cell) *cell = NAN;
+        *cell = NAN;
         continue;
       }
       const double b = 2 * best_fit.loglik -
                        (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
-      if (cell) *cell = b;
+      *cell = b;
       gm_kept *slot = kept ? kept_slot(kept + gi * GM_GMM_KEEP, b) : NULL;
       if (slot) {
         slot->mi = mi;
@@ -904,11 +910,12 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
       }
       if (st) goto done;
       const double b = 2 * fit.loglik - (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
-      if (!(b > target->bic)) continue;
+      /* a real improvement, not a tie the two backends would break apart */
+      if (!(b > target->bic + 1e-9 * fabs(target->bic))) continue;
       target->bic = b;
       target->fit = fit;
       if ((st = eng.ops->get_params(eng.e, G, target->w, target->mu, target->cov))) goto done;
-      if (bic) bic[tgi + target->mi * nG] = b;
+      cells[tgi + target->mi * nG] = b;
       if (b > best_bic) {
         best_bic = b;
         best_run = -3; /* not the engine's: evaluated again below */
@@ -965,9 +972,9 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
       }
       if (st) goto done;
       const double b = 2 * fit.loglik - (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
-      double *cell = bic ? bic + gi + mi * nG : NULL;
-      if (cell && !(b > *cell) && !isnan(*cell)) continue;
-      if (cell) *cell = b;
+      double *cell = cells + gi + mi * nG;
+      if (!isnan(*cell) && !(b > *cell + 1e-9 * fabs(*cell))) continue;
+      *cell = b;
       if (b > best_bic) {
         best_bic = b;
         best_run = -3;
@@ -1011,6 +1018,7 @@ done:
   gm_gmm_mstep_free(&ms);
   hc_start_free(&hc);
   kept_free(kept, params->nG * GM_GMM_KEEP);
+  free(own_cells);
   free(score);
   free(cwork);
   free(lab_t);

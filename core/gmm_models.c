@@ -29,6 +29,9 @@
 
 #define GM_MSTEP_TOL 1e-10
 #define GM_MSTEP_MAX_ITER 500
+/* Sweeps of rotations per M-step (EVE, VVE): each costs G d^3; the orientation, kept from
+ * one EM iteration to the next, converges over the iterations (a GEM step either way). */
+#define GM_MSTEP_MAX_SWEEPS 3
 
 /* mclust's order. */
 static const struct {
@@ -248,6 +251,13 @@ static int64_t orientation_sweep(gm_gmm_mstep *s, int64_t G, const int *active,
                                  const double *scale, double *R) {
   const int64_t d = s->d, dd = d * d;
   int64_t turned = 0;
+  /* A rotation lowers the objective by P + |(P, Q)|; one that gains less than this share
+   * of it is skipped (near ties, the angle is arbitrary and the gain nothing). */
+  double objective = 0;
+  for (int64_t k = 0; k < G; k++)
+    if (active[k])
+      for (int64_t j = 0; j < d; j++) objective += scale[k * d + j] * R[k * dd + j + j * d];
+  const double least_gain = 1e-13 * fabs(objective);
   for (int64_t j = 0; j < d; j++)
     for (int64_t l = j + 1; l < d; l++) {
       double P = 0, Q = 0;
@@ -258,7 +268,7 @@ static int64_t orientation_sweep(gm_gmm_mstep *s, int64_t G, const int *active,
         Q += m * Rk[j + l * d];
       }
       const double r = hypot(P, Q);
-      if (!(r > 0)) continue;
+      if (!(r > 0) || !(P + r > least_gain)) continue;
       const double cos2 = -P / r, sin2 = -Q / r;
       double c, sn;
       if (cos2 >= 0) {
@@ -541,7 +551,7 @@ static void model_mstep(gm_gmm_mstep *s, gpuml_gmm_covariance model, int64_t G,
         }
         const int done = !isfinite(F) || fabs(last - F) <= GM_MSTEP_TOL * fabs(F);
         last = F;
-        if (done || it == GM_MSTEP_MAX_ITER - 1) break;
+        if (done || it == GM_MSTEP_MAX_SWEEPS) break;
         if (!orientation_sweep(s, G, active, scale, R)) break; /* no rotation left */
       }
       for (int64_t k = 0; k < G; k++) {
