@@ -960,8 +960,18 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
         const gm_partition part = {hc.rows2, hc.labels2 + (G - 1) * hc.m, hc.m, 1};
         st = partition_start(&data, &fs, G, &part, &s);
       } else {
-        st = gm_gmm_kmeanspp(x, n, d, G, structure == GM_GMM_SPHERICAL_STRUCTURE, fs.reg,
+        /* the hierarchical start's rule: a start singular without reg is not fitted */
+        st = gm_gmm_kmeanspp(x, n, d, G, structure == GM_GMM_SPHERICAL_STRUCTURE, 0,
                              fit_seed(GM_GMM_REFINE_SEED, G, r), &used, s.w, s.mu, s.cov);
+        for (int64_t k = 0; !st && k < G; k++)
+          for (int64_t j = 0; j < d; j++) {
+            double *v = s.cov + k * d * d + j + j * d;
+            if (!(*v > 0) && !fs.reg_regularises) {
+              st = singular_start(&data, &fs, G);
+              break;
+            }
+            *v += fs.reg;
+          }
         if (!st) memcpy(s.cov0, s.cov, (size_t)(d * d) * sizeof(double));
       }
       if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
