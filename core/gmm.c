@@ -489,7 +489,7 @@ static gm_partition hc_partition(const gm_gmm_data *data, const gm_hc_start *h, 
  * split, the way a start from a subset of the rows can go wrong) is restarted from a
  * better partition; only the best fits are refined, so the extra fits are few. */
 #define GM_GMM_KEEP 3
-#define GM_GMM_REFINE_STARTS 2
+#define GM_GMM_REFINE_STARTS 1
 #define GM_GMM_REFINE_SEED 0x6d69787475726573ULL
 
 typedef struct {
