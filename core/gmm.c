@@ -396,10 +396,6 @@ typedef struct {
   int64_t m;
   int64_t *rows;  /* d > 1 */
   int32_t *labels; /* d > 1: m x gmax; d = 1: n (the rank of each row) */
-  /* n > GM_GMM_HC_SUBSET: a second clustering, of other rows (the middles of m equal
-   * strata), whose partitions the refinement below also tries */
-  int64_t *rows2;
-  int32_t *labels2; /* m x gmax */
 } gm_hc_start;
 
 typedef struct {
@@ -433,33 +429,12 @@ static gpuml_status hc_start_prepare(const gm_gmm_data *data, int64_t gmax, gm_h
   h->labels = gm_alloc((size_t)h->m * (size_t)gmax, sizeof(int32_t));
   if (!h->rows || !h->labels)
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the hierarchical start");
-  gpuml_status st = gm_gmm_hc(data->x, n, d, gmax, data->opt, h->rows, h->labels);
-  if (st || n <= GM_GMM_HC_SUBSET) return st;
-  const int64_t m = h->m;
-  double *xs = gm_alloc((size_t)(m * d), sizeof(double));
-  int64_t *all = gm_alloc((size_t)m, sizeof(int64_t));
-  h->rows2 = gm_alloc((size_t)m, sizeof(int64_t));
-  h->labels2 = gm_alloc((size_t)(m * gmax), sizeof(int32_t));
-  if (!xs || !all || !h->rows2 || !h->labels2) {
-    free(xs);
-    free(all);
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the hierarchical start");
-  }
-  for (int64_t i = 0; i < m; i++) {
-    h->rows2[i] = (int64_t)(((double)i + 0.5) * (double)n / (double)m);
-    for (int64_t j = 0; j < d; j++) xs[i + j * m] = data->x[h->rows2[i] + j * n];
-  }
-  st = gm_gmm_hc(xs, m, d, gmax, data->opt, all, h->labels2);
-  free(xs);
-  free(all);
-  return st;
+  return gm_gmm_hc(data->x, n, d, gmax, data->opt, h->rows, h->labels);
 }
 
 static void hc_start_free(gm_hc_start *h) {
   free(h->rows);
   free(h->labels);
-  free(h->rows2);
-  free(h->labels2);
 }
 
 /* The partition of G groups of the start (labels written into `scratch`, n entries,
@@ -483,11 +458,10 @@ static gm_partition hc_partition(const gm_gmm_data *data, const gm_hc_start *h, 
 
 /* Per G, the GM_GMM_KEEP fits of largest BIC are kept; after the sweep each of the
  * GM_GMM_KEEP best fits overall is fitted again from the partitions that the other kept
- * fits of its G give the start's rows (when they differ from its own) and, above
- * GM_GMM_HC_SUBSET rows, from the partition of a second clustering of other rows; the
- * better fit is kept. A fit stuck in a poor optimum (two groups merged and another
- * split, the way a start from a subset of the rows can go wrong) is restarted from a
- * better partition; only the best fits are refined, so the extra fits are few. */
+ * fits of its G give the start's rows (when they differ from its own), and the better
+ * fit is kept. A fit stuck in a poor optimum (two groups merged and another split, the
+ * way a start from a subset of the rows can go wrong) is restarted from a better
+ * partition; only the best fits are refined, so the extra fits are few. */
 #define GM_GMM_KEEP 3
 #define GM_GMM_REFINE_STARTS 1
 #define GM_GMM_REFINE_SEED 0x6d69787475726573ULL
@@ -878,28 +852,20 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
       continue;
     const gm_fit_setup fs = {models[target->mi], params->reg,
                              params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var, &ms};
-    /* sources: the other kept fits of this G (their partitions of the start's rows),
-     * then the second clustering's partition of its rows */
-    for (int64_t i = 0; i <= GM_GMM_KEEP; i++) {
-      const int64_t *rows = hc.rows;
-      if (i < GM_GMM_KEEP) {
-        const gm_kept *src = kept + tgi * GM_GMM_KEEP + i;
-        if (src->mi < 0 || src == target ||
-            !classify_rows(x, n, d, hc.rows, hc.m, G, src->w, src->mu, src->cov, cwork, score,
-                           lab_s) ||
-            same_partition(lab_t, lab_s, hc.m, G, map) || !all_groups_used(lab_s, hc.m, G, map))
-          continue;
-      } else {
-        if (!hc.labels2) continue;
-        rows = hc.rows2;
-        memcpy(lab_s, hc.labels2 + (G - 1) * hc.m, (size_t)hc.m * sizeof(int32_t));
-      }
+    /* sources: the other kept fits of this G, by their partitions of the start's rows */
+    for (int64_t i = 0; i < GM_GMM_KEEP; i++) {
+      const gm_kept *src = kept + tgi * GM_GMM_KEEP + i;
+      if (src->mi < 0 || src == target ||
+          !classify_rows(x, n, d, hc.rows, hc.m, G, src->w, src->mu, src->cov, cwork, score,
+                         lab_s) ||
+          same_partition(lab_t, lab_s, hc.m, G, map) || !all_groups_used(lab_s, hc.m, G, map))
+        continue;
       const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
       if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
                                                   ? GM_GMM_FULL_STRUCTURE
                                                   : GM_GMM_DIAGONAL_STRUCTURE)))
         goto done;
-      const gm_partition part = {rows, lab_s, hc.m, 1};
+      const gm_partition part = {hc.rows, lab_s, hc.m, 1};
       gm_fit_result fit = {0, 0, 0};
       st = partition_start(&data, &fs, G, &part, &s);
       if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
@@ -937,8 +903,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
 
   /* Every G of the models among the best fits is also fitted from GM_GMM_REFINE_STARTS
    * k-means++ starts (drawn from fixed seeds, so that the default fit stays the same from
-   * run to run) and, above GM_GMM_HC_SUBSET rows, from the second clustering's
-   * partitions: hierarchical starts can leave a whole G far below its optimum (mclust's
+   * run to run): hierarchical starts can leave a whole G far below its optimum (mclust's
    * as well; bench/gmm_start.R), and it would never be compared with its neighbours. */
   for (int64_t mi = 0; kept && mi < n_models; mi++) {
     int top = 0;
@@ -952,14 +917,10 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
                                                 : GM_GMM_DIAGONAL_STRUCTURE)))
       goto done;
     for (int64_t gi = 0; gi < nG; gi++)
-    for (int64_t r = hc.labels2 ? 0 : 1; r <= GM_GMM_REFINE_STARTS; r++) {
-      const int64_t G = params->G[gi];
-      if (G < 2) continue;
-      gm_fit_result fit = {0, 0, 0};
-      if (r == 0) {
-        const gm_partition part = {hc.rows2, hc.labels2 + (G - 1) * hc.m, hc.m, 1};
-        st = partition_start(&data, &fs, G, &part, &s);
-      } else {
+      for (int64_t r = 1; r <= GM_GMM_REFINE_STARTS; r++) {
+        const int64_t G = params->G[gi];
+        if (G < 2) continue;
+        gm_fit_result fit = {0, 0, 0};
         /* the hierarchical start's rule: a start singular without reg is not fitted */
         st = gm_gmm_kmeanspp(x, n, d, G, structure == GM_GMM_SPHERICAL_STRUCTURE, 0,
                              fit_seed(GM_GMM_REFINE_SEED, G, r), &used, s.w, s.mu, s.cov);
@@ -973,30 +934,29 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
             *v += fs.reg;
           }
         if (!st) memcpy(s.cov0, s.cov, (size_t)(d * d) * sizeof(double));
+        if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
+        last_run = -2;
+        if (fit_failed(st)) {
+          st = GPUML_OK;
+          continue;
+        }
+        if (st) goto done;
+        const double b = 2 * fit.loglik - (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
+        double *cell = cells + gi + mi * nG;
+        if (!isnan(*cell) && !(b > *cell + 1e-9 * fabs(*cell))) continue;
+        *cell = b;
+        if (b > best_bic) {
+          best_bic = b;
+          best_run = -3;
+          model->covariance = fs.model;
+          model->G = G;
+          model->loglik = fit.loglik;
+          model->n_iter = fit.n_iter;
+          model->converged = fit.converged;
+          if ((st = eng.ops->get_params(eng.e, G, model->weights, model->means, model->covariances)))
+            goto done;
+        }
       }
-      if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
-      last_run = -2;
-      if (fit_failed(st)) {
-        st = GPUML_OK;
-        continue;
-      }
-      if (st) goto done;
-      const double b = 2 * fit.loglik - (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
-      double *cell = cells + gi + mi * nG;
-      if (!isnan(*cell) && !(b > *cell + 1e-9 * fabs(*cell))) continue;
-      *cell = b;
-      if (b > best_bic) {
-        best_bic = b;
-        best_run = -3;
-        model->covariance = fs.model;
-        model->G = G;
-        model->loglik = fit.loglik;
-        model->n_iter = fit.n_iter;
-        model->converged = fit.converged;
-        if ((st = eng.ops->get_params(eng.e, G, model->weights, model->means, model->covariances)))
-          goto done;
-      }
-    }
   }
 
   if (z || classification || uncertainty) {

@@ -717,6 +717,10 @@ typedef struct {
  *    merge: above d = 100 the fits start from k-means++ instead;
  *  - "kmeans++": greedy k-means++ centres drawn with opt->seed (the same on both
  *    backends; a given G gives the same fit whatever else is in the list).
+ * With "hc" the best fits are then refined: the 3 best are fitted again from the other
+ * best models' partitions (at their G), and every G of the best models from a k-means++
+ * start of a fixed seed; a cell keeps the better fit (hierarchical starts can leave a
+ * whole G far below its optimum).
  * Further starts (n_init > 1) are k-means++ draws; the fit of largest loglik is kept.
  * A component left with less than one point's worth of responsibility, or whose
  * covariance is not positive definite even after reg, is re-seeded at the
