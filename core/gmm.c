@@ -289,31 +289,21 @@ static gpuml_status em_fit(gm_engine *eng, const gm_gmm_data *data, const gm_fit
 
 /* ---- starts ------------------------------------------------------------------------- */
 
-/* Whether the symmetric d x d matrix S is positive definite to working precision: a
- * Cholesky factorisation whose pivots all stay above 1e-10 of the largest diagonal
- * entry. */
+/* Whether the symmetric d x d matrix S is positive definite to working precision: its
+ * Cholesky factorisation (LAPACK) succeeds with every pivot above 1e-10 of the largest
+ * diagonal entry. */
 static int positive_definite(const double *S, int64_t d) {
   double top = 0;
   for (int64_t j = 0; j < d; j++) top = S[j + j * d] > top ? S[j + j * d] : top;
   if (!(top > 0) || !isfinite(top)) return 0;
   double *L = gm_alloc((size_t)(d * d), sizeof(double));
   if (!L) return 1; /* cannot check: let the engine's factorisation decide */
-  int ok = 1;
-  for (int64_t j = 0; j < d && ok; j++) {
-    double v = S[j + j * d];
-    for (int64_t q = 0; q < j; q++) v -= L[j + q * d] * L[j + q * d];
-    if (!(v > 1e-10 * top)) {
-      ok = 0;
-      break;
-    }
-    const double r = sqrt(v);
-    L[j + j * d] = r;
-    for (int64_t i = j + 1; i < d; i++) {
-      double t = S[i + j * d];
-      for (int64_t q = 0; q < j; q++) t -= L[i + q * d] * L[j + q * d];
-      L[i + j * d] = t / r;
-    }
-  }
+  memcpy(L, S, (size_t)(d * d) * sizeof(double));
+  const int di = (int)d;
+  int info = 0;
+  dpotrf_("L", &di, L, &di, &info, 1);
+  int ok = info == 0;
+  for (int64_t j = 0; j < d && ok; j++) ok = L[j + j * d] * L[j + j * d] > 1e-10 * top;
   free(L);
   return ok;
 }
@@ -670,6 +660,32 @@ static uint64_t fit_seed(uint64_t seed, int64_t G, int64_t start) {
          (0xd1b54a32d192ed03ULL * (uint64_t)(start + 1));
 }
 
+/* Switches the engine to the way the model's covariances are held. */
+static gpuml_status use_model(gm_engine *eng, gpuml_gmm_covariance model) {
+  return eng->ops->set_structure(eng->e, gm_gmm_model_structure(model) == GM_GMM_FULL_STRUCTURE
+                                             ? GM_GMM_FULL_STRUCTURE
+                                             : GM_GMM_DIAGONAL_STRUCTURE);
+}
+
+static double bic_of(double loglik, gpuml_gmm_covariance model, int64_t G, int64_t d, int64_t n) {
+  return 2 * loglik - (double)gpuml_gmm_npar(model, G, d) * log((double)n);
+}
+
+/* The chosen model becomes this fit. */
+static void choose(gpuml_gmm_model *out, gpuml_gmm_covariance model, int64_t G, int64_t d,
+                   const gm_fit_result *fit, const double *w, const double *mu,
+                   const double *cov) {
+  out->covariance = model;
+  out->G = G;
+  out->d = d;
+  out->loglik = fit->loglik;
+  out->n_iter = fit->n_iter;
+  out->converged = fit->converged;
+  memcpy(out->weights, w, (size_t)G * sizeof(double));
+  memcpy(out->means, mu, (size_t)(d * G) * sizeof(double));
+  memcpy(out->covariances, cov, (size_t)(d * d * G) * sizeof(double));
+}
+
 /* A start that cannot be fitted (the others go on). */
 static int fit_failed(gpuml_status st) {
   return st == GPUML_ERR_NUMERIC ||
@@ -757,17 +773,14 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the BIC table");
     goto done;
   }
+  const int reg_regularises = params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var;
   int64_t fits_done = 0, best_run = -1, last_run = -1, run = 0;
   gpuml_status last_failure = GPUML_OK;
   double best_bic = 0;
   for (int64_t mi = 0; mi < n_models; mi++) {
-    const gm_fit_setup fs = {models[mi], params->reg,
-                             params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var, &ms};
+    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms};
     const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
-    if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
-                                                ? GM_GMM_FULL_STRUCTURE
-                                                : GM_GMM_DIAGONAL_STRUCTURE)))
-      goto done;
+    if ((st = use_model(&eng, fs.model))) goto done;
     for (int64_t gi = 0; gi < nG; gi++) {
       const int64_t G = params->G[gi];
       gm_fit_result best_fit = {0, 0, 0};
@@ -801,8 +814,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
         *cell = NAN;
         continue;
       }
-      const double b = 2 * best_fit.loglik -
-                       (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
+      const double b = bic_of(best_fit.loglik, fs.model, G, d, n);
       *cell = b;
       gm_kept *slot = kept ? kept_slot(kept + gi * GM_GMM_KEEP, b) : NULL;
       if (slot) {
@@ -816,15 +828,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
       if (best_run < 0 || b > best_bic) {
         best_bic = b;
         best_run = best_fit_run;
-        model->covariance = fs.model;
-        model->G = G;
-        model->d = d;
-        model->loglik = best_fit.loglik;
-        model->n_iter = best_fit.n_iter;
-        model->converged = best_fit.converged;
-        memcpy(model->weights, best_g.w, (size_t)G * sizeof(double));
-        memcpy(model->means, best_g.mu, (size_t)(d * G) * sizeof(double));
-        memcpy(model->covariances, best_g.cov, (size_t)(d * d * G) * sizeof(double));
+        choose(model, fs.model, G, d, &best_fit, best_g.w, best_g.mu, best_g.cov);
       }
     }
   }
@@ -850,8 +854,8 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     if (G < 2 || !classify_rows(x, n, d, hc.rows, hc.m, G, target->w, target->mu, target->cov,
                                 cwork, score, lab_t))
       continue;
-    const gm_fit_setup fs = {models[target->mi], params->reg,
-                             params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var, &ms};
+    const gm_fit_setup fs = {models[target->mi], params->reg, reg_regularises, &ms};
+    if ((st = use_model(&eng, fs.model))) goto done;
     /* sources: the other kept fits of this G, by their partitions of the start's rows */
     for (int64_t i = 0; i < GM_GMM_KEEP; i++) {
       const gm_kept *src = kept + tgi * GM_GMM_KEEP + i;
@@ -860,11 +864,6 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
                          lab_s) ||
           same_partition(lab_t, lab_s, hc.m, G, map) || !all_groups_used(lab_s, hc.m, G, map))
         continue;
-      const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
-      if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
-                                                  ? GM_GMM_FULL_STRUCTURE
-                                                  : GM_GMM_DIAGONAL_STRUCTURE)))
-        goto done;
       const gm_partition part = {hc.rows, lab_s, hc.m, 1};
       gm_fit_result fit = {0, 0, 0};
       st = partition_start(&data, &fs, G, &part, &s);
@@ -875,7 +874,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
         continue;
       }
       if (st) goto done;
-      const double b = 2 * fit.loglik - (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
+      const double b = bic_of(fit.loglik, fs.model, G, d, n);
       /* a real improvement, not a tie the two backends would break apart */
       if (!(b > target->bic + 1e-9 * fabs(target->bic))) continue;
       target->bic = b;
@@ -885,14 +884,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
       if (b > best_bic) {
         best_bic = b;
         best_run = -3; /* not the engine's: evaluated again below */
-        model->covariance = fs.model;
-        model->G = G;
-        model->loglik = fit.loglik;
-        model->n_iter = fit.n_iter;
-        model->converged = fit.converged;
-        memcpy(model->weights, target->w, (size_t)G * sizeof(double));
-        memcpy(model->means, target->mu, (size_t)(d * G) * sizeof(double));
-        memcpy(model->covariances, target->cov, (size_t)(d * d * G) * sizeof(double));
+        choose(model, fs.model, G, d, &fit, target->w, target->mu, target->cov);
       }
       /* its own partition of the start's rows is now this fit's */
       if (!classify_rows(x, n, d, hc.rows, hc.m, G, target->w, target->mu, target->cov, cwork,
@@ -909,13 +901,9 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     int top = 0;
     for (int64_t c = 0; c < nG * GM_GMM_KEEP; c++) top |= kept[c].mi == mi && kept[c].refined;
     if (!top) continue;
-    const gm_fit_setup fs = {models[mi], params->reg,
-                             params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var, &ms};
+    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms};
     const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
-    if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
-                                                ? GM_GMM_FULL_STRUCTURE
-                                                : GM_GMM_DIAGONAL_STRUCTURE)))
-      goto done;
+    if ((st = use_model(&eng, fs.model))) goto done;
     for (int64_t gi = 0; gi < nG; gi++)
       for (int64_t r = 1; r <= GM_GMM_REFINE_STARTS; r++) {
         const int64_t G = params->G[gi];
@@ -941,20 +929,15 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
           continue;
         }
         if (st) goto done;
-        const double b = 2 * fit.loglik - (double)gpuml_gmm_npar(fs.model, G, d) * log((double)n);
+        const double b = bic_of(fit.loglik, fs.model, G, d, n);
         double *cell = cells + gi + mi * nG;
         if (!isnan(*cell) && !(b > *cell + 1e-9 * fabs(*cell))) continue;
         *cell = b;
         if (b > best_bic) {
           best_bic = b;
           best_run = -3;
-          model->covariance = fs.model;
-          model->G = G;
-          model->loglik = fit.loglik;
-          model->n_iter = fit.n_iter;
-          model->converged = fit.converged;
-          if ((st = eng.ops->get_params(eng.e, G, model->weights, model->means, model->covariances)))
-            goto done;
+          if ((st = eng.ops->get_params(eng.e, G, best_g.w, best_g.mu, best_g.cov))) goto done;
+          choose(model, fs.model, G, d, &fit, best_g.w, best_g.mu, best_g.cov);
         }
       }
   }
@@ -967,11 +950,8 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
       goto done;
     }
     if (best_run != last_run) {  /* the engine holds another fit: evaluate the chosen one */
-      const gm_gmm_structure structure = gm_gmm_model_structure(model->covariance);
       double loglik;
-      if ((st = eng.ops->set_structure(eng.e, structure == GM_GMM_FULL_STRUCTURE
-                                                  ? GM_GMM_FULL_STRUCTURE
-                                                  : GM_GMM_DIAGONAL_STRUCTURE)) ||
+      if ((st = use_model(&eng, model->covariance)) ||
           (st = eng.ops->set_params(eng.e, G, model->weights, model->means, model->covariances)) ||
           (st = eng.ops->factor(eng.e, G, s.info)) || (st = eng.ops->estep(eng.e, G, &loglik)))
         goto done;

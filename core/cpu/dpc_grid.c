@@ -257,58 +257,27 @@ static inline double grid_sqdist(const gm_dpc_grid *g, const double *p, int64_t 
   return s;
 }
 
-/* What one pass does for one sorted position. */
-typedef void (*gm_point_fn)(const gm_dpc_grid *g, const void *ctx, int64_t s);
+/* What one pass does for one item: a sorted position, or the points of one cell. */
+typedef void (*gm_item_fn)(const gm_dpc_grid *g, const void *ctx, int64_t item);
 
-/* Runs fn over all sorted positions on the OpenMP threads, in blocks, with progress
- * and interrupt checks on the calling thread. */
-static gpuml_status for_points(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
-                               gm_point_fn fn, const void *ctx) {
-  const int64_t n = g->n, nblocks = (n + GM_DPC_GRID_BLOCK - 1) / GM_DPC_GRID_BLOCK;
+/* Runs fn over all sorted positions (by_cell 0) or all cells (1) on the OpenMP threads, in
+ * blocks, with progress (in points) and interrupt checks on the calling thread. */
+static gpuml_status for_items(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
+                              int by_cell, gm_item_fn fn, const void *ctx) {
+  const int64_t count = by_cell ? g->ncells : g->n;
+  const int64_t per = by_cell ? GM_DPC_GRID_CELLS : GM_DPC_GRID_BLOCK;
+  const int64_t nblocks = (count + per - 1) / per;
   const int threads = gm_threads(opt) < nblocks ? gm_threads(opt) : (int)nblocks;
   volatile int stop = 0;
   int64_t done = 0, reported = 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t b = 0; b < nblocks; b++) {
     if (stop) continue;
-    const int64_t s0 = b * GM_DPC_GRID_BLOCK;
-    const int64_t s1 = s0 + GM_DPC_GRID_BLOCK < n ? s0 + GM_DPC_GRID_BLOCK : n;
-    for (int64_t s = s0; s < s1; s++) fn(g, ctx, s);
+    const int64_t i0 = b * per, i1 = i0 + per < count ? i0 + per : count;
+    for (int64_t i = i0; i < i1; i++) fn(g, ctx, i);
     int64_t now;
 #pragma omp atomic capture
-    now = done += s1 - s0;
-    if (gm_is_calling_thread()) {
-      if (gm_interrupted(opt)) stop = 1;
-      else gm_progress(opt, stage, reported = now, n);
-    }
-  }
-  /* once more after the pass: the calling thread may have had no block of it */
-  if (stop || gm_interrupted(opt))
-    return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
-  if (reported < n) gm_progress(opt, stage, n, n);
-  return GPUML_OK;
-}
-
-/* What one pass does for the points of one cell. */
-typedef void (*gm_cell_fn)(const gm_dpc_grid *g, const void *ctx, int64_t cell);
-
-/* Runs fn over all cells on the OpenMP threads, in blocks of cells, with progress (in
- * points) and interrupt checks on the calling thread. */
-static gpuml_status for_cells(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
-                              gm_cell_fn fn, const void *ctx) {
-  const int64_t nc = g->ncells, nblocks = (nc + GM_DPC_GRID_CELLS - 1) / GM_DPC_GRID_CELLS;
-  const int threads = gm_threads(opt) < nblocks ? gm_threads(opt) : (int)nblocks;
-  volatile int stop = 0;
-  int64_t done = 0, reported = 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t b = 0; b < nblocks; b++) {
-    if (stop) continue;
-    const int64_t c0 = b * GM_DPC_GRID_CELLS;
-    const int64_t c1 = c0 + GM_DPC_GRID_CELLS < nc ? c0 + GM_DPC_GRID_CELLS : nc;
-    for (int64_t cell = c0; cell < c1; cell++) fn(g, ctx, cell);
-    int64_t now;
-#pragma omp atomic capture
-    now = done += g->start[c1] - g->start[c0];
+    now = done += by_cell ? g->start[i1] - g->start[i0] : i1 - i0;
     if (gm_is_calling_thread()) {
       if (gm_interrupted(opt)) stop = 1;
       else gm_progress(opt, stage, reported = now, g->n);
@@ -482,7 +451,7 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
 gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, double cut, double *rho,
                              const gpuml_options *opt) {
   rho_ctx ctx = {cut, rho};
-  return for_cells(g, opt, "dpc rho", rho_cell, &ctx);
+  return for_items(g, opt, "dpc rho", 1, rho_cell, &ctx);
 }
 
 /* ---- the nearest denser point ---------------------------------------------------- */
@@ -562,7 +531,7 @@ gpuml_status gm_dpc_grid_delta(const gm_dpc_grid *g, const double *rho, int64_t 
                  (double)(g->n + g->ncells) * 8 / 1e6);
   } else {
     delta_ctx ctx = {rho_sorted, cell_max, top, delta_sq, nearest};
-    st = for_points(g, opt, "dpc delta", delta_point, &ctx);
+    st = for_items(g, opt, "dpc delta", 0, delta_point, &ctx);
   }
   free(rho_sorted);
   free(cell_max);
@@ -793,7 +762,7 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
 #pragma omp parallel for schedule(dynamic, 256) num_threads(g->threads)
     for (int64_t s = 0; s < g->n; s++) border_point(g, &ctx, s);
     ctx.seeding = 0;
-    st = for_cells(g, opt, "dpc halo", border_cell, &ctx);
+    st = for_items(g, opt, "dpc halo", 1, border_cell, &ctx);
   }
   free(rho_sorted);
   free(cluster_sorted);
