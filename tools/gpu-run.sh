@@ -12,7 +12,8 @@
 #   7. R (when tools/gpu-r-env.sh put the portable R on PATH): the package on the prebuilt
 #      library, its testthat suite with backend cuda, bench/knn_gpu_r.R (GPU_RUN_R_BENCH:
 #      its arguments, e.g. "--only self_65536x128_k16"; "none" skips it) and
-#      bench/gpu_user.R when GPU_RUN_USER names its arguments
+#      bench/gpu_user.R when GPU_RUN_USER names its arguments (GPU_RUN_R_TESTS=0: the
+#      benchmarks without the testthat suite)
 # Environment:
 #   GPU_RUN_ARCH=sm_90     the device code to build (configure's --with-cuda-arch)
 #   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
@@ -299,7 +300,7 @@ if want r && command -v R > /dev/null 2>&1; then
   if ! make -j 16 RBUILD_FLAGS=--no-build-vignettes build/Rlib/gpuml/DESCRIPTION > "$LOG/r-build.log" 2>&1; then
     tail -n 30 "$LOG/r-build.log"
     fail "the R package"
-  else
+  elif [ "${GPU_RUN_R_TESTS:-1}" != 0 ]; then
     GPUML_TEST_BACKEND=cuda R_LIBS="$PWD/build/Rlib" R --no-echo --no-restore -e '
       library(testthat); library(gpuml)
       res <- as.data.frame(test_dir("R-package/tests/testthat", package = "gpuml",
@@ -310,6 +311,8 @@ if want r && command -v R > /dev/null 2>&1; then
                   sum(res$failed) + sum(res$error), sum(res$skipped)))' > "$LOG/r-tests.log" 2>&1
     grep -E '^R \(cuda\)|Failure|Error' "$LOG/r-tests.log" | head -n 20
     grep -qE '^R \(cuda\): [0-9]+ passed, 0 failed' "$LOG/r-tests.log" || fail "R tests on the GPU"
+  fi
+  if [ -f build/Rlib/gpuml/DESCRIPTION ]; then
     if [ "${GPU_RUN_R_BENCH:-}" != none ]; then
       R_LIBS="$PWD/build/Rlib" timeout 400 Rscript bench/knn_gpu_r.R ${GPU_RUN_R_BENCH:-} > "$LOG/knn_gpu_r.log" 2>&1 ||
         fail "bench/knn_gpu_r.R"
