@@ -90,17 +90,18 @@ gpuml_status gemm_tile<double>(Context &ctx, const double *pa, int64_t an, const
 }
 
 // The split GEMM tile (points.cuh, `split`): G[a + b * ldg] = -2 (hi.hi + hi.lo + lo.hi)
-// of reference pa[a] and query pb[b], both in the [hi | hi | lo | hi] layout, as one
-// TF32 GEMM of depth 3d: queries use their first 3d values, references their last 3d.
-// The operands are TF32 values already, so the tensor cores' conversion is exact and the
-// accumulation is in fp32.
+// of reference pa[a] and query pb[b], both in the [hi | hi | lo | hi] layout of blocks of
+// w = split_block(d) values, as one TF32 GEMM of depth 3w: queries use their first 3w
+// values, references their last 3w (the padding adds exact zeros). The operands are TF32
+// values already, so the tensor cores' conversion is exact and the accumulation is in fp32.
 inline gpuml_status gemm_tile_split(Context &ctx, const float *pa, int64_t an, const float *pb,
                                     int64_t bn, int64_t d, float *G, int64_t ldg) {
   const float alpha = -2.0f, beta = 0.0f;
-  const int ld = (int)(4 * d);
+  const int64_t w = split_block(d);
+  const int ld = (int)(4 * w);
   return ctx.check_blas(
-      cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, (int)(3 * d), &alpha,
-                   pa + d, CUDA_R_32F, ld, pb, CUDA_R_32F, ld, &beta, G, CUDA_R_32F, (int)ldg,
+      cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, (int)(3 * w), &alpha,
+                   pa + w, CUDA_R_32F, ld, pb, CUDA_R_32F, ld, &beta, G, CUDA_R_32F, (int)ldg,
                    CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx (split TF32)");
 }

@@ -66,7 +66,7 @@ __global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
 // stored norms, rounded up). The GEMM sees y = fl32(v) split as hi + lo (TF32 roundings),
 // so |hi + lo - v| <= delta |v| componentwise with delta = 2^-24 + 2^-22 (1 + 2^-24).
 // The products hi*hi, hi*lo, lo*hi are exact in fp32 (11-bit significands); their 3d-term
-// sum is accumulated in fp32 with a unit roundoff taken as 2^-22, twice the 2^-23 of the
+// sum (with the layout's zero padding, exact zero terms that round nothing) is accumulated in fp32 with a unit roundoff taken as 2^-22, twice the 2^-23 of the
 // truncating adders that Fasi, Higham, Mikaitis and Pranesh measured in tensor cores
 // (2021), whatever the summation order; the dropped lo*lo terms add 2^-22 |y_q||y_r|.
 // The stored norms carry 2 delta + 2^-24, the two final fp32 additions 2^-24 each, and
@@ -950,7 +950,7 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   rp->split = rp->gemm && sizeof(T) == 4 && !(split_knob && strcmp(split_knob, "0") == 0);
   Context ctx{"knn:cuda"};
   GM_TRY(ctx.init(opt, 0));
-  const size_t width = rp->split ? 4 * (size_t)d : (size_t)d;
+  const size_t width = rp->split ? 4 * (size_t)split_block(d) : (size_t)d;
   const size_t x_bytes = (size_t)n * (size_t)d * sizeof(In);
   const size_t p_bytes = rp->gemm ? (size_t)n * width * sizeof(T) : 0;
   const size_t norm_bytes = rp->gemm ? (size_t)n * sizeof(T) : 0;
@@ -969,6 +969,7 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   };
   GM_TRY(own(&rp->x, x_bytes));
   GM_TRY(own(&rp->p, p_bytes));
+  if (rp->gemm) GM_TRY(zero_split_padding(ctx, (T *)rp->p, n, d, rp->split));
   GM_TRY(own(&rp->norm, norm_bytes));
   if (rp->gemm) GM_TRY(own((void **)&rp->centre, (size_t)d * 8));
   Staging<In> sg;
