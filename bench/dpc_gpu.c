@@ -1,6 +1,6 @@
 /* GPU benchmark of gpuml_dpc_density() (backend cuda, host arrays in and out, so transfers, the
- * NaN scan, the dc estimate and the grid build on the host are all included), each case
- * checked against the CPU backend: the cutoff rho and the nearest denser points must be
+ * NaN scan, the dc estimate, the grid's geometry on the host and its sort on the device are
+ * all included), each case checked against the CPU backend: the cutoff rho and the nearest denser points must be
  * identical, delta equal; with the Gaussian kernel rho within 1e-10 (relative).
  *
  *   build/bench/dpc_gpu             all cases

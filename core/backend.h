@@ -62,6 +62,9 @@ typedef struct gm_dpc_ops {
   gpuml_status (*border)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                          double cut, const double *rho, const int64_t *cluster,
                          double *border, const gpuml_options *opt);
+  /* 1: the backend sorts the points by cell itself (on the device), so the grids it gets
+   * hold the geometry only (gm_dpc_grid_plan; no arrays, no runs, nclusters set). */
+  int sorts_index;
 } gm_dpc_ops;
 
 /* t-SNE. */

@@ -166,6 +166,16 @@ done:
   return st;
 }
 
+/* The cell index for backend b: the geometry alone when the backend sorts the points
+ * itself, else the whole index. */
+static gpuml_status grid_for(const gm_backend *b, const double *x, int64_t n, int64_t d,
+                             const gpuml_options *used, gm_dpc_grid *grid) {
+  if (!b->dpc->sorts_index)
+    return gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(used), grid);
+  gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(used), grid);
+  return GPUML_OK;
+}
+
 static gpuml_status check_data(const double *x, int64_t n, int64_t d) {
   gpuml_status st = gm_check_matrix(x, n, d, "x", "dpc");
   if (st) return st;
@@ -247,7 +257,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   gm_dpc_grid grid;
   memset(&grid, 0, sizeof grid);
   const int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(&used), &grid);
+  if (use_grid) st = grid_for(b, x, n, d, &used, &grid);
   const int rho_on_grid = !st && use_grid && !gaussian && gm_dpc_rows_fit(&grid, cut, n);
   if (!st)
     st = b->dpc->density(x, n, d, rho_on_grid ? &grid : NULL, use_grid ? &grid : NULL, gaussian,
@@ -482,12 +492,14 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
   }
   gm_dpc_grid own;
   memset(&own, 0, sizeof own);
-  const int reused = reuse && reuse->start;
+  /* a grid of the geometry alone serves only a backend that sorts the points itself */
+  const int reused = reuse && reuse->ncells && (reuse->start || b->dpc->sorts_index);
   gm_dpc_grid *grid = reused ? reuse : &own;
   int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid && !reused) st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(&used), grid);
+  if (use_grid && !reused) st = grid_for(b, x, n, d, &used, grid);
   if (!st && use_grid && !gm_dpc_rows_fit(grid, cut, n)) use_grid = 0;
-  if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
+  if (!st && use_grid && b->dpc->sorts_index) grid->nclusters = ncentres;
+  else if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
   if (!st) st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, border, &used);
   gm_dpc_grid_free(&own);
   if (!st) {

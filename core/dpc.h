@@ -55,6 +55,10 @@ typedef struct gm_dpc_grid {
 /* Whether the index serves d dimensions, and its mean points per cell there. */
 int gm_dpc_grid_usable(int64_t d);
 double gm_dpc_grid_per_cell(int64_t d);
+/* The geometry alone (geom, n, ncells, threads; the arrays NULL), for a backend that
+ * sorts the points by cell itself (gm_dpc_ops.sorts_index), then the whole index. */
+void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, int threads,
+                      gm_dpc_grid *g);
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
                                int threads, gm_dpc_grid *g);
 void gm_dpc_grid_free(gm_dpc_grid *g);
@@ -64,10 +68,14 @@ double gm_dpc_grid_rows(const gm_dpc_grid *g, double cut);
 /* The rule of `auto` (core/dpc.c): whether the passes within dc run on the index. */
 #define GM_DPC_ROW_COST 16
 int gm_dpc_rows_fit(const gm_dpc_grid *g, double cut, int64_t n);
-/* The density above which the halo's border pass takes the points first (about 1%). */
+/* The density above which the halo's border pass takes the points first (about 1%), from
+ * rho by original index (both backends). */
 double gm_dpc_seed_rho(const double *rho, int64_t n);
 /* The halo's runs of cells by cluster (run_label, run_end, run_max). */
 gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *cluster);
+/* The runs from each cell's label (a cluster, GM_DPC_MIXED or GM_DPC_EMPTY) and densest
+ * point (-1 when empty), in place: label and top become run_label and run_max. */
+void gm_dpc_grid_merge_runs(int64_t nc, int64_t *label, int64_t *end, double *top);
 
 /* ---- CPU passes (core/dpc_grid.c, core/dpc_tiles.c). Each writes per original index;
  *      delta_sq/nearest are left untouched for `top`. ---- */

@@ -61,6 +61,20 @@ GM_HD double gm_dpc_ceil(double v) {
   return t < v ? t + 1 : t;
 }
 
+/* The cell id of point i of x (n x d, column-major): the rule of both backends' sorts by
+ * cell. */
+GM_HD int64_t gm_dpc_cell_of(const gm_dpc_geom *g, const double *x, int64_t n, int64_t i) {
+  int64_t id = 0;
+  for (int t = 0; t < g->dim; t++) {
+    const double y = gm_dpc_floor((x[i + (int64_t)t * n] - g->lo[t]) * g->inv_h);
+    int64_t c = (int64_t)y;
+    if (c < 0) c = 0;
+    if (c >= g->cells[t]) c = g->cells[t] - 1;
+    id += c * g->stride[t];
+  }
+  return id;
+}
+
 /* The cells a .. b along dimension t that can hold a coordinate within w of some point
  * of [qa, qb] (a query point: qa = qb; a query cell: its box); 0 when none. */
 GM_HD int gm_dpc_span(const gm_dpc_geom *g, int t, double qa, double qb, double w, int64_t *a,

@@ -1,10 +1,10 @@
 // gm_cuda_dpc_density() and gm_cuda_dpc_border(): the passes of density peaks over pairs
 // on the GPU, with the same exact decisions as the CPU (core/dpc_grid.c,
 // core/dpc_tiles.c), so that both backends give the same answers:
-//  - d <= GM_DPC_GRID_MAX_DIM: the cell index built by core/ (points sorted by cell) is
-//    uploaded and walked as on the CPU (kernels/dpc_grid.cuh): the rows of cells within
-//    dc for the cutoff density and the halo (when core's rule says so), rings of cells
-//    with pruning for delta.
+//  - d <= GM_DPC_GRID_MAX_DIM: the cell index of core's geometry (points sorted by cell)
+//    is built on the device (sort_index) and walked as on the CPU (kernels/dpc_grid.cuh):
+//    the rows of cells within dc for the cutoff density and the halo (when core's rule
+//    says so), rings of cells with pruning for delta.
 //  - otherwise (and for the Gaussian density at any d), all pairs: a direct kernel for
 //    d < 16 (one thread per point, blocks of points through shared memory, exact fp64),
 //    cuBLAS DGEMM tiles for d >= 16 screened against the thresholds and recomputed
@@ -13,6 +13,7 @@
 // Every pass writes per point from one thread or one block, in a fixed order: no float
 // atomics, so results are reproducible. The data and the O(n) arrays stay resident on
 // the device; only the GEMM tiles are sized from the memory budget.
+#include <cub/cub.cuh>
 #include "gpuml_cuda.h"
 #include "distance_tiles.cuh"
 #include "dpc.h"
@@ -23,6 +24,7 @@ namespace {
 constexpr int kPassThreads = 256;        // grid kernels and GEMM epilogues
 constexpr int kDirectThreads = 128;      // direct pair kernel (shared tile per block)
 constexpr int64_t kGridChunk = 1 << 18;  // points per launch between interrupt checks
+constexpr int64_t kGridCellChunk = 1 << 14;  // cells per launch of the cutoff density
 constexpr int64_t kDirectChunk = 1 << 17;
 constexpr int64_t kQueryTile = 4096;     // GEMM tile columns
 constexpr int64_t kRefTile = 32768;      // GEMM tile rows
@@ -218,6 +220,90 @@ gpuml_status to_host(Context &ctx, T *host, const T *dev, int64_t n, const char 
                    what);
 }
 
+// The cell index of `plan` (core's geometry) built on the device: keys, a stable radix
+// sort, the cell starts and the points gathered into cell order; no host round trip but
+// the data's upload.
+gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, GridDev &g) {
+  const int64_t n = plan->n, dim = plan->geom.dim;
+  g.geom = plan->geom;
+  g.n = n;
+  g.ncells = plan->ncells;
+  double *x_d = nullptr, *coords = nullptr;
+  int64_t *key_in = nullptr, *key = nullptr, *row_in = nullptr, *order = nullptr,
+          *start = nullptr;
+  GM_TRY(to_device(ctx, &x_d, x, n * dim, "copying the points to the GPU"));
+  GM_TRY(ctx.alloc(&key_in, (size_t)n, "the cells of the points"));
+  GM_TRY(ctx.alloc(&row_in, (size_t)n, "the cells of the points"));
+  GM_TRY(ctx.alloc(&key, (size_t)n, "the index"));
+  GM_TRY(ctx.alloc(&order, (size_t)n, "the index"));
+  GM_TRY(ctx.alloc(&start, (size_t)plan->ncells + 1, "the index"));
+  GM_TRY(ctx.alloc(&coords, (size_t)(n * dim), "the index's points"));
+  const unsigned blocks = grid_1d(n + 1, 256) < 8192u ? grid_1d(n + 1, 256) : 8192u;
+  cell_key_kernel<<<blocks, 256, 0, ctx.stream()>>>(plan->geom, x_d, n, key_in, row_in);
+  GM_TRY(ctx.launched("the cells of the points"));
+  int bits = 1;  // the cell ids lie in 0 .. ncells - 1
+  while (bits < 63 && ((int64_t)1 << bits) < plan->ncells) bits++;
+  size_t temp_bytes = 0;
+  GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, key_in, key, row_in, order,
+                                                   n, 0, bits, ctx.stream()),
+                   "sorting the points by cell (cub::DeviceRadixSort)"));
+  unsigned char *temp = nullptr;
+  GM_TRY(ctx.alloc(&temp, temp_bytes, "sorting the points by cell"));
+  GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key_in, key, row_in, order,
+                                                   n, 0, bits, ctx.stream()),
+                   "sorting the points by cell (cub::DeviceRadixSort)"));
+  cell_start_kernel<<<blocks, 256, 0, ctx.stream()>>>(key, n, plan->ncells, start);
+  GM_TRY(ctx.launched("the cell starts"));
+  gather_points_kernel<<<blocks, 256, 0, ctx.stream()>>>(x_d, order, n, (int)dim, coords);
+  GM_TRY(ctx.launched("the points in cell order"));
+  g.start = start;
+  g.cell = key;
+  g.order = order;
+  g.coords = coords;
+  return GPUML_OK;
+}
+
+// The halo's runs of cells by cluster: each cell's label and densest point on the device,
+// merged into runs on the host by core's rule (gm_dpc_grid_merge_runs: a serial pass over
+// the cells, n / 16 of them), then uploaded.
+gpuml_status cell_runs(Context &ctx, GridDev &g, const int64_t *cluster_sorted,
+                       const double *cell_max) {
+  const int64_t nc = g.ncells;
+  int64_t *label_d = nullptr, *end_d = nullptr;
+  double *top_d = nullptr;
+  GM_TRY(ctx.alloc(&label_d, (size_t)nc, "the halo's runs"));
+  const unsigned blocks = grid_1d(nc, 256) < 4096u ? grid_1d(nc, 256) : 4096u;
+  cell_label_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, cluster_sorted, label_d);
+  GM_TRY(ctx.launched("the labels of the cells"));
+  int64_t *label = (int64_t *)malloc((size_t)nc * sizeof(int64_t));
+  int64_t *end = (int64_t *)malloc((size_t)nc * sizeof(int64_t));
+  double *top = (double *)malloc((size_t)nc * sizeof(double));
+  gpuml_status st = GPUML_OK;
+  if (!label || !end || !top)
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo's cell runs",
+                 (double)nc * 24 / 1e6);
+  if (!st) st = to_host(ctx, label, (const int64_t *)label_d, nc, "copying the cells' labels");
+  if (!st) st = to_host(ctx, top, cell_max, nc, "copying the cells' densest points");
+  if (!st) st = ctx.sync("copying the cells' labels");
+  if (!st) {
+    gm_dpc_grid_merge_runs(nc, label, end, top);
+    st = ctx.check(cudaMemcpyAsync(label_d, label, (size_t)nc * sizeof(int64_t),
+                                   cudaMemcpyHostToDevice, ctx.stream()),
+                   "copying the halo's runs");
+  }
+  if (!st) st = to_device(ctx, &end_d, (const int64_t *)end, nc, "copying the halo's runs");
+  if (!st) st = to_device(ctx, &top_d, (const double *)top, nc, "copying the halo's runs");
+  // the host arrays must outlive the copies
+  if (!st) st = ctx.sync("copying the halo's runs");
+  free(label);
+  free(end);
+  free(top);
+  g.run_label = label_d;
+  g.run_end = end_d;
+  g.run_max = top_d;
+  return st;
+}
+
 gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                      const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                      double *rho, double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
@@ -234,7 +320,7 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
                    "\"cpu\"",
                    (double)fixed / 1e6, (long long)n, (double)ctx.budget() / 1e6);
   GridDev g;
-  if (index) GM_TRY(upload_grid(ctx, index, g));
+  if (index) GM_TRY(sort_index(ctx, x, index, g));
   AllPairs ap;
   if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
   double *rho_d = nullptr, *delta_d = nullptr;
@@ -296,7 +382,7 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
   GM_TRY(ctx.alloc(&border_d, (size_t)n, "the border densities"));
   if (grid) {
     GridDev g;
-    GM_TRY(upload_grid(ctx, grid, g));
+    GM_TRY(sort_index(ctx, x, grid, g));
     double *rho_sorted = nullptr, *cell_max = nullptr;
     int64_t *cluster_sorted = nullptr;
     unsigned long long *found = nullptr;
@@ -310,17 +396,12 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
     GM_TRY(gather(ctx, (const double *)rho_d, g.order, n, rho_sorted));
     GM_TRY(gather(ctx, (const int64_t *)cluster_d, g.order, n, cluster_sorted));
     GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
+    GM_TRY(cell_runs(ctx, g, cluster_sorted, cell_max));
     double rho_max = 0;
     for (int64_t i = 0; i < n; i++) rho_max = rho[i] > rho_max ? rho[i] : rho_max;
     // The densest points first (about 1%, as on the CPU): they raise each cluster's
     // largest border density early, so that most other points stop at once.
-    double *rho_by_cell = (double *)malloc((size_t)n * sizeof(double));
-    if (!rho_by_cell)
-      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo",
-                     (double)n * 8 / 1e6);
-    for (int64_t s = 0; s < n; s++) rho_by_cell[s] = rho[grid->order[s]];
-    const double seed_rho = gm_dpc_seed_rho(rho_by_cell, n);
-    free(rho_by_cell);
+    const double seed_rho = gm_dpc_seed_rho(rho, n);
     for (int seeding = 1; seeding >= 0; seeding--)
       for (int64_t s0 = 0; s0 < n; s0 += kGridChunk) {
         const int64_t s1 = min64(n, s0 + kGridChunk);

@@ -1,10 +1,10 @@
 // Density peaks on the GPU on the cell index (d <= GM_DPC_GRID_MAX_DIM): the passes over
 // the points sorted by cell (kernels/dpc.cu's GridDev) and their host side. The same
 // walks as the CPU's (core/cpu/dpc_grid.c), with the same formulas (core/dpc_shared.h),
-// one thread per point:
-//  - the cutoff density: the rows of cells the ball touches; cells wholly inside are
-//    counted from the prefix counts start[], the points of the cells the sphere crosses
-//    are tested;
+// one warp per cell for the cutoff density, one thread per point for the others:
+//  - the cutoff density: the rows of cells the ball of the cell's points touches; cells
+//    wholly inside are counted from the prefix counts start[], the points of the cells
+//    the sphere crosses are tested;
 //  - delta: rings of cells outwards, skipping rows and cells farther than the best and
 //    cells whose densest point is below the point's density, until the rings' bound
 //    passes the best;
@@ -36,33 +36,66 @@ __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *
   }
 }
 
+// The cutoff density of the points of one cell together, one warp per cell (the CPU's
+// rho_cell): the rows, and the cells wholly inside the ball of every point of the cell,
+// are found from the bounding box of its points, and only the points of the cells
+// between are tested. A lane holds one point of the cell; with at most 16 (8) points,
+// 2 (4) groups of lanes hold them all and take every 2nd (4th) row each, so that a row
+// is classified once for all the points and a tested point is read once per group
+// (the same address across the group). The counts are exact integers, so they equal
+// the CPU's and the brute force's.
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
-    grid_count_kernel(GridDev g, double cut, double *__restrict__ rho, int64_t s0, int64_t s1) {
-  const int64_t s = s0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (s >= s1) return;
-  double p[GM_DPC_GRID_MAX_DIM];
-  int64_t c[GM_DPC_GRID_MAX_DIM];
-  load_point<DIM>(g, s, p, c);
+    grid_count_kernel(GridDev g, double cut, double *__restrict__ rho, int64_t c0, int64_t c1) {
+  const int64_t cell = c0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (cell >= c1) return;  // the whole warp
   const gm_dpc_geom *geo = &g.geom;
-  int64_t count = 0;
-  gm_dpc_rows rows;
-  if (gm_dpc_rows_ball(geo, p, p, sqrt(cut * GM_DPC_CUT_OUT), &rows)) do {
-      double near_sq, far_sq;
-      const int64_t base = gm_dpc_row_base(geo, &rows, p, p, &near_sq, &far_sq);
-      int64_t o_lo, o_hi, i_lo, i_hi;
-      if (!gm_dpc_row_cells(geo, p[0], p[0], near_sq, far_sq, cut, &o_lo, &o_hi, &i_lo, &i_hi))
-        continue;
-      int64_t a1 = g.start[base + o_lo], b1 = g.start[base + o_hi + 1], a2 = b1, b2 = b1;
-      if (i_lo <= i_hi) {
-        count += g.start[base + i_hi + 1] - g.start[base + i_lo];
-        b1 = g.start[base + i_lo];
-        a2 = g.start[base + i_hi + 1];
+  const int64_t s0 = g.start[cell], m = g.start[cell + 1] - s0;
+  for (int64_t k0 = 0; k0 < m; k0 += 32) {
+    const int mk = m - k0 < 32 ? (int)(m - k0) : 32;
+    const int width = mk <= 8 ? 8 : mk <= 16 ? 16 : 32, share = 32 / width;
+    const int k = lane % width, part = lane / width;
+    const bool mine = k < mk;
+    const int64_t s = s0 + k0 + (mine ? k : 0);
+    double p[DIM], qa[GM_DPC_GRID_MAX_DIM], qb[GM_DPC_GRID_MAX_DIM];
+#pragma unroll
+    for (int t = 0; t < DIM; t++) {
+      p[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)s];
+      double a = p[t], b = p[t];
+      for (int off = 16; off > 0; off >>= 1) {
+        a = fmin(a, __shfl_xor_sync(0xffffffffu, a, off));
+        b = fmax(b, __shfl_xor_sync(0xffffffffu, b, off));
       }
-      for (int64_t j = a1; j < b1; j++) count += grid_sq<DIM>(g, p, j) < cut;
-      for (int64_t j = a2; j < b2; j++) count += grid_sq<DIM>(g, p, j) < cut;
-    } while (gm_dpc_rows_next(geo, &rows));
-  rho[g.order[s]] = (double)(count - 1);  // itself, at 0 < cut, is not counted
+      qa[t] = a;
+      qb[t] = b;
+    }
+    int64_t count = 0;
+    gm_dpc_rows rows;
+    bool more = gm_dpc_rows_ball(geo, qa, qb, sqrt(cut * GM_DPC_CUT_OUT), &rows);
+    for (int r = 0; r < part && more; r++) more = gm_dpc_rows_next(geo, &rows);
+    while (more) {
+      double near_sq, far_sq;
+      const int64_t base = gm_dpc_row_base(geo, &rows, qa, qb, &near_sq, &far_sq);
+      int64_t o_lo, o_hi, i_lo, i_hi;
+      if (gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, cut, &o_lo, &o_hi, &i_lo, &i_hi)) {
+        int64_t a1 = g.start[base + o_lo], b1 = g.start[base + o_hi + 1], a2 = b1, b2 = b1;
+        if (i_lo <= i_hi) {
+          count += g.start[base + i_hi + 1] - g.start[base + i_lo];
+          b1 = g.start[base + i_lo];
+          a2 = g.start[base + i_hi + 1];
+        }
+        for (int64_t j = a1; j < b1; j++) count += grid_sq<DIM>(g, p, j) < cut;
+        for (int64_t j = a2; j < b2; j++) count += grid_sq<DIM>(g, p, j) < cut;
+      }
+      for (int r = 0; r < share && more; r++) more = gm_dpc_rows_next(geo, &rows);
+    }
+    // the groups hold the counts of their rows
+    for (int off = width; off < 32; off <<= 1)
+      count += __shfl_xor_sync(0xffffffffu, count, off);
+    // each point itself, at 0 < cut, is counted once: not a neighbour
+    if (mine && part == 0) rho[g.order[s]] = (double)(count - 1);
+  }
 }
 
 // The densest point of each cell (-1 when empty).
@@ -74,6 +107,54 @@ __global__ void cell_max_kernel(GridDev g, const double *__restrict__ rho_sorted
     for (int64_t s = g.start[c]; s < g.start[c + 1]; s++)
       top = rho_sorted[s] > top ? rho_sorted[s] : top;
     cell_max[c] = top;
+  }
+}
+
+// Each cell's label for the halo's runs (a cluster, GM_DPC_MIXED or GM_DPC_EMPTY), as on
+// the CPU (gm_dpc_grid_runs); core merges them into runs (gm_dpc_grid_merge_runs).
+__global__ void cell_label_kernel(GridDev g, const int64_t *__restrict__ cluster_sorted,
+                                  int64_t *__restrict__ label) {
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
+       c += (int64_t)gridDim.x * blockDim.x) {
+    int64_t own = GM_DPC_EMPTY;
+    for (int64_t s = g.start[c]; s < g.start[c + 1]; s++) {
+      if (own == GM_DPC_EMPTY) own = cluster_sorted[s];
+      else if (own != cluster_sorted[s]) own = GM_DPC_MIXED;
+    }
+    label[c] = own;
+  }
+}
+
+// The index sorted on the device from core's geometry (gm_dpc_grid_plan), as the CPU
+// sorts it: each point's cell id by the shared rule (gm_dpc_cell_of), then a stable radix
+// sort of (cell, index) pairs, so that a cell's points keep their index order.
+__global__ void cell_key_kernel(gm_dpc_geom geo, const double *__restrict__ x, int64_t n,
+                                int64_t *__restrict__ key, int64_t *__restrict__ row) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    key[i] = gm_dpc_cell_of(&geo, x, n, i);
+    row[i] = i;
+  }
+}
+
+// start[c] = the first sorted position whose cell is >= c (start[ncells] = n): position
+// s writes the cells after the one before it, up to its own.
+__global__ void cell_start_kernel(const int64_t *__restrict__ key, int64_t n, int64_t ncells,
+                                  int64_t *__restrict__ start) {
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s <= n;
+       s += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t prev = s == 0 ? -1 : key[s - 1], own = s == n ? ncells : key[s];
+    for (int64_t c = prev + 1; c <= own; c++) start[c] = s;
+  }
+}
+
+// coords[t * n + s] = x[order[s] + t * n]: the points in cell order, dimension-major.
+__global__ void gather_points_kernel(const double *__restrict__ x, const int64_t *__restrict__ order,
+                                     int64_t n, int dim, double *__restrict__ coords) {
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = order[s];
+    for (int t = 0; t < dim; t++) coords[(size_t)t * (size_t)n + (size_t)s] = x[(size_t)t * (size_t)n + (size_t)i];
   }
 }
 
@@ -207,40 +288,13 @@ __global__ void gather_kernel(const T *__restrict__ in, const int64_t *__restric
 
 // Host side of the grid passes.
 
+// The index on the device (start, cell, order, coords), the densest point of each cell,
+// and the sort's work space: the data, the unsorted (cell, index) pairs and cub's
+// alternate buffers.
 size_t grid_bytes(const gm_dpc_grid *grid) {
-  return ((size_t)grid->ncells + 1 + 2 * (size_t)grid->n) * 8 +
-         (size_t)grid->n * (size_t)grid->geom.dim * 8 + (size_t)grid->ncells * 8;
-}
-
-template <typename T>
-gpuml_status upload_array(Context &ctx, const T *host, size_t count, const T **dev,
-                          const char *what) {
-  T *d = nullptr;
-  GM_TRY(ctx.alloc(&d, count, what));
-  GM_TRY(ctx.check(cudaMemcpyAsync(d, host, count * sizeof(T), cudaMemcpyHostToDevice,
-                                   ctx.stream()),
-                   what));
-  *dev = d;
-  return GPUML_OK;
-}
-
-gpuml_status upload_grid(Context &ctx, const gm_dpc_grid *grid, GridDev &g) {
-  g.geom = grid->geom;
-  g.n = grid->n;
-  g.ncells = grid->ncells;
-  const size_t n = (size_t)grid->n;
-  GM_TRY(upload_array(ctx, grid->start, (size_t)grid->ncells + 1, &g.start, "copying the index"));
-  GM_TRY(upload_array(ctx, grid->cell, n, &g.cell, "copying the index"));
-  GM_TRY(upload_array(ctx, grid->order, n, &g.order, "copying the index"));
-  GM_TRY(upload_array(ctx, grid->coords, n * (size_t)grid->geom.dim, &g.coords,
-                      "copying the index's points"));
-  if (grid->run_label) {
-    const size_t nc = (size_t)grid->ncells;
-    GM_TRY(upload_array(ctx, grid->run_label, nc, &g.run_label, "copying the halo's runs"));
-    GM_TRY(upload_array(ctx, grid->run_end, nc, &g.run_end, "copying the halo's runs"));
-    GM_TRY(upload_array(ctx, grid->run_max, nc, &g.run_max, "copying the halo's runs"));
-  }
-  return GPUML_OK;
+  const size_t n = (size_t)grid->n, dim = (size_t)grid->geom.dim;
+  return ((size_t)grid->ncells + 1 + 2 * n) * 8 + n * dim * 8 + (size_t)grid->ncells * 8 +
+         n * dim * 8 + 4 * n * 8;
 }
 
 gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorted,
@@ -265,14 +319,15 @@ gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorte
 
 gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double *rho,
                       const gpuml_options *opt) {
-  for (int64_t s0 = 0; s0 < g.n; s0 += kGridChunk) {
-    const int64_t s1 = min64(g.n, s0 + kGridChunk);
-    const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
-    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, rho, s0, s1);
+  for (int64_t c0 = 0; c0 < g.ncells; c0 += kGridCellChunk) {
+    const int64_t c1 = min64(g.ncells, c0 + kGridCellChunk);
+    const unsigned blocks = grid_1d((c1 - c0) * 32, kPassThreads);
+    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, rho, c0, c1);
     GM_TRY(ctx.launched("density peaks rho (index)"));
     GM_TRY(ctx.sync("density peaks rho (index)"));
     GM_TRY(interrupted(ctx, opt));
-    gm_progress(opt, "dpc rho", s1, g.n);
+    // the points done, counted as the share of the cells done (their starts stay on the GPU)
+    gm_progress(opt, "dpc rho", (int64_t)((double)g.n * (double)c1 / (double)g.ncells), g.n);
   }
   return GPUML_OK;
 }

@@ -272,6 +272,37 @@ static void test_far_peaks(void) {
   }
 }
 
+/* Crowded cells on the index at d = 1 .. 8: integer lattice points (duplicates, and
+ * pairs exactly at dc, which the strict cutoff leaves out) in a few cells, alone (40
+ * points: a grid of about 3 cells, one cell holding all from d = 2 on) or with two far
+ * outliers (140 points in one cell: the points of a cell are counted in groups of 32,
+ * the last one partial). */
+static void test_crowded_cells(void) {
+  for (int64_t d = 1; d <= 8; d++)
+    for (int outliers = 0; outliers <= 1; outliers++) {
+      const int64_t m = outliers ? 140 : 40, n = m + (outliers ? 2 : 0);
+      double *x = malloc(sizeof(double) * n * d);
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t t = 0; t < d; t++) x[i + t * n] = 400 + floor(3 * uniform());
+      for (int64_t i = m; i < n; i++)
+        for (int64_t t = 0; t < d; t++) x[i + t * n] = i == m ? 0 : 100000;
+      const double dcs[] = {1, sqrt(2.0), 2};
+      for (int k = 0; k < 3; k++) {
+        fit ref = fit_alloc(n), got = fit_alloc(n);
+        ref_dpc(x, n, d, dcs[k], 0, &ref);
+        gpuml_status st = run_dpc(x, n, d, dcs[k], 0, &got, test_backend, NULL);
+        CHECK(st == GPUML_OK && count_rho_diff(&got, &ref, n, 0) == 0 &&
+                  count_delta_diff(&got, &ref, n, 0) == 0,
+              "crowded cell, d = %lld, %s outliers, dc = %g: differs from the brute force (%s)",
+              (long long)d, outliers ? "with" : "without", dcs[k], gpuml_last_error());
+        compare_with_cpu("crowded cell", x, n, d, dcs[k], 0, &got);
+        fit_free(&ref);
+        fit_free(&got);
+      }
+      free(x);
+    }
+}
+
 /* The cell index (d <= 8) against the brute force at sizes where it has many cells:
  * rho, delta and nearest at a small, a 2%-like and a large dc, then centres by k
  * (clusters as the definition assigns them) and the halo against its definition, on
@@ -825,6 +856,7 @@ int main(void) {
     test_against_reference();
     test_ties();
     test_far_peaks();
+    test_crowded_cells();
     test_index();
     test_dc_estimate();
     test_clusters();

@@ -59,8 +59,8 @@ static double cells_for(const double *range, int dim, double h, int64_t *per_dim
   return total;
 }
 
-gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
-                               int threads, gm_dpc_grid *g) {
+void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, int threads,
+                      gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
   /* the host loops of the index are memory-bound passes over n: below this many points
    * a parallel region costs more than it saves (and spins on a loaded machine) */
@@ -103,7 +103,12 @@ gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per
     /* the rounding of (x - lo) / h, in cells, is far below this */
     geo->slack[t] = 1e-6 + 1e-12 * (fabs(geo->lo[t]) + range[t]) * geo->inv_h;
   }
+}
 
+gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
+                               int threads, gm_dpc_grid *g) {
+  gm_dpc_grid_plan(x, n, d, per_cell, threads, g);
+  const gm_dpc_geom *geo = &g->geom;
   g->start = gm_alloc((size_t)g->ncells + 1, sizeof *g->start);
   g->cell = gm_alloc((size_t)n, sizeof *g->cell);
   g->order = gm_alloc((size_t)n, sizeof *g->order);
@@ -117,16 +122,7 @@ gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per
    * counting sort: within a cell, points keep their index order. */
   int64_t *cell_of = g->cell;
 #pragma omp parallel for schedule(static) num_threads(g->threads)
-  for (int64_t i = 0; i < n; i++) {
-    int64_t id = 0;
-    for (int t = 0; t < geo->dim; t++) {
-      int64_t c = (int64_t)floor((x[i + (size_t)t * (size_t)n] - geo->lo[t]) * geo->inv_h);
-      if (c < 0) c = 0;
-      if (c >= geo->cells[t]) c = geo->cells[t] - 1;
-      id += c * geo->stride[t];
-    }
-    cell_of[i] = id;
-  }
+  for (int64_t i = 0; i < n; i++) cell_of[i] = gm_dpc_cell_of(geo, x, n, i);
   /* Per-thread counts over contiguous chunks of the points, so that the sort runs on
    * all threads and stays stable (chunks in index order); one thread when the counts
    * would take more than 2n entries. */
@@ -185,6 +181,28 @@ double gm_dpc_grid_rows(const gm_dpc_grid *g, double cut) {
   return rows;
 }
 
+void gm_dpc_grid_merge_runs(int64_t nc, int64_t *label, int64_t *end, double *top) {
+  /* from the last cell backwards: empty cells join the run after them */
+  for (int64_t c = nc - 1; c >= 0; c--) {
+    const int64_t own = label[c];
+    const int has_next = c + 1 < nc;
+    if (own == GM_DPC_EMPTY) {
+      if (has_next) {
+        label[c] = label[c + 1];
+        end[c] = end[c + 1];
+        top[c] = top[c + 1];
+      } else {
+        end[c] = c;
+      }
+    } else if (own >= 0 && has_next && (label[c + 1] == own || label[c + 1] == GM_DPC_EMPTY)) {
+      end[c] = end[c + 1];
+      if (top[c + 1] > top[c]) top[c] = top[c + 1];
+    } else {
+      end[c] = c;
+    }
+  }
+}
+
 gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *cluster) {
   const int64_t nc = g->ncells;
   g->run_label = gm_alloc((size_t)nc, sizeof *g->run_label);
@@ -211,26 +229,7 @@ gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *
     g->run_label[c] = label;
     g->run_max[c] = top;
   }
-  /* Runs, from the last cell backwards: empty cells join the run after them. */
-  for (int64_t c = nc - 1; c >= 0; c--) {
-    const int64_t label = g->run_label[c];
-    const int has_next = c + 1 < nc;
-    if (label == GM_DPC_EMPTY) {
-      if (has_next) {
-        g->run_label[c] = g->run_label[c + 1];
-        g->run_end[c] = g->run_end[c + 1];
-        g->run_max[c] = g->run_max[c + 1];
-      } else {
-        g->run_end[c] = c;
-      }
-    } else if (label >= 0 && has_next &&
-               (g->run_label[c + 1] == label || g->run_label[c + 1] == GM_DPC_EMPTY)) {
-      g->run_end[c] = g->run_end[c + 1];
-      if (g->run_max[c + 1] > g->run_max[c]) g->run_max[c] = g->run_max[c + 1];
-    } else {
-      g->run_end[c] = c;
-    }
-  }
+  gm_dpc_grid_merge_runs(nc, g->run_label, g->run_end, g->run_max);
   return GPUML_OK;
 }
 
@@ -756,7 +755,7 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
                  (double)(2 * g->n + g->ncells) * 8 / 1e6);
   } else {
     border_ctx ctx = {cut, rho_sorted, cluster_sorted, cell_max, rho_max, found, border,
-                      gm_dpc_seed_rho(rho_sorted, g->n), 1};
+                      gm_dpc_seed_rho(rho, g->n), 1};
     /* The densest points first (about 1%): they raise each cluster's largest border
      * density early, so that most other points are skipped at once. */
 #pragma omp parallel for schedule(dynamic, 256) num_threads(g->threads)
