@@ -230,13 +230,15 @@ gpuml_status stage_rows(Context &ctx, Staging<In> &sg, const In *host, int64_t l
   return GPUML_OK;
 }
 
-// Zeros the padding of the split layout (all of p: it is written only below d).
+// Zeros the padding of the split layout (all of p: it is written only below d). Waits for
+// it: the points may be written next on another stream (the query tiles loaded ahead).
 template <typename T>
 gpuml_status zero_split_padding(Context &ctx, T *p, int64_t rows, int64_t d, bool split) {
   if (!split || split_block(d) == d) return GPUML_OK;
-  return ctx.check(cudaMemsetAsync(p, 0, (size_t)rows * 4 * (size_t)split_block(d) * sizeof(T),
+  GM_TRY(ctx.check(cudaMemsetAsync(p, 0, (size_t)rows * 4 * (size_t)split_block(d) * sizeof(T),
                                    ctx.stream()),
-                   "zeroing the padding of the centred points");
+                   "zeroing the padding of the centred points"));
+  return ctx.sync("zeroing the padding of the centred points");
 }
 
 template <typename In, typename T>
