@@ -568,13 +568,14 @@ static void test_fft_accuracy(void) {
 static void test_fft_3d_wide(void) {
   if (test_backend != GPUML_BACKEND_CUDA) return;
   const int64_t n = 12000, dims = 3;
+  double *y = malloc(sizeof(double) * n * dims);
+  gm_rng r;
+  gm_rng_seed(&r, 10);
+  for (int64_t e = 0; e < n * dims; e++) y[e] = 48 * (gm_rng_uniform(&r) - 0.5);
+  /* (any P: the attraction is off) */
   double *x = blobs(n, 6, 5, 9, NULL);
   gm_csr P = {0};
   gpuml_status st = affinities_of(x, n, 6, 5, &P, NULL, GPUML_BACKEND_CPU);
-  gm_rng r;
-  gm_rng_seed(&r, 10);
-  double *y = malloc(sizeof(double) * n * dims);
-  for (int64_t e = 0; e < n * dims; e++) y[e] = 48 * (gm_rng_uniform(&r) - 0.5);
   gpuml_options opt = options(GPUML_BACKEND_CUDA);
   double ze = 0, zf = 0, rel = 1;
   if (!st)
