@@ -74,6 +74,11 @@ typedef struct gm_tsne_ops {
    * (gm_tsne_bisect_point), entropy (n, may be NULL) the entropies. */
   gpuml_status (*conditional)(const double *dist, int64_t n, int64_t k, double perplexity,
                               double *p, double *entropy, const gpuml_options *opt);
+  /* The symmetric P of the perplexities' mean conditional affinities over each point's k
+   * neighbours (idx, dist: n x k, column-major): see gm_tsne_affinities_multiscale(). */
+  gpuml_status (*affinities)(const int64_t *idx, const double *dist, int64_t n, int64_t k,
+                             const double *perplexities, int64_t scales, gm_csr *P,
+                             double *entropy, const gpuml_options *opt);
   /* The first ncomp principal component scores (n x ncomp) of x, before
    * gm_tsne_sign_fix(). */
   gpuml_status (*pca)(const double *x, int64_t n, int64_t d, int64_t ncomp, double *scores,

@@ -114,7 +114,10 @@ void gm_csr_free(gm_csr *P) {
 }
 
 int gm_tsne_grid_boxes(double spread, int dims) {
-  const int max_size = 1 << (dims == 1 ? 16 : (dims == 2 ? 11 : 7));
+  return gm_tsne_grid_boxes_within(spread, 1 << (dims == 1 ? 16 : (dims == 2 ? 11 : 7)));
+}
+
+int gm_tsne_grid_boxes_within(double spread, int max_size) {
   int boxes = 0;
   for (int size = 32; size <= max_size; size = gm_fft_good_size(size + 1)) {
     boxes = size / (2 * GM_TSNE_NODES);
@@ -226,6 +229,16 @@ gpuml_status gm_tsne_affinities_multiscale(const int64_t *idx, const double *dis
                                            gm_csr *P, double *entropy,
                                            const gpuml_options *opt) {
   memset(P, 0, sizeof *P);
+  const gpuml_status st = gm_backend_used(opt)->tsne->affinities(idx, dist, n, k, perplexities,
+                                                                 scales, P, entropy, opt);
+  if (!st) gm_progress(opt, "affinities", n, n);
+  return st;
+}
+
+gpuml_status gm_tsne_affinities_host(const int64_t *idx, const double *dist, int64_t n, int64_t k,
+                                     const double *perplexities, int64_t scales, gm_csr *P,
+                                     double *entropy, const gpuml_options *opt) {
+  memset(P, 0, sizeof *P);
   const int threads = gm_threads(opt);
   const size_t nk = (size_t)n * (size_t)k;
   gm_entry *rows = gm_alloc(nk, sizeof *rows);
@@ -266,7 +279,6 @@ gpuml_status gm_tsne_affinities_multiscale(const int64_t *idx, const double *dis
       st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted");
       goto done;
     }
-    gm_progress(opt, "affinities", r1, n);
   }
   free(rows);
   rows = NULL;

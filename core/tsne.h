@@ -45,16 +45,18 @@ void gm_csr_free(gm_csr *P);
 /* Boxes per dimension of the FFT grid for an embedding whose coordinates span
  * `spread`: boxes of width at most 1 (the kernel's length scale), from the sizes whose
  * zero-padded grid 2 * boxes * GM_TSNE_NODES fills an FFT size of gm_fft_good_size();
- * capped per dims (the grid is boxes^dims). */
+ * capped per dims (the grid is boxes^dims) for the CPU's memory and time. */
 int gm_tsne_grid_boxes(double spread, int dims);
+/* The same under another cap: FFT sizes up to max_size (the GPU's 3-D grids). */
+int gm_tsne_grid_boxes_within(double spread, int max_size);
 /* The FFT size for `boxes` boxes per dimension (gm_fft_good_size of the padded grid). */
 int gm_tsne_fft_size(int boxes);
 
 /* P from the k nearest neighbours of each point (idx, dist: n x k column-major as
  * gpuml_knn_search() gives them): per-point bisection to the perplexity, then
  * P = (P_cond + P_cond^T) / (2n). `entropy` (n values, may be NULL) receives each
- * point's entropy in nats. The bisection runs on the backend that opt->backend names
- * (resolved options). Deterministic. */
+ * point's entropy in nats. Runs on the backend that opt->backend names (resolved
+ * options): the same P on every backend up to the bisection's last bits. Deterministic. */
 gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
                                 double perplexity, gm_csr *P, double *entropy,
                                 const gpuml_options *opt);
@@ -65,10 +67,21 @@ gpuml_status gm_tsne_affinities_multiscale(const int64_t *idx, const double *dis
                                            int64_t k, const double *perplexities, int64_t scales,
                                            gm_csr *P, double *entropy, const gpuml_options *opt);
 
+/* The affinities on the host (the CPU backend's, and the GPU's when its memory budget
+ * is too small): the backend's conditional affinities, each row sorted by column, then
+ * P = (P_cond + P_cond^T) / (2n) merged row by row. */
+gpuml_status gm_tsne_affinities_host(const int64_t *idx, const double *dist, int64_t n, int64_t k,
+                                     const double *perplexities, int64_t scales, gm_csr *P,
+                                     double *entropy, const gpuml_options *opt);
+
 /* The first ncomp principal component scores (n x ncomp) of x on the CPU: covariance
  * (d <= n) or Gram matrix (d > n) by dsyrk, top eigenvectors by dsyevr. */
 gpuml_status gm_tsne_pca_cpu(const double *x, int64_t n, int64_t d, int64_t ncomp,
                              double *scores, const gpuml_options *opt);
+/* The k eigenvectors of the largest eigenvalues of the symmetric m x m matrix a (the
+ * triangle `uplo`, 'U' or 'L', is read; a is overwritten) by LAPACK's dsyevr: ascending
+ * eigenvalues into w (k), their vectors into z (m x k). */
+gpuml_status gm_tsne_top_eigenvectors(double *a, int m, int k, char uplo, double *w, double *z);
 /* Flips each score column so that its largest |value| (the first one on ties) is
  * positive: the same sign whatever the eigensolver returned. */
 void gm_tsne_sign_fix(double *scores, int64_t n, int64_t ncomp);

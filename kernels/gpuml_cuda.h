@@ -44,10 +44,13 @@ gpuml_status gm_cuda_dpc_border(const double *x, int64_t n, int64_t d, const gm_
                                 double cut, const double *rho, const int64_t *cluster,
                                 double *border, const gpuml_options *opt);
 
-/* kernels/tsne.cu */
+/* kernels/tsne.cu, kernels/tsne_pca.cu */
 gpuml_status gm_cuda_tsne_conditional(const double *dist, int64_t n, int64_t k,
                                       double perplexity, double *p, double *entropy,
                                       const gpuml_options *opt);
+gpuml_status gm_cuda_tsne_affinities(const int64_t *idx, const double *dist, int64_t n, int64_t k,
+                                     const double *perplexities, int64_t scales, gm_csr *P,
+                                     double *entropy, const gpuml_options *opt);
 gpuml_status gm_cuda_tsne_pca(const double *x, int64_t n, int64_t d, int64_t ncomp,
                               double *scores, const gpuml_options *opt);
 gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run *run, double *y,

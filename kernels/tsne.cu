@@ -47,6 +47,30 @@ __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t
     for (int d = 0; d < D; d++) attr[i + d * n] = a[d];
 }
 
+__global__ void narrow_kernel(const int64_t *__restrict__ wide, int64_t count,
+                              int32_t *__restrict__ narrow) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < count) narrow[e] = (int32_t)wide[e];
+}
+
+// Per row: sum_j p_ij log p_ij into plogp[i] and sum_j p_ij into psum[i] (the KL's
+// constant terms), one warp per row.
+__global__ void p_sums_kernel(const int64_t *__restrict__ row, const double *__restrict__ val,
+                              int64_t n, double *__restrict__ plogp, double *__restrict__ psum) {
+  const int lane = threadIdx.x & 31;
+  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (i >= n) return;
+  double a = 0, b = 0;
+  for (int64_t e = row[i] + lane; e < row[i + 1]; e += 32) {
+    const double v = val[e];
+    b += v;
+    if (v > 0) a += v * log(v);
+  }
+  a = warp_sum(a);
+  b = warp_sum(b);
+  if (lane == 0) plogp[i] = a, psum[i] = b;
+}
+
 // Per row: sum_j p_ij df log(1 + |y_i - y_j|^2 / df) (for the KL), one warp per row.
 template <int D>
 __global__ void kl_rows_kernel(const int64_t *__restrict__ row, const int32_t *__restrict__ col,
@@ -234,7 +258,7 @@ inline int64_t ipow64(int64_t b, int e) {
 }
 
 // Slots of the device scalars.
-enum { kZ = 0, kLo = 1, kHi = 2, kMean = 4, kKl = 8, kScalars = 16 };
+enum { kZ = 0, kLo = 1, kHi = 2, kMean = 4, kKl = 8, kPlogp = 9, kPsum = 10, kScalars = 16 };
 
 struct TsneGpu {
   Context &ctx;
@@ -254,11 +278,11 @@ struct TsneGpu {
   double *zpart = nullptr, *rpart = nullptr;
   int64_t chunks = 1, chunk = 0;
   // FFT
-  int boxes = 0, size = 0, max_boxes = 0;
+  int boxes = 0, size = 0, max_boxes = 0, fit_boxes = 0;  // fit_boxes: the budget's
   size_t used = 0, grid_cells = 0;  // bytes taken so far; cells the grids hold
   int32_t *key = nullptr, *key_sorted = nullptr, *index = nullptr, *order = nullptr;
   int32_t *start = nullptr, *end = nullptr;
-  double *weight = nullptr;
+  double *weight = nullptr, *part_sums = nullptr;
   cufftComplex *grid = nullptr, *kernel = nullptr;
   void *sort_tmp = nullptr;
   size_t sort_bytes = 0;
@@ -278,15 +302,25 @@ struct TsneGpu {
   int grids() const { return heavy ? (D + 2) / 2 + 1 : (D + 3) / 2; }
   int kernels() const { return heavy ? 2 : 1; }
 
+  // Parts of boxes when they are fewer than kSpreadBlocks: at most 2 kSpreadBlocks,
+  // each with its nodes' D + 2 channel sums.
+  size_t part_sums_count() const {
+    return (size_t)2 * kSpreadBlocks * ipow64(GM_TSNE_NODES, D) * (D + 2);
+  }
+
+  size_t grid_bytes(int fft_size) const {
+    return (size_t)ipow64(fft_size, D) * sizeof(cufftComplex) * (grids() + kernels());
+  }
+
   size_t bytes_needed() const {
-    size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12;
+    size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)kColumnChunk * 8;
     b += (size_t)n * D * 8 * 5 + (size_t)n * 8 + (size_t)kReduceBlocks * 8 * 4 + 1024;
     if (method == GPUML_TSNE_EXACT) {
       b += (size_t)chunks * n * 8 * (1 + D);
     } else {
       // (the FFT grids are added as they grow: use_grid())
       const size_t nbox = (size_t)ipow64(max_boxes, D);
-      b += nbox * 8 + (size_t)n * (16 + D * GM_TSNE_NODES * 8);
+      b += nbox * 8 + (size_t)n * (16 + D * GM_TSNE_NODES * 8) + part_sums_count() * 8;
       b += sort_bytes;
     }
     return b;
@@ -315,7 +349,15 @@ struct TsneGpu {
       if (chunks < 1) chunks = 1;
       chunk = (n + chunks - 1) / chunks;
     } else {
-      max_boxes = gm_tsne_grid_boxes(INFINITY, D);
+      max_boxes = gm_tsne_grid_boxes_within(INFINITY, kFftMaxSize[D - 1]);
+      // automatic grids stay within the budget (a 3-D grid of 512^3 takes 4 GB; the
+      // smaller grids of the way there stay allocated, together less than the largest);
+      // a grid the caller fixes beyond it fails with a clear error (use_grid)
+      int cap = kFftMaxSize[D - 1];
+      fit_boxes = max_boxes;
+      while (cap > 32 &&
+             bytes_needed() + 2 * grid_bytes(gm_tsne_fft_size(fit_boxes)) > ctx.budget())
+        fit_boxes = gm_tsne_grid_boxes_within(INFINITY, cap /= 2);
       int bits = 1;
       while ((1LL << bits) < ipow64(max_boxes, D)) bits++;
       GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (int32_t *)nullptr,
@@ -333,15 +375,22 @@ struct TsneGpu {
     GM_TRY(ctx.alloc(&row, (size_t)n + 1, "P (rows)"));
     GM_TRY(ctx.alloc(&col, (size_t)nnz, "P (columns)"));
     GM_TRY(ctx.alloc(&val, (size_t)nnz, "P (values)"));
-    HostArray<int32_t> c32;
-    if (!c32.alloc((size_t)nnz))
-      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for P's columns",
-                     (double)nnz * 4 / 1e6);
-    for (int64_t e = 0; e < nnz; e++) c32.p[e] = (int32_t)h_col[e];
     GM_TRY(ctx.check(cudaMemcpyAsync(row, h_row, ((size_t)n + 1) * 8, cudaMemcpyHostToDevice,
                                      ctx.stream()), "copying P"));
-    GM_TRY(ctx.check(cudaMemcpyAsync(col, c32.p, (size_t)nnz * 4, cudaMemcpyHostToDevice,
-                                     ctx.stream()), "copying P"));
+    {
+      // the columns narrowed to 32 bits on the device, through a bounded buffer (a host
+      // loop over the 10^8 entries of a million points took a good part of a second)
+      const int64_t chunk = nnz < kColumnChunk ? nnz : kColumnChunk;
+      int64_t *c64 = nullptr;
+      GM_TRY(ctx.alloc(&c64, (size_t)chunk, "P's columns"));
+      for (int64_t e0 = 0; e0 < nnz; e0 += chunk) {
+        const int64_t len = nnz - e0 < chunk ? nnz - e0 : chunk;
+        GM_TRY(ctx.check(cudaMemcpyAsync(c64, h_col + e0, (size_t)len * 8, cudaMemcpyHostToDevice,
+                                         ctx.stream()), "copying P"));
+        narrow_kernel<<<grid_1d(len, kThreads), kThreads, 0, ctx.stream()>>>(c64, len, col + e0);
+        GM_TRY(ctx.launched("P's columns"));
+      }
+    }
     GM_TRY(ctx.check(cudaMemcpyAsync(val, h_val, (size_t)nnz * 8, cudaMemcpyHostToDevice,
                                      ctx.stream()), "copying P"));
     const size_t nd = (size_t)n * D;
@@ -365,6 +414,7 @@ struct TsneGpu {
       GM_TRY(ctx.alloc(&start, nbox, "box ranges"));
       GM_TRY(ctx.alloc(&end, nbox, "box ranges"));
       GM_TRY(ctx.alloc(&weight, (size_t)n * D * GM_TSNE_NODES, "interpolation weights"));
+      GM_TRY(ctx.alloc(&part_sums, part_sums_count(), "the boxes' parts"));
       char *tmp = nullptr;
       GM_TRY(ctx.alloc(&tmp, sort_bytes, "sorting space"));
       sort_tmp = tmp;
@@ -406,7 +456,8 @@ struct TsneGpu {
       GM_TRY(ctx.check(cudaMemcpyAsync(lohi, scal + kLo, 2 * sizeof(double), cudaMemcpyDeviceToHost,
                                        ctx.stream()), "reading the spread"));
       GM_TRY(ctx.sync("reading the spread"));
-      b = gm_tsne_grid_boxes(lohi[1] - lohi[0], D);
+      b = gm_tsne_grid_boxes_within(lohi[1] - lohi[0], kFftMaxSize[D - 1]);
+      if (b > fit_boxes) b = fit_boxes;
     }
     if (b > max_boxes) b = max_boxes;
     return use_grid(b);
@@ -417,7 +468,7 @@ struct TsneGpu {
     size = gm_tsne_fft_size(b);
     const size_t cells = (size_t)ipow64(size, D);
     if (cells > grid_cells) {  // larger grids as the embedding spreads; the old ones stay
-      const size_t bytes = cells * sizeof(cufftComplex) * (grids() + kernels());
+      const size_t bytes = grid_bytes(size);
       if (used + bytes > ctx.budget())
         return gm_fail(GPUML_ERR_NOMEM, "tsne:cuda",
                        "the FFT grid of %d^%d points needs %.1f MB more GPU memory than the budget "
@@ -482,9 +533,15 @@ struct TsneGpu {
     GM_TRY(ctx.check(cudaMemsetAsync(grid, 0, (size_t)cells * grids() * sizeof(cufftComplex),
                                      ctx.stream()), "clearing the grids"));
     constexpr int kNodes = DD == 1 ? 3 : (DD == 2 ? 9 : 27);
-    spread_kernel<DD><<<(unsigned)nbox, 32 * kNodes, 0, ctx.stream()>>>(
-        y, n, charged, boxes, size, start, end, order, weight, heavy, grid, cells);
+    const int parts = nbox >= kSpreadBlocks ? 1 : (int)((kSpreadBlocks + nbox - 1) / nbox);
+    spread_kernel<DD><<<dim3((unsigned)nbox, (unsigned)parts), 32 * kNodes, 0, ctx.stream()>>>(
+        y, n, charged, boxes, size, start, end, order, weight, heavy, grid, cells, parts, part_sums);
     GM_TRY(ctx.launched("spreading charges on the grid"));
+    if (parts > 1) {
+      spread_parts_kernel<DD><<<grid_1d(nbox * kNodes, kThreads), kThreads, 0, ctx.stream()>>>(
+          start, end, nbox, parts, part_sums, boxes, size, heavy, grid, cells);
+      GM_TRY(ctx.launched("adding the parts of the boxes"));
+    }
     kernel_grid_kernel<DD><<<grid_1d(cells, kThreads), kThreads, 0, ctx.stream()>>>(
         size, boxes * GM_TSNE_NODES, boxes, scal, heavy, df, kernel, cells);
     GM_TRY(ctx.launched("the kernel grid"));
@@ -552,6 +609,22 @@ struct TsneGpu {
     attraction_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(
         row, col, val, y, n, heavy, df, attr);
     return ctx.launched("the attraction");
+  }
+
+  // sum p log p and sum p over P (on the device: a host loop over 10^8 logarithms took
+  // about a second at a million points). zrow and attr serve as space.
+  gpuml_status p_sums(double *plogp, double *psum) {
+    p_sums_kernel<<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(row, val, n, zrow, attr);
+    GM_TRY(ctx.launched("P's sums"));
+    GM_TRY(reduce(kSum, zrow, n, 0, 1, 0.0, scal + kPlogp));
+    GM_TRY(reduce(kSum, attr, n, 0, 1, 0.0, scal + kPsum));
+    double h[2];
+    GM_TRY(ctx.check(cudaMemcpyAsync(h, scal + kPlogp, sizeof h, cudaMemcpyDeviceToHost, ctx.stream()),
+                     "reading P's sums"));
+    GM_TRY(ctx.sync("P's sums"));
+    *plogp = h[0];
+    *psum = h[1];
+    return GPUML_OK;
   }
 
   // The KL terms: scal[kKl] = sum p log(1 + d^2); Z in scal[kZ]. Read back with a sync.
@@ -623,16 +696,6 @@ __global__ void fill_kernel(double *__restrict__ x, int64_t count, double v) {
   if (e < count) x[e] = v;
 }
 
-void p_sums(const double *val, int64_t nnz, double *plogp, double *psum) {
-  double a = 0, b = 0;
-  for (int64_t e = 0; e < nnz; e++) {
-    b += val[e];
-    if (val[e] > 0) a += val[e] * log(val[e]);
-  }
-  *plogp = a;
-  *psum = b;
-}
-
 template <int DD>
 gpuml_status run_optimiser(TsneGpu &t, const gm_tsne_run *run, double *itercosts,
                            gpuml_tsne_result *result, const gpuml_options *opt, double plogp,
@@ -671,7 +734,7 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
   fill_kernel<<<grid_1d((int64_t)nd, kThreads), kThreads, 0, ctx.stream()>>>(t.gains, (int64_t)nd, 1.0);
   GM_TRY(ctx.launched("initialising the gains"));
   double plogp, psum;
-  p_sums(val, t.nnz, &plogp, &psum);
+  GM_TRY(t.p_sums(&plogp, &psum));
   switch (run->dims) {
     case 1: GM_TRY(run_optimiser<1>(t, run, itercosts, result, opt, plogp, psum)); break;
     case 2: GM_TRY(run_optimiser<2>(t, run, itercosts, result, opt, plogp, psum)); break;

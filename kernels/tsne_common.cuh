@@ -18,6 +18,11 @@ constexpr int kReduceBlocks = 256;  // fixed, so that sums do not depend on the 
 constexpr int kExactRows = 256;     // rows per block of the exact repulsion
 constexpr int kExactTargetBlocks = 1024;
 constexpr int kMaxFftSizes = 12;
+constexpr int64_t kSpreadBlocks = 1024;  // the spreading's blocks at least (boxes in parts)
+// The largest FFT size per dims (1, 2, 3) on the GPU: the CPU's caps but for 3-D, where
+// 512 keeps boxes of width <= 1 up to a spread of 85 (the CPU stops at 128, 21 boxes).
+constexpr int kFftMaxSize[3] = {1 << 16, 1 << 11, 1 << 9};
+constexpr int64_t kColumnChunk = 1 << 24;  // P's columns per upload (of 64-bit indices)
 
 // ---------------------------------------------------------------------------------------
 // Library handles owned next to the Context (declared after it, so destroyed before it).

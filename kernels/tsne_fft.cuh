@@ -30,34 +30,58 @@ __global__ void box_ranges_kernel(const int32_t *__restrict__ key, int64_t n,
   if (s == n - 1 || key[s + 1] != k) end[k] = (int32_t)(s + 1);
 }
 
-// One block per box, one warp per node of the box: the node's C channel sums over the
-// box's points (lanes stride over them; a fixed shuffle tree adds the lanes).
+// The grid cell of node `node` (k[d] its offsets along each axis) of box b.
+template <int D>
+__device__ __forceinline__ int64_t node_cell(int64_t b, int node, int boxes, int size, int *k) {
+  int64_t cell = 0, scale = 1, rest = b;
+  int nd = node;
+  for (int d = 0; d < D; d++) {
+    k[d] = nd % GM_TSNE_NODES;
+    nd /= GM_TSNE_NODES;
+    cell += ((rest % boxes) * GM_TSNE_NODES + k[d]) * scale;
+    rest /= boxes;
+    scale *= size;
+  }
+  return cell;
+}
+
+// A node's D + 2 channel sums into the grids (heavy tails: Z's channel is the real part
+// of a grid of its own).
+template <int D>
+__device__ __forceinline__ void put_channels(const double *acc, bool heavy, int64_t cell,
+                                             cufftComplex *__restrict__ grid, int64_t cells) {
+  for (int c = 0; c < D + 2; c++) {
+    const bool own = heavy && c == D + 1;
+    float *g = reinterpret_cast<float *>(grid + (size_t)(own ? (D + 2) / 2 : c / 2) * cells + cell);
+    g[own ? 0 : (c & 1)] = (float)acc[c];
+  }
+}
+
+// One block per box and part (blockIdx.y of `parts`: the box's points in equal shares),
+// one warp per node of the box: the node's C channel sums over the share's points (lanes
+// stride over them; a fixed shuffle tree adds the lanes). One part: straight into the
+// grid; several: into part_sums, added in part order by spread_parts_kernel. (Early
+// iterations hold the whole embedding in a few boxes: parts keep the GPU busy.)
 template <int D>
 __global__ void spread_kernel(const double *__restrict__ y, int64_t n, int64_t charged, int boxes,
                               int size,
                               const int32_t *__restrict__ start, const int32_t *__restrict__ end,
                               const int32_t *__restrict__ order, const double *__restrict__ weight,
-                              bool heavy, cufftComplex *__restrict__ grid, int64_t cells) {
+                              bool heavy, cufftComplex *__restrict__ grid, int64_t cells,
+                              int parts, double *__restrict__ part_sums) {
   constexpr int C = D + 2;
   const int64_t b = blockIdx.x;
   const int32_t s0 = start[b], s1 = end[b];
   if (s1 <= s0) return;
+  const int part = blockIdx.y;
+  const int64_t len = s1 - s0;
+  const int32_t p0 = s0 + (int32_t)(len * part / parts), p1 = s0 + (int32_t)(len * (part + 1) / parts);
   const int node = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int k[D];
-  int64_t cell = 0, scale = 1, rest = b;
-  {
-    int nd = node;
-    for (int d = 0; d < D; d++) {
-      k[d] = nd % GM_TSNE_NODES;
-      nd /= GM_TSNE_NODES;
-      cell += ((rest % boxes) * GM_TSNE_NODES + k[d]) * scale;
-      rest /= boxes;
-      scale *= size;
-    }
-  }
+  const int64_t cell = node_cell<D>(b, node, boxes, size, k);
   double acc[C];
   for (int c = 0; c < C; c++) acc[c] = 0;
-  for (int32_t at = s0 + lane; at < s1; at += 32) {
+  for (int32_t at = p0 + lane; at < p1; at += 32) {
     const int64_t i = order[at];
     if (i >= charged) continue;  // a new point of a placement: no charge
     double v = 1, sq = 0;
@@ -71,12 +95,36 @@ __global__ void spread_kernel(const double *__restrict__ y, int64_t n, int64_t c
     acc[D + 1] += heavy ? v : v * sq;  // heavy tails: Z from a kernel of its own
   }
   for (int c = 0; c < C; c++) acc[c] = warp_sum(acc[c]);
-  if (lane == 0)
-    for (int c = 0; c < C; c++) {
-      const bool own = heavy && c == D + 1;  // Z's channel: the real part of the last grid
-      float *g = reinterpret_cast<float *>(grid + (size_t)(own ? (D + 2) / 2 : c / 2) * cells + cell);
-      g[own ? 0 : (c & 1)] = (float)acc[c];
-    }
+  if (lane != 0) return;
+  if (parts == 1) {
+    put_channels<D>(acc, heavy, cell, grid, cells);
+  } else {
+    double *out = part_sums + ((b * parts + part) * (blockDim.x >> 5) + node) * C;
+    for (int c = 0; c < C; c++) out[c] = acc[c];
+  }
+}
+
+// The parts' sums of each node of the non-empty boxes, added in part order.
+template <int D>
+__global__ void spread_parts_kernel(const int32_t *__restrict__ start, const int32_t *__restrict__ end,
+                                    int64_t nbox, int parts, const double *__restrict__ part_sums,
+                                    int boxes, int size, bool heavy,
+                                    cufftComplex *__restrict__ grid, int64_t cells) {
+  constexpr int C = D + 2;
+  constexpr int kNodes = D == 1 ? 3 : (D == 2 ? 9 : 27);
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= nbox * kNodes) return;
+  const int64_t b = t / kNodes;
+  const int node = (int)(t % kNodes);
+  if (end[b] <= start[b]) return;
+  double acc[C];
+  for (int c = 0; c < C; c++) acc[c] = 0;
+  for (int part = 0; part < parts; part++) {
+    const double *in = part_sums + ((b * parts + part) * kNodes + node) * C;
+    for (int c = 0; c < C; c++) acc[c] += in[c];
+  }
+  int k[D];
+  put_channels<D>(acc, heavy, node_cell<D>(b, node, boxes, size, k), grid, cells);
 }
 
 template <int D>

@@ -1,6 +1,8 @@
 // t-SNE on the GPU, before the optimiser: the perplexity bisection of the conditional
-// affinities (core/tsne_shared.h's, one thread per point) and the PCA (cuBLAS +
-// cuSOLVER) that reduces the data and starts the embedding.
+// affinities (core/tsne_shared.h's, one thread per point), their symmetrisation into P
+// (a radix sort of the entries and their transposes), and the PCA (cuBLAS; the
+// eigenvectors by LAPACK on the host, or by cuSOLVER for a Gram matrix) that reduces the
+// data and starts the embedding.
 #include "tsne_common.cuh"
 
 namespace gm {
@@ -9,14 +11,67 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Affinities
 
+// `square`: dist holds distances, squared here in place (once: further perplexities
+// over the same rows pass false).
 __global__ void bisect_kernel(double *__restrict__ dist, int64_t rows, int64_t k,
-                              double log_perp, double *__restrict__ p,
+                              double log_perp, bool square, double *__restrict__ p,
                               double *__restrict__ entropy) {
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= rows) return;
-  for (int64_t t = 0; t < k; t++) dist[i + t * rows] *= dist[i + t * rows];
+  if (square)
+    for (int64_t t = 0; t < k; t++) dist[i + t * rows] *= dist[i + t * rows];
   const double h = gm_tsne_bisect_point(dist + i, rows, k, log_perp, p + i);
   if (entropy) entropy[i] = h;
+}
+
+
+// The multiscale mean, in the host path's order: acc += p per further perplexity, then
+// acc /= scales.
+__global__ void add_kernel(double *__restrict__ acc, const double *__restrict__ p, int64_t count) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < count) acc[e] += p[e];
+}
+
+__global__ void divide_kernel(double *__restrict__ acc, int64_t count, double by) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < count) acc[e] /= by;
+}
+
+// Each conditional entry p_{j|i} (e = i + t n of the n x k lists) twice: under the key
+// i n + j at e, and under j n + i at nk + e, so that after a stable sort by key the
+// entry of row i precedes the transposed one, as the host path adds them.
+__global__ void pair_keys_kernel(const int64_t *__restrict__ idx, const double *__restrict__ p,
+                                 int64_t n, int64_t nk, int64_t *__restrict__ key,
+                                 double *__restrict__ val) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= nk) return;
+  const int64_t i = e % n, j = idx[e];
+  key[e] = i * n + j;
+  val[e] = p[e];
+  key[nk + e] = j * n + i;
+  val[nk + e] = p[e];
+}
+
+__global__ void run_heads_kernel(const int64_t *__restrict__ key, int64_t count,
+                                 int64_t *__restrict__ head) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < count) head[e] = e == 0 || key[e] != key[e - 1];
+}
+
+// One entry of P per run of equal keys (at its rank among the runs, pos): the run's
+// values added in order, times scale; the first entry of each row sets row[].
+__global__ void merge_runs_kernel(const int64_t *__restrict__ key, const double *__restrict__ val,
+                                  const int64_t *__restrict__ pos, int64_t count, int64_t n,
+                                  double scale, int64_t *__restrict__ row,
+                                  int64_t *__restrict__ col, double *__restrict__ out) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= count || (e > 0 && key[e] == key[e - 1])) return;
+  const int64_t kk = key[e], r = kk / n, at = pos[e];
+  double v = val[e];
+  for (int64_t f = e + 1; f < count && key[f] == kk; f++) v += val[f];
+  col[at] = kk - r * n;
+  out[at] = v * scale;
+  if (e == 0 || key[e - 1] / n != r) row[r] = at;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -58,10 +113,141 @@ __global__ void pick_components_kernel(const double *__restrict__ a, int64_t m, 
   }
 }
 
+
+// P on the device (see the kernels above); *fits = false, and nothing done, when its
+// space exceeds the memory budget or the sort's 32-bit count.
+gpuml_status affinities_on_device(const int64_t *idx, const double *dist, int64_t n,
+                                         int64_t k, const double *perplexities, int64_t scales,
+                                         gm_csr *P, double *entropy, const gpuml_options *opt,
+                                         bool *fits) {
+  *fits = false;
+  const int64_t nk = n * k, m = 2 * nk;
+  if (m > INT32_MAX) return GPUML_OK;
+  Context ctx("tsne:cuda");
+  GM_TRY(ctx.init(opt, 0));
+  int bits = 1;
+  while (bits < 62 && (1LL << bits) < n * n) bits++;
+  size_t sort_bytes = 0, scan_bytes = 0;
+  GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (int64_t *)nullptr,
+                                                    (int64_t *)nullptr, (double *)nullptr,
+                                                    (double *)nullptr, (int)m, 0, bits,
+                                                    ctx.stream()),
+                   "sizing the sort of P"));
+  GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, (int64_t *)nullptr,
+                                                 (int64_t *)nullptr, (int)m, ctx.stream()),
+                   "sizing the scan of P"));
+  // distances, affinities (and a further perplexity's), entropies, neighbours; keys and
+  // values before and after the sort, run heads and their ranks, rows; the work spaces
+  const size_t need = (size_t)nk * 8 * (scales > 1 ? 4 : 3) + (size_t)n * 16 + (size_t)m * 48 +
+                      sort_bytes + scan_bytes + 4096;
+  if (need > ctx.budget()) return GPUML_OK;
+  *fits = true;
+  double *dd = nullptr, *pacc = nullptr, *ptmp = nullptr, *hd = nullptr, *val_a = nullptr,
+         *val_b = nullptr;
+  int64_t *id = nullptr, *key_a = nullptr, *key_b = nullptr, *head = nullptr, *pos = nullptr,
+          *row = nullptr;
+  char *sort_tmp = nullptr, *scan_tmp = nullptr;
+  GM_TRY(ctx.alloc(&dd, (size_t)nk, "the neighbour distances"));
+  GM_TRY(ctx.alloc(&pacc, (size_t)nk, "the affinities"));
+  if (scales > 1) GM_TRY(ctx.alloc(&ptmp, (size_t)nk, "the affinities"));
+  GM_TRY(ctx.alloc(&hd, (size_t)n, "the entropies"));
+  GM_TRY(ctx.alloc(&id, (size_t)nk, "the neighbours"));
+  GM_TRY(ctx.alloc(&key_a, (size_t)m, "P's keys"));
+  GM_TRY(ctx.alloc(&key_b, (size_t)m, "P's keys"));
+  GM_TRY(ctx.alloc(&val_a, (size_t)m, "P's values"));
+  GM_TRY(ctx.alloc(&val_b, (size_t)m, "P's values"));
+  GM_TRY(ctx.alloc(&head, (size_t)m, "P's runs"));
+  GM_TRY(ctx.alloc(&pos, (size_t)m, "P's runs"));
+  GM_TRY(ctx.alloc(&row, (size_t)n + 1, "P's rows"));
+  GM_TRY(ctx.alloc(&sort_tmp, sort_bytes, "sorting space"));
+  GM_TRY(ctx.alloc(&scan_tmp, scan_bytes, "scan space"));
+  GM_TRY(ctx.check(cudaMemcpyAsync(dd, dist, (size_t)nk * 8, cudaMemcpyHostToDevice, ctx.stream()),
+                   "copying the neighbour distances"));
+  GM_TRY(ctx.check(cudaMemcpyAsync(id, idx, (size_t)nk * 8, cudaMemcpyHostToDevice, ctx.stream()),
+                   "copying the neighbours"));
+  for (int64_t s = 0; s < scales; s++) {
+    bisect_kernel<<<grid_1d(n, 128), 128, 0, ctx.stream()>>>(
+        dd, n, k, log(perplexities[s]), s == 0, s == 0 ? pacc : ptmp, hd);
+    GM_TRY(ctx.launched("the perplexity bisection"));
+    if (s > 0) {
+      add_kernel<<<grid_1d(nk, kThreads), kThreads, 0, ctx.stream()>>>(pacc, ptmp, nk);
+      GM_TRY(ctx.launched("the multiscale mean"));
+    }
+  }
+  if (scales > 1) {
+    divide_kernel<<<grid_1d(nk, kThreads), kThreads, 0, ctx.stream()>>>(pacc, nk, (double)scales);
+    GM_TRY(ctx.launched("the multiscale mean"));
+  }
+  if (entropy && scales == 1)
+    GM_TRY(ctx.check(cudaMemcpyAsync(entropy, hd, (size_t)n * 8, cudaMemcpyDeviceToHost,
+                                     ctx.stream()), "copying the entropies"));
+  pair_keys_kernel<<<grid_1d(nk, kThreads), kThreads, 0, ctx.stream()>>>(id, pacc, n, nk, key_a, val_a);
+  GM_TRY(ctx.launched("P's entries"));
+  GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, key_a, key_b, val_a,
+                                                    val_b, (int)m, 0, bits, ctx.stream()),
+                   "sorting P's entries"));
+  run_heads_kernel<<<grid_1d(m, kThreads), kThreads, 0, ctx.stream()>>>(key_b, m, head);
+  GM_TRY(ctx.launched("P's runs"));
+  GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, head, pos, (int)m,
+                                                 ctx.stream()),
+                   "ranking P's runs"));
+  // the sorted entries' first buffers take P's columns and values
+  merge_runs_kernel<<<grid_1d(m, kThreads), kThreads, 0, ctx.stream()>>>(
+      key_b, val_b, pos, m, n, 1.0 / (2.0 * (double)n), row, key_a, val_a);
+  GM_TRY(ctx.launched("merging P's entries"));
+  int64_t last[2];
+  GM_TRY(ctx.check(cudaMemcpyAsync(&last[0], pos + m - 1, 8, cudaMemcpyDeviceToHost, ctx.stream()),
+                   "counting P's entries"));
+  GM_TRY(ctx.check(cudaMemcpyAsync(&last[1], head + m - 1, 8, cudaMemcpyDeviceToHost, ctx.stream()),
+                   "counting P's entries"));
+  GM_TRY(ctx.sync("the affinities"));
+  P->n = n;
+  P->nnz = last[0] + last[1];
+  P->row = (int64_t *)gm_alloc((size_t)n + 1, sizeof *P->row);
+  P->col = (int64_t *)gm_alloc((size_t)P->nnz, sizeof *P->col);
+  P->val = (double *)gm_alloc((size_t)P->nnz, sizeof *P->val);
+  if (!P->row || !P->col || !P->val) {
+    gm_csr_free(P);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for P",
+                   (double)P->nnz * 16 / 1e6);
+  }
+  gpuml_status st = ctx.check(cudaMemcpyAsync(P->row, row, (size_t)n * 8, cudaMemcpyDeviceToHost,
+                                              ctx.stream()), "copying P");
+  if (!st) st = ctx.check(cudaMemcpyAsync(P->col, key_a, (size_t)P->nnz * 8, cudaMemcpyDeviceToHost,
+                                          ctx.stream()), "copying P");
+  if (!st) st = ctx.check(cudaMemcpyAsync(P->val, val_a, (size_t)P->nnz * 8, cudaMemcpyDeviceToHost,
+                                          ctx.stream()), "copying P");
+  if (!st) st = ctx.sync("copying P");
+  if (st) {
+    gm_csr_free(P);
+    return st;
+  }
+  P->row[n] = P->nnz;
+  return GPUML_OK;
+}
+
 }  // namespace
 }  // namespace gm
 
 using namespace gm;
+
+extern "C" gpuml_status gm_cuda_tsne_affinities(const int64_t *idx, const double *dist, int64_t n,
+                                               int64_t k, const double *perplexities,
+                                               int64_t scales, gm_csr *P, double *entropy,
+                                               const gpuml_options *opt) {
+  memset(P, 0, sizeof *P);
+  bool fits = false;
+  GM_TRY(affinities_on_device(idx, dist, n, k, perplexities, scales, P, entropy, opt, &fits));
+  if (fits) {
+    if (gm_interrupted(opt)) {
+      gm_csr_free(P);
+      return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted");
+    }
+    return GPUML_OK;
+  }
+  // too large for the budget: the host's symmetrisation (its bisection still on the GPU)
+  return gm_tsne_affinities_host(idx, dist, n, k, perplexities, scales, P, entropy, opt);
+}
 
 extern "C" gpuml_status gm_cuda_tsne_conditional(const double *dist, int64_t n, int64_t k,
                                                     double perplexity, double *p, double *entropy,
@@ -83,7 +269,8 @@ extern "C" gpuml_status gm_cuda_tsne_conditional(const double *dist, int64_t n, 
     GM_TRY(ctx.check(cudaMemcpy2DAsync(dd, (size_t)rn * 8, dist + r0, (size_t)n * 8, (size_t)rn * 8,
                                        (size_t)k, cudaMemcpyHostToDevice, ctx.stream()),
                      "copying the neighbour distances"));
-    bisect_kernel<<<grid_1d(rn, 128), 128, 0, ctx.stream()>>>(dd, rn, k, log(perplexity), pd, hd);
+    bisect_kernel<<<grid_1d(rn, 128), 128, 0, ctx.stream()>>>(dd, rn, k, log(perplexity), true,
+                                                            pd, hd);
     GM_TRY(ctx.launched("the perplexity bisection"));
     GM_TRY(ctx.check(cudaMemcpy2DAsync(p + r0, (size_t)n * 8, pd, (size_t)rn * 8, (size_t)rn * 8,
                                        (size_t)k, cudaMemcpyDeviceToHost, ctx.stream()),
@@ -105,8 +292,6 @@ extern "C" gpuml_status gm_cuda_tsne_pca(const double *x, int64_t n, int64_t d, 
     return gm_tsne_pca_cpu(x, n, d, ncomp, scores, opt);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 1));
-  cusolverDnHandle_t solver = nullptr;
-  GM_TRY(ctx.solver(&solver));
   gm_progress(opt, "pca", 0, 1);
   // Rows in blocks (all at once when they fit); the Gram form (d > n) needs all rows.
   // covariance, eigenvalues, sums, rotation and syevd's work space (1 + 6m + 2m^2)
@@ -157,22 +342,25 @@ extern "C" gpuml_status gm_cuda_tsne_pca(const double *x, int64_t n, int64_t d, 
       GM_TRY(ctx.check_blas(cublasDsyrk(ctx.blas(), CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, (int)n, (int)d,
                                         &one, xb, (int)n, &zero, a, M), "cublasDsyrk"));
   }
-  int lwork = 0;
-  GM_TRY(check_solver(ctx, cusolverDnDsyevd_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR,
-                                                       CUBLAS_FILL_MODE_LOWER, M, a, M, w, &lwork),
-                      "sizing the eigensolver"));
-  double *work = nullptr;
-  GM_TRY(ctx.alloc(&work, (size_t)lwork, "the eigensolver's work space"));
-  GM_TRY(check_solver(ctx, cusolverDnDsyevd(solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
-                                            M, a, M, w, work, lwork, info), "the eigensolver"));
-  int h_info = 0;
-  GM_TRY(ctx.check(cudaMemcpyAsync(&h_info, info, sizeof h_info, cudaMemcpyDeviceToHost, ctx.stream()),
-                   "reading the solver status"));
-  GM_TRY(ctx.sync("the eigensolver"));
-  if (h_info != 0)
-    return gm_fail(GPUML_ERR_NUMERIC, "tsne:pca", "the PCA eigensolver failed (cuSOLVER info %d); try pca = FALSE",
-                   h_info);
   if (d > n) {
+    // the Gram matrix (up to 46,000 square) is solved on the device
+    cusolverDnHandle_t solver = nullptr;
+    GM_TRY(ctx.solver(&solver));
+    int lwork = 0;
+    GM_TRY(check_solver(ctx, cusolverDnDsyevd_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR,
+                                                         CUBLAS_FILL_MODE_LOWER, M, a, M, w, &lwork),
+                        "sizing the eigensolver"));
+    double *work = nullptr;
+    GM_TRY(ctx.alloc(&work, (size_t)lwork, "the eigensolver's work space"));
+    GM_TRY(check_solver(ctx, cusolverDnDsyevd(solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
+                                              M, a, M, w, work, lwork, info), "the eigensolver"));
+    int h_info = 0;
+    GM_TRY(ctx.check(cudaMemcpyAsync(&h_info, info, sizeof h_info, cudaMemcpyDeviceToHost, ctx.stream()),
+                     "reading the solver status"));
+    GM_TRY(ctx.sync("the eigensolver"));
+    if (h_info != 0)
+      return gm_fail(GPUML_ERR_NUMERIC, "tsne:pca", "the PCA eigensolver failed (cuSOLVER info %d); try pca = FALSE",
+                     h_info);
     GM_TRY(ctx.alloc(&sb, (size_t)n * ncomp, "the scores"));
     pick_components_kernel<<<grid_1d(n * ncomp, kThreads) < 65536u ? grid_1d(n * ncomp, kThreads) : 65536u,
                              kThreads, 0, ctx.stream()>>>(a, m, n, ncomp, w, 1, sb);
@@ -180,11 +368,25 @@ extern "C" gpuml_status gm_cuda_tsne_pca(const double *x, int64_t n, int64_t d, 
     GM_TRY(ctx.check(cudaMemcpyAsync(scores, sb, (size_t)n * ncomp * 8, cudaMemcpyDeviceToHost, ctx.stream()),
                      "copying the scores"));
   } else {
+    // the d x d covariance (d <= n) is solved on the host by LAPACK (its top ncomp
+    // eigenvectors only), so that a call creates no cuSOLVER handle and a first call
+    // loads none of its kernels
+    HostArray<double> ha, hw, hz, hv;
+    if (!ha.alloc((size_t)m * m) || !hw.alloc((size_t)m) || !hz.alloc((size_t)m * ncomp) ||
+        !hv.alloc((size_t)d * ncomp))
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the PCA",
+                     (double)m * (m + 2 * ncomp) * 8 / 1e6);
+    GM_TRY(ctx.check(cudaMemcpyAsync(ha.p, a, (size_t)m * m * 8, cudaMemcpyDeviceToHost, ctx.stream()),
+                     "copying the covariance"));
+    GM_TRY(ctx.sync("the covariance"));
+    GM_TRY(gm_tsne_top_eigenvectors(ha.p, M, (int)ncomp, 'L', hw.p, hz.p));
+    // eigenvalues ascending: component c is column ncomp - 1 - c
+    for (int64_t c = 0; c < ncomp; c++)
+      memcpy(hv.p + c * d, hz.p + (ncomp - 1 - c) * d, sizeof(double) * (size_t)d);
     GM_TRY(ctx.alloc(&v, (size_t)d * ncomp, "the rotation"));
     GM_TRY(ctx.alloc(&sb, (size_t)rows * ncomp, "the scores"));
-    pick_components_kernel<<<grid_1d(d * ncomp, kThreads) < 65536u ? grid_1d(d * ncomp, kThreads) : 65536u,
-                             kThreads, 0, ctx.stream()>>>(a, m, d, ncomp, w, 0, v);
-    GM_TRY(ctx.launched("picking the components"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(v, hv.p, (size_t)d * ncomp * 8, cudaMemcpyHostToDevice,
+                                     ctx.stream()), "copying the rotation"));
     for (int64_t r0 = 0; r0 < n; r0 += rows) {
       const int64_t rn = n - r0 < rows ? n - r0 : rows;
       if (!resident) {

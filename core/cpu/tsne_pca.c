@@ -7,6 +7,40 @@
 #include "backend.h"
 #include "blas.h"
 
+gpuml_status gm_tsne_top_eigenvectors(double *a, int m, int k, char uplo, double *w, double *z) {
+  int il = m - k + 1, iu = m, found = 0, info = 0, lwork = -1, liwork = -1, iwork_size = 0;
+  double vl = 0, vu = 0, abstol = 0, work_size = 0;
+  const char ul[2] = {uplo, 0};
+  int *isuppz = gm_alloc(2 * (size_t)k, sizeof *isuppz);
+  double *work = NULL;
+  int *iwork = NULL;
+  gpuml_status st = GPUML_OK;
+  if (!isuppz) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the eigensolver's work space");
+    goto done;
+  }
+  dsyevr_("V", "I", ul, &m, a, &m, &vl, &vu, &il, &iu, &abstol, &found, w, z, &m, isuppz,
+          &work_size, &lwork, &iwork_size, &liwork, &info, 1, 1, 1);
+  lwork = (int)work_size;
+  liwork = iwork_size;
+  work = gm_alloc((size_t)lwork, sizeof *work);
+  iwork = gm_alloc((size_t)liwork, sizeof *iwork);
+  if (!work || !iwork) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the eigensolver's work space");
+    goto done;
+  }
+  dsyevr_("V", "I", ul, &m, a, &m, &vl, &vu, &il, &iu, &abstol, &found, w, z, &m, isuppz,
+          work, &lwork, iwork, &liwork, &info, 1, 1, 1);
+  if (info != 0 || found != k)
+    st = gm_fail(GPUML_ERR_NUMERIC, "tsne:pca",
+                 "the PCA eigensolver failed (LAPACK dsyevr info %d); try pca = FALSE", info);
+done:
+  free(isuppz);
+  free(work);
+  free(iwork);
+  return st;
+}
+
 gpuml_status gm_tsne_pca_cpu(const double *x, int64_t n, int64_t d, int64_t ncomp,
                              double *scores, const gpuml_options *opt) {
   const int64_t m = n < d ? n : d;
@@ -19,11 +53,9 @@ gpuml_status gm_tsne_pca_cpu(const double *x, int64_t n, int64_t d, int64_t ncom
   double *a = gm_alloc((size_t)m * (size_t)m, sizeof *a);
   double *w = gm_alloc((size_t)m, sizeof *w);
   double *z = gm_alloc((size_t)m * (size_t)ncomp, sizeof *z);
-  int *isuppz = gm_alloc(2 * (size_t)ncomp, sizeof *isuppz);
-  double *work = NULL, *v = NULL;
-  int *iwork = NULL;
+  double *v = NULL;
   gpuml_status st = GPUML_OK;
-  if (!xc || !a || !w || !z || !isuppz) {
+  if (!xc || !a || !w || !z) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the PCA",
                  ((double)n * d + (double)m * m) * 8 / 1e6);
     goto done;
@@ -45,25 +77,7 @@ gpuml_status gm_tsne_pca_cpu(const double *x, int64_t n, int64_t d, int64_t ncom
     st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted");
     goto done;
   }
-  int il = M - K + 1, iu = M, found = 0, info = 0, lwork = -1, liwork = -1, iwork_size = 0;
-  double vl = 0, vu = 0, abstol = 0, work_size = 0;
-  dsyevr_("V", "I", "U", &M, a, &M, &vl, &vu, &il, &iu, &abstol, &found, w, z, &M, isuppz,
-          &work_size, &lwork, &iwork_size, &liwork, &info, 1, 1, 1);
-  lwork = (int)work_size;
-  liwork = iwork_size;
-  work = gm_alloc((size_t)lwork, sizeof *work);
-  iwork = gm_alloc((size_t)liwork, sizeof *iwork);
-  if (!work || !iwork) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the eigensolver's work space");
-    goto done;
-  }
-  dsyevr_("V", "I", "U", &M, a, &M, &vl, &vu, &il, &iu, &abstol, &found, w, z, &M, isuppz,
-          work, &lwork, iwork, &liwork, &info, 1, 1, 1);
-  if (info != 0 || found != K) {
-    st = gm_fail(GPUML_ERR_NUMERIC, "tsne:pca",
-                 "the PCA eigensolver failed (LAPACK dsyevr info %d); try pca = FALSE", info);
-    goto done;
-  }
+  if ((st = gm_tsne_top_eigenvectors(a, M, K, 'U', w, z))) goto done;
   /* Eigenvalues come ascending: component c is column K - 1 - c. */
   if (d <= n) {
     v = gm_alloc((size_t)d * (size_t)K, sizeof *v);
@@ -86,9 +100,6 @@ done:
   free(a);
   free(w);
   free(z);
-  free(isuppz);
-  free(work);
-  free(iwork);
   free(v);
   return st;
 }
