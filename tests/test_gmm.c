@@ -826,6 +826,8 @@ static void test_backends_agree(void) {
     double *x = mixture(n, d, G, cases[c].spread, 0, 300 + c, label);
     for (int t_ = 0; t_ < GPUML_GMM_N_MODELS; t_++) {
       const gpuml_gmm_covariance t = (gpuml_gmm_covariance)t_;
+      /* the edge cases: the full-covariance models whose steps the fused kernels take */
+      if (c >= 4 && t != GPUML_GMM_VVV && t != GPUML_GMM_EEE) continue;
       gpuml_options og = options(GPUML_BACKEND_CUDA), oc = options(GPUML_BACKEND_CPU);
       /* a fixed number of iterations, so that both stop at the same place */
       fit_t g = fit_with(x, n, d, &G, 1, t, 40, 0, 1e-6, 1, 21, &og);
