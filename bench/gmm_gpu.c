@@ -135,11 +135,21 @@ out:
   cudaFree(C);
 }
 
-/* ms per EM iteration on the GPU, and a whole fit to convergence. */
-static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov, int iters) {
+/* Sets GPUML_GMM_FUSED (kernels/gmm.cu: "0" the GEMM path of the full-covariance steps,
+ * "1" the fused kernels where they apply) or, with NULL, unsets it. */
+static void set_fused(const char *value) {
+  if (value) setenv("GPUML_GMM_FUSED", value, 1);
+  else unsetenv("GPUML_GMM_FUSED");
+}
+
+/* ms per EM iteration on the GPU, and a whole fit to convergence; fused: as set_fused
+ * (named in the case's name when not NULL). */
+static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov, int iters,
+                       const char *fused) {
   char name[128];
-  snprintf(name, sizeof name, "gmm_n%lld_d%lld_k%lld_%s", (long long)n, (long long)d,
-           (long long)G, gpuml_gmm_model_name(cov, d));
+  snprintf(name, sizeof name, "gmm_n%lld_d%lld_k%lld_%s%s%s", (long long)n, (long long)d,
+           (long long)G, gpuml_gmm_model_name(cov, d), fused ? "_fused" : "", fused ? fused : "");
+  set_fused(fused);
   double *x = clustered(n, d, G);
   run_t warm = fit(x, n, d, G, cov, 2, 0, GPUML_BACKEND_CUDA, 0);
   run_free(&warm);
@@ -166,6 +176,7 @@ static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov
   }
   run_free(&c);
   free(x);
+  set_fused(NULL);
 }
 
 /* GPU and CPU fits from the same start: log-likelihoods and classes. */
@@ -205,22 +216,37 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 3; t++, runs++) failed += !agree(3000, 20, 5, three[t], 15);
     for (int t = 0; t < GPUML_GMM_N_MODELS; t++, runs++)
       failed += !agree(2000, 3, 3, (gpuml_gmm_covariance)t, 15);
+    /* the fused full-covariance kernels at their edges (fewer rows than a block, K = 1,
+     * d = 1, d = 64 their limit), and the GEMM path they replace */
+    failed += !agree(20, 5, 1, GPUML_GMM_FULL, 5);
+    failed += !agree(1000, 1, 2, GPUML_GMM_FULL, 10);
+    failed += !agree(3000, 64, 3, GPUML_GMM_FULL, 10);
+    set_fused("0");
+    failed += !agree(3000, 20, 5, GPUML_GMM_FULL, 15);
+    set_fused(NULL);
+    runs += 4;
     printf("sanitize runs: %d, failed: %d\n", runs, failed);
     return failed ? 1 : 0;
   }
   dgemm_ceiling();
   int failed = 0;
   failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
+  set_fused("0");
+  printf("(GEMM path) ");
+  failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
+  set_fused(NULL);
   failed += !agree(20000, 50, 16, GPUML_GMM_DIAG, 10);
   failed += !agree(20000, 784, 10, GPUML_GMM_FULL, 3);
   for (int t = 0; t < GPUML_GMM_N_MODELS; t++)
     failed += !agree(20000, 10, 6, (gpuml_gmm_covariance)t, 10);
   if (!getenv("GPUML_BENCH_SKIP_LARGE")) {
-    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100);
-    bench_case(1000000, 50, 16, GPUML_GMM_DIAG, 100);
+    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100, "0");
+    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100, "1");
+    bench_case(1000000, 50, 16, GPUML_GMM_DIAG, 100, NULL);
   }
-  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100);
-  bench_case(60000, 784, 10, GPUML_GMM_FULL, 20);
+  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100, "0");
+  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100, "1");
+  bench_case(60000, 784, 10, GPUML_GMM_FULL, 20, NULL); /* past the fused kernels' d */
   printf("agreement checks failed: %d\n", failed);
   return failed ? 1 : 0;
 }

@@ -28,6 +28,8 @@ static const struct {
                              "for fp32"},
     {"GPUML_CUDA_KNN_RECHECK", "development: \"all\" sends every query of precision auto to "
                                "the fp64 re-check"},
+    {"GPUML_GMM_FUSED", "development: 0 takes the GEMM path of the full-covariance mixture "
+                        "steps instead of the fused kernels"},
     {"GPUML_CUDA_PAGEABLE", "development: 1 uploads straight from pageable memory instead of "
                             "the page-locked ring (for comparisons)"},
     {"GPUML_TEST_BACKENDS", "tests: the backends the C tests run (\"cpu\", \"cuda\", \"cpu,cuda\")"},

@@ -5,6 +5,9 @@
 //
 //  - The data are centred on their column means once (in place on the device), which
 //    keeps the products below free of the offset's cancellation.
+//  - Full covariances with d <= kFusedMaxD (the default; GPUML_GMM_FUSED=0 turns it off):
+//    fused kernels, E-step and scatter, that read the rows once per pass and write no
+//    n x dK array (estep_fused_kernel, scatter_fused_kernel). Otherwise:
 //  - E-step, full covariances: Y = X [U_1 ... U_K] for a tile of rows in one cuBLAS
 //    GEMM (U_k the inverse upper Cholesky factor), then one kernel forms
 //    |y_k - mu_k U_k|^2 (a thread per row and component), the log-sum-exp and the
@@ -18,9 +21,10 @@
 //    U = R^-1 by a triangular solve against the identity.
 // Every sum has a fixed order (no atomics), so a fit is reproducible bit for bit on
 // one device. The data stay resident when they fit the memory budget; otherwise each
-// pass uploads them tile by tile. Internal knob: GPUML_CUDA_TILE=N forces tiles of at
-// most N rows and the data not resident.
+// pass uploads them tile by tile. Internal knobs: GPUML_CUDA_TILE=N forces tiles of at
+// most N rows and the data not resident; GPUML_GMM_FUSED=0 the GEMM path for all d.
 #include <cusolverDn.h>
+#include <string.h>
 #include <new>
 #include "cuda_common.cuh"
 #include "gmm.h"
@@ -156,6 +160,166 @@ __global__ void estep_full_kernel(const double *__restrict__ Y, int64_t rn, int6
     }
     normalise_row(z + i, ldz, K, top, logdens + i);
   }
+}
+
+// The fused full-covariance pass (GPUML_GMM_FUSED, default on) for d <= kFusedMaxD and
+// K <= 65535: the E-step applies each triangular U_k to rows staged in shared memory and
+// the M-step's scatter accumulates sqrt(z)(x - mu) outer products in registers, so that
+// neither writes the n x dK array of the GEMM path (Y = X U, W). Larger d take the GEMM
+// path, whose shared-memory tile would not fit. GPUML_GMM_FUSED=0 keeps the GEMM path
+// (a development knob, to compare the two).
+constexpr int64_t kFusedMaxD = 64;
+constexpr int kFusedRows = 64;     // E-step rows per block
+constexpr int kFusedThreads = 256; // E-step threads: 16 row tiles x 16 column tiles of 4 x 4
+constexpr int64_t kFusedChunk = 2048;  // M-step rows per partial scatter
+constexpr int kScatterStage = 32;  // M-step rows staged in shared memory at a time
+constexpr int kScatterThreads = 192;  // at least the 136 tiles of d = kFusedMaxD
+static_assert((kFusedMaxD / 4) * (kFusedMaxD / 4 + 1) / 2 <= kScatterThreads &&
+                  kScatterStage <= kScatterThreads,
+              "a scatter block has a thread per tile and per staged row");
+static_assert(kFusedRows == 4 * 16 && kFusedMaxD == 4 * 16 && kFusedThreads == 256,
+              "an E-step thread forms one 4 x 4 tile of Y = X U_k");
+
+// A block takes kFusedRows rows of X (ld ldx) into shared memory and, component by
+// component, forms Y = X U_k in 4 x 4 register tiles: thread t takes rows 4 (t % 16) + p
+// and columns 4 (t / 16) + r, so that a warp holds two neighbouring column tiles and the
+// triangle of U_k (a <= j only; its lower part is never read) costs a warp about what it
+// costs each of its threads. Each thread adds up its rows' |y_j - m_kj|^2 over its
+// columns; the 16 column tiles' sums are then added in order for each row. After the
+// last component the first kFusedRows threads normalise their rows.
+__global__ void __launch_bounds__(kFusedThreads)
+    estep_fused_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn, int64_t d,
+                       int64_t K, const double *__restrict__ U, const double *__restrict__ m,
+                       const double *__restrict__ c, double *__restrict__ z, int64_t ldz,
+                       double *__restrict__ logdens) {
+  __shared__ __align__(16) double xs[kFusedMaxD * kFusedRows];  // xs[a kFusedRows + l]
+  __shared__ double part[16 * kFusedRows];  // part[tc kFusedRows + l]: a column tile's sum
+  const int tr = (int)threadIdx.x % 16, tc = (int)threadIdx.x / 16;
+  const int64_t r0 = (int64_t)blockIdx.x * kFusedRows;
+  for (int64_t e = threadIdx.x; e < d * kFusedRows; e += kFusedThreads) {
+    const int64_t a = e / kFusedRows, i = r0 + e % kFusedRows;
+    xs[e] = i < rn ? X[i + a * ldx] : 0.0;
+  }
+  const int64_t j0 = 4 * (int64_t)tc;
+  const int64_t jn = j0 >= d ? 0 : (d - j0 < 4 ? d - j0 : 4);  // this thread's columns
+  const int64_t tiles = (d + 3) / 4;
+  for (int64_t k = 0; k < K; k++) {
+    __syncthreads();  // xs is loaded; the previous component's part has been read
+    const double *Uk = U + k * d * d, *mk = m + k * d;
+    double sums[4] = {};
+    if (jn > 0) {
+      // Columns past d read column d - 1 (in bounds) and are dropped below.
+      const double *u[4];
+#pragma unroll
+      for (int r = 0; r < 4; r++) u[r] = Uk + (r < jn ? j0 + r : d - 1) * d;
+      double y[4][4] = {};
+      for (int64_t a = 0; a < j0 + jn; a++) {
+        const double2 x01 = *reinterpret_cast<const double2 *>(xs + a * kFusedRows + 4 * tr);
+        const double2 x23 = *reinterpret_cast<const double2 *>(xs + a * kFusedRows + 4 * tr + 2);
+        const double xv[4] = {x01.x, x01.y, x23.x, x23.y};
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+          if (a > j0 + r) continue;  // the triangle of the diagonal tile
+          const double uv = __ldg(u[r] + a);
+#pragma unroll
+          for (int p = 0; p < 4; p++) y[p][r] += xv[p] * uv;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+        if (r < jn) {
+          const double mv = mk[j0 + r];
+#pragma unroll
+          for (int p = 0; p < 4; p++) {
+            const double v = y[p][r] - mv;
+            sums[p] += v * v;
+          }
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < 4; p++) part[tc * kFusedRows + 4 * tr + p] = sums[p];
+    __syncthreads();
+    if (threadIdx.x < kFusedRows) {
+      const int64_t i = r0 + threadIdx.x;
+      double s = 0;
+      for (int64_t t = 0; t < tiles; t++) s += part[t * kFusedRows + threadIdx.x];
+      if (i < rn) z[i + k * ldz] = c[k] - 0.5 * s;
+    }
+  }
+  // Each row's z was written by the thread that normalises it: no barrier needed.
+  const int64_t i = r0 + threadIdx.x;
+  if (threadIdx.x < kFusedRows && i < rn) {
+    double top = -HUGE_VAL;
+    for (int64_t k = 0; k < K; k++) {
+      const double lp = z[i + k * ldz];
+      top = lp > top ? lp : top;
+    }
+    normalise_row(z + i, ldz, K, top, logdens + i);
+  }
+}
+
+// Maps thread t to the (ta, tb), ta <= tb, 4 x 4 tile of the upper triangle of a
+// scatter: t = tb (tb + 1) / 2 + ta.
+__host__ __device__ inline void scatter_tile_of(int t, int *ta, int *tb) {
+  int b = 0;
+  while ((b + 1) * (b + 2) / 2 <= t) b++;
+  *tb = b;
+  *ta = t - b * (b + 1) / 2;
+}
+
+// The fused scatter: block (q, k) adds up w w' over rows [q chunk, (q + 1) chunk) of the
+// tile, w = sqrt(z_ik) (x_i - mu_k), staged kScatterStage rows at a time in shared
+// memory; a thread keeps one 4 x 4 tile of the upper triangle in registers and writes it
+// and its mirror to P[(k parts + q) d d + ...], which sum_chunks_kernel then adds up in
+// chunk order (P as the GEMM path leaves it).
+__global__ void scatter_fused_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn,
+                                     const double *__restrict__ z, int64_t ldz,
+                                     const double *__restrict__ mu, int64_t d, int64_t chunk,
+                                     int64_t parts, double *__restrict__ P) {
+  __shared__ __align__(16) double ws[kScatterStage * kFusedMaxD];  // ws[l kFusedMaxD + a]
+  __shared__ double sz[kScatterStage];
+  const int64_t q = blockIdx.x, k = blockIdx.y;
+  const int tiles = (int)((d + 3) / 4), width = 4 * tiles;
+  int ta, tb;
+  scatter_tile_of((int)threadIdx.x, &ta, &tb);
+  const bool active = tb < tiles;
+  double acc[4][4] = {};
+  const double *muk = mu + k * d;
+  const int64_t i0 = q * chunk, i1 = rn < i0 + chunk ? rn : i0 + chunk;
+  for (int64_t s0 = i0; s0 < i1; s0 += kScatterStage) {
+    __syncthreads();  // the previous stage has been used
+    if (threadIdx.x < kScatterStage) {
+      const int64_t i = s0 + threadIdx.x;
+      sz[threadIdx.x] = i < i1 ? sqrt(z[i + k * ldz]) : 0.0;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < kScatterStage * width; e += blockDim.x) {
+      const int l = e % kScatterStage, a = e / kScatterStage;
+      const int64_t i = s0 + l;
+      ws[l * kFusedMaxD + a] = (i < i1 && a < d) ? sz[l] * (X[i + a * ldx] - muk[a]) : 0.0;
+    }
+    __syncthreads();
+    if (active)
+      for (int l = 0; l < kScatterStage; l++) {
+        const double2 *w = reinterpret_cast<const double2 *>(ws + l * kFusedMaxD);
+        const double2 a01 = w[2 * ta], a23 = w[2 * ta + 1], b01 = w[2 * tb], b23 = w[2 * tb + 1];
+        const double wa[4] = {a01.x, a01.y, a23.x, a23.y}, wb[4] = {b01.x, b01.y, b23.x, b23.y};
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+#pragma unroll
+          for (int r = 0; r < 4; r++) acc[p][r] += wa[p] * wb[r];
+      }
+  }
+  if (!active) return;
+  double *out = P + (k * parts + q) * d * d;
+  for (int p = 0; p < 4; p++)
+    for (int r = 0; r < 4; r++) {
+      const int64_t a = 4 * ta + p, b = 4 * tb + r;
+      if (a < d && b < d) {
+        out[a + b * d] = acc[p][r];
+        out[b + a * d] = acc[p][r];
+      }
+    }
 }
 
 // Diagonal and spherical covariances: u[:, k] holds 1 / the standard deviations.
@@ -325,6 +489,7 @@ struct Gmm {
   gm_gmm_data data{};
   int64_t n = 0, d = 0, kmax = 0;
   bool full = false, full_capable = false, resident = false;
+  bool fused_capable = false;  // the fused full-covariance pass applies (see kFusedMaxD)
   int64_t tile = 0, chunk = 0, nq = 0;
   double *x = nullptr;  // resident: n x d (ld n), centred; else one tile (ld its rows)
   double *centre = nullptr, *z = nullptr, *logdens = nullptr;
@@ -398,6 +563,8 @@ struct Gmm {
     d = data.d;
     kmax = data.kmax;
     full = full_capable = data.structure == GM_GMM_FULL_STRUCTURE;
+    const char *knob = getenv("GPUML_GMM_FUSED");
+    fused_capable = full && d <= kFusedMaxD && kmax <= 65535 && !(knob && strcmp(knob, "0") == 0);
     if (d * kmax > 2147483647LL)
       return gm_fail(GPUML_ERR_ARG, "gmm:tooLarge", "d x G = %lld is too large for the GPU",
                      (long long)(d * kmax));
@@ -433,7 +600,13 @@ struct Gmm {
     GM_TRY(ctx.alloc(&part, (size_t)kParts * K, "partial sums"));
     GM_TRY(ctx.alloc(&scalar, 1, "the log-likelihood"));
     GM_TRY(ctx.alloc(&info, K, "the Cholesky status"));
-    GM_TRY(ctx.alloc(&Y, (size_t)tile * (size_t)d * K, "the tile work space"));
+    // The fused scatter's partials go to Y (which the fused pass does not need otherwise).
+    size_t y_len = (size_t)tile * (size_t)d * K;
+    if (fused_capable) {
+      const size_t fused_len = (size_t)ceil_div(tile, kFusedChunk) * dd * K;
+      y_len = y_len > fused_len ? y_len : fused_len;
+    }
+    GM_TRY(ctx.alloc(&Y, y_len, "the tile work space"));
     GM_TRY(ctx.alloc(&P, (size_t)nq * (size_t)d * (full ? (size_t)d : 1) * K, "chunk partials"));
     GM_TRY(ctx.alloc(&x, (resident ? (size_t)n : (size_t)tile) * (size_t)d, "the data"));
     GM_TRY(ctx.check(cudaMemcpyAsync(centre, data.centre, (size_t)d * 8, cudaMemcpyHostToDevice,
@@ -557,7 +730,11 @@ struct Gmm {
       const double *X;
       int64_t ldx;
       GM_TRY(rows(r0, rn, &X, &ldx));
-      if (full) {
+      if (full && fused_capable) {
+        estep_fused_kernel<<<(unsigned)ceil_div(rn, kFusedRows), kFusedThreads, 0,
+                             ctx.stream()>>>(X, ldx, rn, d, K, U, m, c, z + r0, n,
+                                                logdens + r0);
+      } else if (full) {
         GM_TRY(ctx.check_blas(cublasDgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, (int)rn,
                                           (int)(d * K), (int)d, &one, X, (int)ldx, U, (int)d,
                                           &zero, Y, (int)rn),
@@ -613,7 +790,16 @@ struct Gmm {
       const double *X;
       int64_t ldx;
       GM_TRY(rows(r0, rn, &X, &ldx));
-      if (full) {
+      if (full && fused_capable) {
+        const int64_t parts = ceil_div(rn, kFusedChunk);
+        scatter_fused_kernel<<<dim3((unsigned)parts, (unsigned)K), kScatterThreads, 0,
+                               ctx.stream()>>>(X, ldx, rn, z + r0, n, mu, d, kFusedChunk, parts,
+                                               Y);
+        GM_TRY(ctx.launched("fused scatter"));
+        sum_chunks_kernel<<<blocks_for(d * d * K), kThreads, 0, ctx.stream()>>>(
+            Y, parts, d * d, K, r0 > 0, S);
+        GM_TRY(ctx.launched("scatter"));
+      } else if (full) {
         const int64_t parts = ceil_div(rn, chunk);
         const int64_t batches = K * parts;
         scatter_rows_kernel<<<dim3(grid_1d(chunk, kThreads),

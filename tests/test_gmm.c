@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* setenv, strdup */
 /* C tests of the Gaussian mixtures through gpuml.h, on every backend of the parity
  * harness (tests/harness.h); on the CUDA backend the fits are also repeated on the CPU
  * backend and compared. The mixtures always compute in fp64, so GPUML_TEST_PRECISION
@@ -808,19 +809,25 @@ static void test_callbacks(void) {
   free(label);
 }
 
-/* With the CUDA backend: the GPU and the CPU agree from the same start. */
+/* With the CUDA backend: the GPU and the CPU agree from the same start. The first four
+ * cases also compare a converged sweep over G; the others probe the edges of the fused
+ * full-covariance kernels (kernels/gmm.cu): fewer rows than a block's 32, K = 1, d = 1,
+ * d = 64 (their limit) and d = 65 (the GEMM path). */
 static void test_backends_agree(void) {
   if (test_backend != GPUML_BACKEND_CUDA) return;
   struct {
     int64_t n, d, G;
     double spread;
-  } cases[] = {{3000, 2, 4, 6}, {4000, 20, 5, 8}, {2500, 7, 3, 3}, {1000, 40, 2, 10}};
+  } cases[] = {{3000, 2, 4, 6},  {4000, 20, 5, 8}, {2500, 7, 3, 3},   {1000, 40, 2, 10},
+               {24, 3, 1, 4},    {600, 1, 2, 6},   {3000, 64, 2, 10}, {1500, 65, 2, 10}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     const int64_t n = cases[c].n, d = cases[c].d, G = cases[c].G;
     int64_t *label = malloc(sizeof(int64_t) * n);
     double *x = mixture(n, d, G, cases[c].spread, 0, 300 + c, label);
     for (int t_ = 0; t_ < GPUML_GMM_N_MODELS; t_++) {
       const gpuml_gmm_covariance t = (gpuml_gmm_covariance)t_;
+      /* the edge cases: the full-covariance models whose steps the fused kernels take */
+      if (c >= 4 && t != GPUML_GMM_VVV && t != GPUML_GMM_EEE) continue;
       gpuml_options og = options(GPUML_BACKEND_CUDA), oc = options(GPUML_BACKEND_CPU);
       /* a fixed number of iterations, so that both stop at the same place */
       fit_t g = fit_with(x, n, d, &G, 1, t, 40, 0, 1e-6, 1, 21, &og);
@@ -855,6 +862,11 @@ static void test_backends_agree(void) {
       }
       fit_free(&g);
       fit_free(&h);
+    }
+    if (c >= 4) {
+      free(x);
+      free(label);
+      continue;
     }
     /* converged fits with a G list choose the same model */
     const int64_t Gs[] = {1, 2, 3, 4, 5, 6};
@@ -1002,6 +1014,16 @@ int main(void) {
     test_collapse();
     test_callbacks();
     test_backends_agree();
+    if (test_backend == GPUML_BACKEND_CUDA) {
+      /* the same with the fused full-covariance kernels off (the GEMM path) */
+      const char *fused = getenv("GPUML_GMM_FUSED");
+      char *saved = fused ? strdup(fused) : NULL;
+      setenv("GPUML_GMM_FUSED", "0", 1);
+      test_backends_agree();
+      if (saved) setenv("GPUML_GMM_FUSED", saved, 1);
+      else unsetenv("GPUML_GMM_FUSED");
+      free(saved);
+    }
   }
   return check_summary("C");
 }
