@@ -12,6 +12,7 @@
 #include "gmm.h"
 #include "backend.h"
 #include "params.h"
+#include "shards.h"
 
 /* With n <= d rows a full sample covariance is singular; the fit is then allowed only
  * when reg is at least this fraction of the average column variance. */
@@ -62,9 +63,16 @@ typedef struct {
   void *e;
 } gm_engine;
 
+/* The backend's engine, or one over shards of the rows (several devices, GPUML_SHARDS). */
 static gpuml_status open_engine(const gm_gmm_data *data, gm_engine *eng) {
   const gm_gmm_backend *g = gm_backend_used(data->opt)->gmm;
   eng->e = NULL;
+  gm_shard_plan plan;
+  GM_TRY(gm_shard_plan_make(data->opt, data->n, &plan));
+  if (plan.count > 1) {
+    eng->ops = &gm_gmm_sharded_ops;
+    return gm_gmm_sharded_open(data, &plan, &eng->e);
+  }
   eng->ops = g->ops;
   return g->open(data, &eng->e);
 }

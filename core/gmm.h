@@ -53,7 +53,9 @@ typedef struct gm_gmm_ops {
    * nk / n, the means, and as covariances the scatter about the means over nk, without
    * reg (the full matrix, or its diagonal with zeros elsewhere): the unconstrained
    * (VVV or VVI) estimates, which gm_gmm_model_mstep() turns into the model's.
-   * Components with nk < GM_GMM_MIN_POINTS keep their parameters. */
+   * Components with nk = 0 keep their parameters; those below GM_GMM_MIN_POINTS get
+   * their statistics too (the driver re-seeds them; a shard's few points of a component
+   * count in the shards' sum, gmm_shards.c). */
   gpuml_status (*mstep)(void *e, int64_t K, double *nk);
   gpuml_status (*get_params)(void *e, int64_t K, double *weights, double *means,
                              double *covariances);
@@ -72,6 +74,23 @@ typedef struct gm_gmm_data {
   const double *centre; /* d column means (the GPU engine works on centred data) */
   const gpuml_options *opt;
 } gm_gmm_data;
+
+/* An engine over shards of the rows (gmm_shards.c): one backend engine per shard of
+ * `plan` (plan->count > 1), each on its device, combined so that the driver sees one. */
+struct gm_shard_plan;
+gpuml_status gm_gmm_sharded_open(const gm_gmm_data *data, const struct gm_shard_plan *plan,
+                                 void **engine);
+extern const gm_gmm_ops gm_gmm_sharded_ops;
+
+/* The M-step statistics of the whole data from those of `shards` parts of its rows:
+ * part s has nk_s[s K + k], means mu_s (d x K at s K d) and covariances cov_s (the
+ * scatter about its means over nk_s, d x d x K at s K d d; full, or diagonal when !full)
+ * as gm_gmm_ops.mstep leaves them. Out: nk (K), the means and the scatter about them over
+ * nk, in the same layout (components with nk = 0 left as they are). Sums in part order:
+ * every caller that combines the same parts gets the same bits. */
+void gm_gmm_combine(int64_t shards, int64_t K, int64_t d, int full, const double *nk_s,
+                    const double *mu_s, const double *cov_s, double *nk, double *mu,
+                    double *cov);
 
 /* The CPU engine. */
 gpuml_status gm_gmm_cpu_open(const gm_gmm_data *data, void **engine);
