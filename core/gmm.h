@@ -96,6 +96,37 @@ void gm_gmm_combine(int64_t shards, int64_t K, int64_t d, int full, const double
 gpuml_status gm_gmm_cpu_open(const gm_gmm_data *data, void **engine);
 extern const gm_gmm_ops gm_gmm_cpu_ops;
 
+/* Rows spread over processes (the MPI entry points, core/mpi/gmm_mpi.c): each process
+ * holds a block of the rows, and these collective operations see all of them. Every
+ * process calls them in the same order with the same arguments (but its own rows and
+ * values), and every process gets the same bits back; a failure on any process is every
+ * process's (its message). NULL where all rows are in this process. */
+typedef struct gm_gmm_spread {
+  int64_t n;      /* the rows of all processes */
+  void *ctx;
+  /* v[0 .. count) summed over the processes, in process order */
+  gpuml_status (*sum)(void *ctx, double *v, int64_t count);
+  /* the global rows rows[0 .. m) of the d columns into out (m x d, column-major) */
+  gpuml_status (*gather)(void *ctx, const double *x_local, int64_t n_local, int64_t d,
+                         const int64_t *rows, int64_t m, double *out);
+  /* the `count` global rows of smallest value (values: this process's rows; ties: the
+   * smaller row), in that order */
+  gpuml_status (*smallest)(void *ctx, const double *values, int64_t n_local, int64_t count,
+                           int64_t *rows);
+  /* an engine on this process's rows whose steps see all the rows */
+  gpuml_status (*open)(void *ctx, const gm_gmm_data *data, const gm_gmm_ops **ops,
+                       void **engine);
+} gm_gmm_spread;
+
+/* gpuml_gmm_fit() on rows spread over processes (x: this process's n_local rows; z,
+ * classification and uncertainty for those rows; the model and the BIC table the same on
+ * every process). spread NULL: gpuml_gmm_fit() itself. */
+gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int64_t n_local,
+                               int64_t d, const gpuml_gmm_params *params,
+                               gpuml_gmm_model *model, double *z, int64_t *classification,
+                               double *uncertainty, double *bic, const gpuml_options *opt,
+                               gpuml_gmm_result *result);
+
 /* Greedy k-means++ start for G components: the centres are drawn with `seed`, every
  * point is assigned to its nearest centre (ties: the earlier centre), and the result
  * is weights = cluster sizes / n, means = cluster means, and one diagonal covariance
@@ -106,6 +137,13 @@ gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
                              int spherical, double reg, uint64_t seed,
                              const gpuml_options *opt, double *weights, double *means,
                              double *covariances);
+/* The same with the rows spread over processes (x: this process's n rows; spread NULL:
+ * gm_gmm_kmeanspp): the centres are drawn from the same rows (gathered), the assignment
+ * and the clusters' sums are each process's, summed over them. */
+gpuml_status gm_gmm_kmeanspp_spread(const gm_gmm_spread *spread, const double *x, int64_t n,
+                                    int64_t d, int64_t G, int spherical, double reg,
+                                    uint64_t seed, const gpuml_options *opt, double *weights,
+                                    double *means, double *covariances);
 
 /* The covariance models (gmm_models.c). */
 int gm_gmm_valid_model(int model);
@@ -183,6 +221,9 @@ void dtrmm_(const char *side, const char *uplo, const char *transa, const char *
  * up to 32 MB of scatter matrices, and 16 p^2 bytes per group of more than p rows. */
 gpuml_status gm_gmm_hc(const double *x, int64_t n, int64_t d, int64_t gmax,
                        const gpuml_options *opt, int64_t *rows, int32_t *labels);
+
+/* The rows gm_gmm_hc() clusters out of n (m = min(n, GM_GMM_HC_SUBSET) of them). */
+void gm_gmm_hc_rows(int64_t n, int64_t m, int64_t *rows);
 
 /* LAPACK's SVD (the hierarchical start's transformation). */
 void dgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, double *a,
