@@ -210,6 +210,20 @@ static void test_gmm_shards(const harness_backend *b) {
   p.init = GPUML_GMM_INIT_KMEANSPP;
   p.nG = 5;
   check_gmm_case(b, "k-means++, G = 1:5, all models", grouped, n, d, &p, "5", NULL);
+  /* 200 points of one cluster and 3 far ones (two identical) in the last shard:
+   * components collapse and are re-seeded at the worst-fitted rows of all shards */
+  double *far = malloc(sizeof(double) * 203 * 2);
+  for (int64_t i = 0; i < 203; i++)
+    for (int64_t j = 0; j < 2; j++) far[i + j * 203] = i < 200 ? normal() : 60.0 + (double)((i == 202) * j);
+  gpuml_gmm_params_init(&p);
+  p.nG = 1;
+  p.G[0] = 4;
+  p.init = GPUML_GMM_INIT_KMEANSPP;
+  p.reg = 1e-6;
+  p.n_models = 1;
+  p.models[0] = GPUML_GMM_VVV;
+  check_gmm_case(b, "collapsing components, VVV G = 4", far, 203, 2, &p, "3", "2");
+  free(far);
   free(grouped);
   free(mixed);
 }

@@ -76,9 +76,8 @@ static void fit_free(fit_t *f) {
 
 static double relative(double a, double b) { return fabs(a - b) / (fabs(a) > 1 ? fabs(a) : 1); }
 
-static void check_case(const char *name, int64_t n, int64_t d, int64_t G, int grouped,
-                       const gpuml_gmm_params *p, int rank, int size) {
-  double *x = clusters(n, d, G, grouped);
+static void check_fit(const char *name, const double *x, int64_t n, int64_t d,
+                      const gpuml_gmm_params *p, int rank, int size) {
   int64_t r0, rn;
   block_of(n, rank, size, &r0, &rn);
   double *mine = malloc(sizeof(double) * (size_t)(rn * d));
@@ -122,6 +121,36 @@ static void check_case(const char *name, int64_t n, int64_t d, int64_t G, int gr
   fit_free(&spmd);
   fit_free(&one);
   free(mine);
+}
+
+static void check_case(const char *name, int64_t n, int64_t d, int64_t G, int grouped,
+                       const gpuml_gmm_params *p, int rank, int size) {
+  double *x = clusters(n, d, G, grouped);
+  check_fit(name, x, n, d, p, rank, size);
+  free(x);
+}
+
+/* 200 points of one cluster and 3 far ones (two of them identical), on the last rank:
+ * components collapse and are re-seeded at the worst-fitted rows of all ranks. */
+static void check_collapse(int rank, int size) {
+  const int64_t n = 203, d = 2;
+  double *x = malloc(sizeof(double) * (size_t)(n * d));
+  state = 31;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < d; j++) x[i + j * n] = i < 200 ? normal() : 60.0 + (double)((i == 202) * j);
+  gpuml_gmm_params p;
+  gpuml_gmm_params_init(&p);
+  p.nG = 1;
+  p.init = GPUML_GMM_INIT_KMEANSPP;
+  p.reg = 1e-6;
+  p.n_models = 1;
+  p.models[0] = GPUML_GMM_VVV;
+  for (int64_t G = 3; G <= 4; G++) {
+    p.G[0] = G;
+    char name[64];
+    snprintf(name, sizeof name, "collapsing components, VVV G = %lld", (long long)G);
+    check_fit(name, x, n, d, &p, rank, size);
+  }
   free(x);
 }
 
@@ -188,6 +217,7 @@ int main(int argc, char **argv) {
   p.init = GPUML_GMM_INIT_KMEANSPP;
   p.n_init = 2;
   check_case("k-means++ starts, n_init = 2", 900, 3, 4, 1, &p, rank, size);
+  check_collapse(rank, size);
   check_errors(rank);
   int counts[2] = {check_passed, check_failed}, total[2] = {0, 0};
   MPI_Reduce(counts, total, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
