@@ -82,15 +82,29 @@ gpuml_status gm_gmm_sharded_open(const gm_gmm_data *data, const struct gm_shard_
                                  void **engine);
 extern const gm_gmm_ops gm_gmm_sharded_ops;
 
-/* The M-step statistics of the whole data from those of `shards` parts of its rows:
+/* The parameters an engine made of parts (shards, MPI ranks) holds on the host: the
+ * same on every part, set on each. */
+typedef struct {
+  int64_t d;
+  double *w, *mu, *cov; /* kmax, d x kmax, d x d x kmax */
+} gm_gmm_held;
+int gm_gmm_held_alloc(gm_gmm_held *h, int64_t d, int64_t kmax);
+void gm_gmm_held_free(gm_gmm_held *h);
+void gm_gmm_held_set(gm_gmm_held *h, int64_t K, const double *w, const double *mu,
+                     const double *cov);
+void gm_gmm_held_set_component(gm_gmm_held *h, int64_t K, const double *w, int64_t k,
+                               const double *mu, const double *cov);
+void gm_gmm_held_get(const gm_gmm_held *h, int64_t K, double *w, double *mu, double *cov);
+
+/* The M-step of the whole data (n rows) from the statistics of `parts` parts of its rows:
  * part s has nk_s[s K + k], means mu_s (d x K at s K d) and covariances cov_s (the
  * scatter about its means over nk_s, d x d x K at s K d d; full, or diagonal when !full)
- * as gm_gmm_ops.mstep leaves them. Out: nk (K), the means and the scatter about them over
- * nk, in the same layout (components with nk = 0 left as they are). Sums in part order:
- * every caller that combines the same parts gets the same bits. */
-void gm_gmm_combine(int64_t shards, int64_t K, int64_t d, int full, const double *nk_s,
-                    const double *mu_s, const double *cov_s, double *nk, double *mu,
-                    double *cov);
+ * as gm_gmm_ops.mstep leaves them. Out: nk (K), and in `held` the weights nk / n, the
+ * means and the scatter about them over nk (components with nk = 0 left as they are).
+ * Sums in part order: every caller that combines the same parts gets the same bits. */
+void gm_gmm_combine(int64_t parts, int64_t K, int64_t d, int full, int64_t n,
+                    const double *nk_s, const double *mu_s, const double *cov_s, double *nk,
+                    gm_gmm_held *held);
 
 /* The CPU engine. */
 gpuml_status gm_gmm_cpu_open(const gm_gmm_data *data, void **engine);

@@ -17,28 +17,67 @@
 #include "gmm.h"
 #include "shards.h"
 
-void gm_gmm_combine(int64_t shards, int64_t K, int64_t d, int full, const double *nk_s,
-                    const double *mu_s, const double *cov_s, double *nk, double *mu,
-                    double *cov) {
+int gm_gmm_held_alloc(gm_gmm_held *h, int64_t d, int64_t kmax) {
+  h->d = d;
+  h->w = gm_alloc((size_t)kmax, sizeof(double));
+  h->mu = gm_alloc((size_t)(d * kmax), sizeof(double));
+  h->cov = gm_alloc((size_t)(d * d * kmax), sizeof(double));
+  return h->w && h->mu && h->cov;
+}
+
+void gm_gmm_held_free(gm_gmm_held *h) {
+  free(h->w);
+  free(h->mu);
+  free(h->cov);
+  h->w = h->mu = h->cov = NULL;
+}
+
+void gm_gmm_held_set(gm_gmm_held *h, int64_t K, const double *w, const double *mu,
+                     const double *cov) {
+  const size_t d = (size_t)h->d;
+  if (w != h->w) memcpy(h->w, w, (size_t)K * sizeof(double));
+  if (mu != h->mu) memcpy(h->mu, mu, d * (size_t)K * sizeof(double));
+  if (cov != h->cov) memcpy(h->cov, cov, d * d * (size_t)K * sizeof(double));
+}
+
+void gm_gmm_held_set_component(gm_gmm_held *h, int64_t K, const double *w, int64_t k,
+                               const double *mu, const double *cov) {
+  const size_t d = (size_t)h->d;
+  memcpy(h->w, w, (size_t)K * sizeof(double));
+  memcpy(h->mu + (size_t)k * d, mu, d * sizeof(double));
+  memcpy(h->cov + (size_t)k * d * d, cov, d * d * sizeof(double));
+}
+
+void gm_gmm_held_get(const gm_gmm_held *h, int64_t K, double *w, double *mu, double *cov) {
+  const size_t d = (size_t)h->d;
+  if (w) memcpy(w, h->w, (size_t)K * sizeof(double));
+  if (mu) memcpy(mu, h->mu, d * (size_t)K * sizeof(double));
+  if (cov) memcpy(cov, h->cov, d * d * (size_t)K * sizeof(double));
+}
+
+void gm_gmm_combine(int64_t parts, int64_t K, int64_t d, int full, int64_t n,
+                    const double *nk_s, const double *mu_s, const double *cov_s, double *nk,
+                    gm_gmm_held *held) {
   const int64_t dd = d * d;
   for (int64_t k = 0; k < K; k++) {
     double total = 0;
-    for (int64_t s = 0; s < shards; s++) total += nk_s[s * K + k];
+    for (int64_t s = 0; s < parts; s++) total += nk_s[s * K + k];
     nk[k] = total;
     if (!(total > 0)) continue; /* no row: the component keeps its parameters */
-    double *m = mu + k * d, *S = cov + k * dd;
+    double *m = held->mu + k * d, *S = held->cov + k * dd;
+    held->w[k] = total / (double)n;
     for (int64_t j = 0; j < d; j++) {
       double v = 0;
-      for (int64_t s = 0; s < shards; s++)
+      for (int64_t s = 0; s < parts; s++)
         if (nk_s[s * K + k] > 0) v += nk_s[s * K + k] * mu_s[(s * K + k) * d + j];
       m[j] = v / total;
     }
     memset(S, 0, (size_t)dd * sizeof(double));
-    for (int64_t s = 0; s < shards; s++) {
+    for (int64_t s = 0; s < parts; s++) {
       const double w = nk_s[s * K + k];
       if (!(w > 0)) continue;
       const double *ms = mu_s + (s * K + k) * d, *Cs = cov_s + (s * K + k) * dd;
-      /* the shard's scatter about its own mean, moved to the common one */
+      /* the part's scatter about its own mean, moved to the common one */
       for (int64_t b = 0; b < d; b++)
         for (int64_t a = full ? 0 : b; a <= b; a++)
           S[a + b * d] += w * (Cs[a + b * d] + (ms[a] - m[a]) * (ms[b] - m[b]));
@@ -65,11 +104,10 @@ typedef struct {
   gm_shard_plan plan;
   gm_shard_pool *pool;
   gmm_shard *shards;
-  double *w, *mu, *cov; /* the parameters every shard holds */
+  gm_gmm_held held;             /* the parameters every shard holds */
   double *nk_s, *mu_s, *cov_s; /* the shards' statistics, gathered */
   /* the arguments of the step being run */
   int64_t K, k;
-  const double *in_w, *in_mu, *in_cov;
   double *out;
 } gmm_sharded;
 
@@ -117,9 +155,7 @@ static void sharded_close(void *p) {
     free(g->shards[s].info);
   }
   free(g->shards);
-  free(g->w);
-  free(g->mu);
-  free(g->cov);
+  gm_gmm_held_free(&g->held);
   free(g->nk_s);
   free(g->mu_s);
   free(g->cov_s);
@@ -148,14 +184,12 @@ gpuml_status gm_gmm_sharded_open(const gm_gmm_data *data, const gm_shard_plan *p
   const int S = g->plan.count;
   const size_t d = (size_t)data->d, K = (size_t)data->kmax;
   g->shards = calloc((size_t)S, sizeof *g->shards);
-  g->w = gm_alloc(K, sizeof(double));
-  g->mu = gm_alloc(d * K, sizeof(double));
-  g->cov = gm_alloc(d * d * K, sizeof(double));
+  const int held = gm_gmm_held_alloc(&g->held, data->d, data->kmax);
   g->nk_s = gm_alloc((size_t)S * K, sizeof(double));
   g->mu_s = gm_alloc((size_t)S * d * K, sizeof(double));
   g->cov_s = gm_alloc((size_t)S * d * d * K, sizeof(double));
   gpuml_status st = GPUML_OK;
-  if (!g->shards || !g->w || !g->mu || !g->cov || !g->nk_s || !g->mu_s || !g->cov_s)
+  if (!g->shards || !held || !g->nk_s || !g->mu_s || !g->cov_s)
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture's shards");
   if (!st) st = gm_shard_pool_open(&g->plan, data->opt, &g->pool);
   if (!st) st = gm_shard_pool_run(g->pool, shard_open, g, NULL);
@@ -176,20 +210,14 @@ static gpuml_status on_shards(gmm_sharded *g, gm_shard_fn fn) {
 static gpuml_status shard_set_params(void *ctx, int s, const gpuml_options *opt) {
   (void)opt;
   gmm_sharded *g = ctx;
-  return g->shards[s].ops->set_params(g->shards[s].e, g->K, g->in_w, g->in_mu, g->in_cov);
+  return g->shards[s].ops->set_params(g->shards[s].e, g->K, g->held.w, g->held.mu, g->held.cov);
 }
 
 static gpuml_status sharded_set_params(void *p, int64_t K, const double *w, const double *mu,
                                        const double *cov) {
   gmm_sharded *g = p;
-  const size_t d = (size_t)g->data.d;
-  memcpy(g->w, w, (size_t)K * sizeof(double));
-  memcpy(g->mu, mu, d * (size_t)K * sizeof(double));
-  memcpy(g->cov, cov, d * d * (size_t)K * sizeof(double));
+  gm_gmm_held_set(&g->held, K, w, mu, cov);
   g->K = K;
-  g->in_w = g->w;
-  g->in_mu = g->mu;
-  g->in_cov = g->cov;
   return on_shards(g, shard_set_params);
 }
 
@@ -197,17 +225,14 @@ static gpuml_status shard_set_component(void *ctx, int s, const gpuml_options *o
   (void)opt;
   gmm_sharded *g = ctx;
   const int64_t d = g->data.d;
-  return g->shards[s].ops->set_component(g->shards[s].e, g->K, g->w, g->k, g->mu + g->k * d,
-                                         g->cov + g->k * d * d);
+  return g->shards[s].ops->set_component(g->shards[s].e, g->K, g->held.w, g->k,
+                                         g->held.mu + g->k * d, g->held.cov + g->k * d * d);
 }
 
 static gpuml_status sharded_set_component(void *p, int64_t K, const double *w, int64_t k,
                                           const double *mu, const double *cov) {
   gmm_sharded *g = p;
-  const size_t d = (size_t)g->data.d;
-  memcpy(g->w, w, (size_t)K * sizeof(double));
-  memcpy(g->mu + (size_t)k * d, mu, d * sizeof(double));
-  memcpy(g->cov + (size_t)k * d * d, cov, d * d * sizeof(double));
+  gm_gmm_held_set_component(&g->held, K, w, k, mu, cov);
   g->K = K;
   g->k = k;
   return on_shards(g, shard_set_component);
@@ -280,22 +305,13 @@ static gpuml_status sharded_mstep(void *p, int64_t K, double *nk) {
     memcpy(g->cov_s + (size_t)(s * K * d * d), g->shards[s].cov,
            (size_t)(K * d * d) * sizeof(double));
   }
-  gm_gmm_combine(S, K, d, g->data.structure == GM_GMM_FULL_STRUCTURE, g->nk_s, g->mu_s,
-                 g->cov_s, nk, g->mu, g->cov);
-  for (int64_t k = 0; k < K; k++)
-    if (nk[k] > 0) g->w[k] = nk[k] / (double)g->data.n;
-  g->in_w = g->w;
-  g->in_mu = g->mu;
-  g->in_cov = g->cov;
+  gm_gmm_combine(S, K, d, g->data.structure == GM_GMM_FULL_STRUCTURE, g->data.n, g->nk_s,
+                 g->mu_s, g->cov_s, nk, &g->held);
   return on_shards(g, shard_set_params);
 }
 
 static gpuml_status sharded_get_params(void *p, int64_t K, double *w, double *mu, double *cov) {
-  gmm_sharded *g = p;
-  const size_t d = (size_t)g->data.d;
-  if (w) memcpy(w, g->w, (size_t)K * sizeof(double));
-  if (mu) memcpy(mu, g->mu, d * (size_t)K * sizeof(double));
-  if (cov) memcpy(cov, g->cov, d * d * (size_t)K * sizeof(double));
+  gm_gmm_held_get(&((gmm_sharded *)p)->held, K, w, mu, cov);
   return GPUML_OK;
 }
 

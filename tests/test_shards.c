@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gmm_compare.h"
 #include "harness.h"
 
 static uint64_t state = 977;
@@ -80,114 +81,29 @@ static void test_knn_shards(const harness_backend *b) {
 }
 
 /* Gaussian mixtures over shards: the fit with GPUML_SHARDS (and the threaded runner)
- * must choose the same model and G, with the same classification and the log-likelihood
- * and every BIC within 1e-10 relative (the sums of the shards' statistics are added in
- * another order than one engine's). */
-static double normal(void) {
-  return sqrt(-2 * log(uniform() + 1e-300)) * cos(6.283185307179586 * uniform());
-}
-
-/* n points of G elongated clusters in d dimensions, rows grouped by cluster (so that a
- * shard holds a cluster alone and other components get nearly no weight there) or
- * interleaved. */
-static double *clusters(int64_t n, int64_t d, int64_t G, int grouped) {
-  double *x = malloc(sizeof(double) * (size_t)(n * d));
-  for (int64_t i = 0; i < n; i++) {
-    const int64_t k = grouped ? i * G / n : i % G;
-    double e[8];
-    for (int64_t j = 0; j < d; j++) e[j] = normal();
-    for (int64_t j = 0; j < d; j++) {
-      /* cluster k stretched along dimension k % d, tilted by the previous coordinate */
-      const double scale = j == k % d ? 2.0 + (double)k : 0.6 + 0.2 * (double)j;
-      x[i + j * n] = 6.0 * (double)k * (j == 0 ? 1.0 : 0.5 * (double)(k % 2)) + scale * e[j] +
-                     (j > 0 ? 0.4 * e[j - 1] : 0);
-    }
-  }
-  return x;
-}
-
-typedef struct {
-  gpuml_status status;
-  gpuml_gmm_model model;
-  int64_t *cls;
-  double *z, *bic;
-} gmm_run;
-
-static gmm_run gmm_fit_run(const double *x, int64_t n, int64_t d, const gpuml_gmm_params *p,
-                           gpuml_options opt) {
-  gmm_run r;
-  memset(&r, 0, sizeof r);
-  int64_t gmax = 0;
-  for (int64_t g = 0; g < p->nG; g++) gmax = p->G[g] > gmax ? p->G[g] : gmax;
-  r.model.weights = malloc(sizeof(double) * (size_t)gmax);
-  r.model.means = malloc(sizeof(double) * (size_t)(d * gmax));
-  r.model.covariances = malloc(sizeof(double) * (size_t)(d * d * gmax));
-  r.cls = malloc(sizeof(int64_t) * (size_t)n);
-  r.z = malloc(sizeof(double) * (size_t)(n * gmax));
-  r.bic = malloc(sizeof(double) * (size_t)(p->nG * GPUML_GMM_N_MODELS));
-  r.status = gpuml_gmm_fit(x, n, d, p, &r.model, r.z, r.cls, NULL, r.bic, &opt, NULL);
-  return r;
-}
-
-static void gmm_run_free(gmm_run *r) {
-  free(r->model.weights);
-  free(r->model.means);
-  free(r->model.covariances);
-  free(r->cls);
-  free(r->z);
-  free(r->bic);
-}
-
-static double relative(double a, double b) { return fabs(a - b) / (fabs(a) > 1 ? fabs(a) : 1); }
-
+ * must be the one engine's up to the order of the sums (gmm_compare.h). */
 static void check_gmm_case(const harness_backend *b, const char *name, const double *x,
                            int64_t n, int64_t d, const gpuml_gmm_params *p, const char *shards,
                            const char *threads) {
   gpuml_options opt = harness_options(b->id);
+  gmm_fit_t one = gmm_fit_alloc(n, d, p), split = gmm_fit_alloc(n, d, p);
   set_knobs(NULL, NULL);
-  gmm_run one = gmm_fit_run(x, n, d, p, opt);
+  gmm_fit_done(&one, gpuml_gmm_fit(x, n, d, p, &one.model, NULL, one.cls, NULL, one.bic, &opt, NULL));
   set_knobs(shards, threads);
-  gmm_run split = gmm_fit_run(x, n, d, p, opt);
+  gmm_fit_done(&split, gpuml_gmm_fit(x, n, d, p, &split.model, NULL, split.cls, NULL, split.bic,
+                                     &opt, NULL));
   set_knobs(NULL, NULL);
-  const char *how = threads ? threads : "1";
-  CHECK(one.status == GPUML_OK && split.status == GPUML_OK, "GMM %s on %s (shards %s, threads %s): %s",
-        name, b->name, shards, how, gpuml_last_error());
-  if (one.status || split.status) goto done;
-  CHECK(one.model.G == split.model.G && one.model.covariance == split.model.covariance,
-        "GMM %s on %s (shards %s, threads %s): chose %s G = %lld, one engine %s G = %lld", name,
-        b->name, shards, how, gpuml_gmm_model_name(split.model.covariance, d),
-        (long long)split.model.G, gpuml_gmm_model_name(one.model.covariance, d),
-        (long long)one.model.G);
-  if (one.model.G != split.model.G) goto done;
-  CHECK(relative(one.model.loglik, split.model.loglik) <= 1e-10,
-        "GMM %s on %s (shards %s, threads %s): loglik %.17g, one engine %.17g", name, b->name,
-        shards, how, split.model.loglik, one.model.loglik);
-  CHECK(!memcmp(one.cls, split.cls, sizeof(int64_t) * (size_t)n),
-        "GMM %s on %s (shards %s, threads %s): the classification differs", name, b->name, shards,
-        how);
-  double worst_z = 0, worst_bic = 0;
-  for (int64_t i = 0; i < n * one.model.G; i++) {
-    const double e = fabs(one.z[i] - split.z[i]);
-    worst_z = e > worst_z ? e : worst_z;
-  }
-  gpuml_gmm_covariance tried[GPUML_GMM_N_MODELS];
-  const int64_t models = gpuml_gmm_models_tried(n, d, p, tried);
-  for (int64_t c = 0; c < p->nG * models; c++) {
-    if (isnan(one.bic[c]) != isnan(split.bic[c])) worst_bic = INFINITY;
-    else if (!isnan(one.bic[c]) && relative(one.bic[c], split.bic[c]) > worst_bic)
-      worst_bic = relative(one.bic[c], split.bic[c]);
-  }
-  CHECK(worst_z <= 1e-8 && worst_bic <= 1e-10,
-        "GMM %s on %s (shards %s, threads %s): responsibilities differ by %.3g, BIC by %.3g "
-        "relative", name, b->name, shards, how, worst_z, worst_bic);
-done:
-  gmm_run_free(&one);
-  gmm_run_free(&split);
+  char what[160];
+  snprintf(what, sizeof what, "GMM %s on %s (shards %s, threads %s)", name, b->name, shards,
+           threads ? threads : "1");
+  gmm_compare(what, &split, &one, 0, n, n, d, p);
+  gmm_fit_free(&one);
+  gmm_fit_free(&split);
 }
 
 static void test_gmm_shards(const harness_backend *b) {
   const int64_t n = 900, d = 3;
-  double *grouped = clusters(n, d, 3, 1), *mixed = clusters(n, d, 4, 0);
+  double *grouped = gmm_clusters(n, d, 3, 1), *mixed = gmm_clusters(n, d, 4, 0);
   static const gpuml_gmm_covariance each[] = {GPUML_GMM_VVV, GPUML_GMM_EEE, GPUML_GMM_VEV,
                                               GPUML_GMM_VII};
   for (int m = 0; m < 4; m++) {
@@ -210,11 +126,9 @@ static void test_gmm_shards(const harness_backend *b) {
   p.init = GPUML_GMM_INIT_KMEANSPP;
   p.nG = 5;
   check_gmm_case(b, "k-means++, G = 1:5, all models", grouped, n, d, &p, "5", NULL);
-  /* 200 points of one cluster and 3 far ones (two identical) in the last shard:
-   * components collapse and are re-seeded at the worst-fitted rows of all shards */
-  double *far = malloc(sizeof(double) * 203 * 2);
-  for (int64_t i = 0; i < 203; i++)
-    for (int64_t j = 0; j < 2; j++) far[i + j * 203] = i < 200 ? normal() : 60.0 + (double)((i == 202) * j);
+  /* the far rows in the last shard: re-seeded at the worst-fitted rows of all shards */
+  int64_t nc, dc;
+  double *far = gmm_collapsing(&nc, &dc);
   gpuml_gmm_params_init(&p);
   p.nG = 1;
   p.G[0] = 4;
@@ -222,7 +136,7 @@ static void test_gmm_shards(const harness_backend *b) {
   p.reg = 1e-6;
   p.n_models = 1;
   p.models[0] = GPUML_GMM_VVV;
-  check_gmm_case(b, "collapsing components, VVV G = 4", far, 203, 2, &p, "3", "2");
+  check_gmm_case(b, "collapsing components, VVV G = 4", far, nc, dc, &p, "3", "2");
   free(far);
   free(grouped);
   free(mixed);

@@ -28,7 +28,7 @@ typedef struct {
   const gm_gmm_ops *local_ops;
   void *local;
   gm_gmm_data data; /* this rank's rows */
-  double *w, *mu, *cov;               /* the parameters, the same on every rank */
+  gm_gmm_held held;                   /* the parameters, the same on every rank */
   double *mine, *all;                 /* the M-step's statistics: this rank's, every rank's */
   double *nk_s, *mu_s, *cov_s;        /* every rank's, in gm_gmm_combine's layout */
   int64_t K;
@@ -186,20 +186,14 @@ static gpuml_status spread_smallest(void *ctx, const double *values, int64_t n_l
 static gpuml_status mpi_set_params(void *p, int64_t K, const double *w, const double *mu,
                                    const double *cov) {
   mpi_gmm *g = p;
-  const size_t d = (size_t)g->data.d;
-  if (w != g->w) memcpy(g->w, w, (size_t)K * sizeof(double));
-  if (mu != g->mu) memcpy(g->mu, mu, d * (size_t)K * sizeof(double));
-  if (cov != g->cov) memcpy(g->cov, cov, d * d * (size_t)K * sizeof(double));
-  return settle(g, g->local_ops->set_params(g->local, K, g->w, g->mu, g->cov));
+  gm_gmm_held_set(&g->held, K, w, mu, cov);
+  return settle(g, g->local_ops->set_params(g->local, K, g->held.w, g->held.mu, g->held.cov));
 }
 
 static gpuml_status mpi_set_component(void *p, int64_t K, const double *w, int64_t k,
                                       const double *mu, const double *cov) {
   mpi_gmm *g = p;
-  const size_t d = (size_t)g->data.d;
-  memcpy(g->w, w, (size_t)K * sizeof(double));
-  memcpy(g->mu + (size_t)k * d, mu, d * sizeof(double));
-  memcpy(g->cov + (size_t)k * d * d, cov, d * d * sizeof(double));
+  gm_gmm_held_set_component(&g->held, K, w, k, mu, cov);
   return settle(g, g->local_ops->set_component(g->local, K, w, k, mu, cov));
 }
 
@@ -241,19 +235,13 @@ static gpuml_status mpi_mstep(void *p, int64_t K, double *nk) {
     memcpy(g->mu_s + r * K * d, a + K, (size_t)(d * K) * sizeof(double));
     memcpy(g->cov_s + r * K * d * d, a + K + d * K, (size_t)(d * d * K) * sizeof(double));
   }
-  gm_gmm_combine(g->size, K, d, g->data.structure == GM_GMM_FULL_STRUCTURE, g->nk_s, g->mu_s,
-                 g->cov_s, nk, g->mu, g->cov);
-  for (int64_t k = 0; k < K; k++)
-    if (nk[k] > 0) g->w[k] = nk[k] / (double)g->offsets[g->size];
-  return mpi_set_params(g, K, g->w, g->mu, g->cov);
+  gm_gmm_combine(g->size, K, d, g->data.structure == GM_GMM_FULL_STRUCTURE, g->offsets[g->size],
+                 g->nk_s, g->mu_s, g->cov_s, nk, &g->held);
+  return mpi_set_params(g, K, g->held.w, g->held.mu, g->held.cov);
 }
 
 static gpuml_status mpi_get_params(void *p, int64_t K, double *w, double *mu, double *cov) {
-  mpi_gmm *g = p;
-  const size_t d = (size_t)g->data.d;
-  if (w) memcpy(w, g->w, (size_t)K * sizeof(double));
-  if (mu) memcpy(mu, g->mu, d * (size_t)K * sizeof(double));
-  if (cov) memcpy(cov, g->cov, d * d * (size_t)K * sizeof(double));
+  gm_gmm_held_get(&((mpi_gmm *)p)->held, K, w, mu, cov);
   return GPUML_OK;
 }
 
@@ -271,15 +259,13 @@ static gpuml_status mpi_set_structure(void *p, gm_gmm_structure structure) {
 static void release_engine(mpi_gmm *g) {
   if (g->local) g->local_ops->close(g->local);
   g->local = NULL;
-  free(g->w);
-  free(g->mu);
-  free(g->cov);
+  gm_gmm_held_free(&g->held);
   free(g->mine);
   free(g->all);
   free(g->nk_s);
   free(g->mu_s);
   free(g->cov_s);
-  g->w = g->mu = g->cov = g->mine = g->all = g->nk_s = g->mu_s = g->cov_s = NULL;
+  g->mine = g->all = g->nk_s = g->mu_s = g->cov_s = NULL;
 }
 
 static void mpi_close(void *p) { release_engine(p); }
@@ -298,16 +284,14 @@ static gpuml_status spread_open(void *ctx, const gm_gmm_data *data, const gm_gmm
   const gm_gmm_backend *b = gm_backend_used(data->opt)->gmm;
   g->local_ops = b->ops;
   const size_t d = (size_t)data->d, K = (size_t)data->kmax, per = K * (1 + d + d * d);
-  g->w = gm_alloc(K, sizeof(double));
-  g->mu = gm_alloc(d * K, sizeof(double));
-  g->cov = gm_alloc(d * d * K, sizeof(double));
+  const int held = gm_gmm_held_alloc(&g->held, data->d, data->kmax);
   g->mine = gm_alloc(per, sizeof(double));
   g->all = gm_alloc(per * (size_t)g->size, sizeof(double));
   g->nk_s = gm_alloc(K * (size_t)g->size, sizeof(double));
   g->mu_s = gm_alloc(d * K * (size_t)g->size, sizeof(double));
   g->cov_s = gm_alloc(d * d * K * (size_t)g->size, sizeof(double));
   gpuml_status st = GPUML_OK;
-  if (!g->w || !g->mu || !g->cov || !g->mine || !g->all || !g->nk_s || !g->mu_s || !g->cov_s)
+  if (!held || !g->mine || !g->all || !g->nk_s || !g->mu_s || !g->cov_s)
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the ranks' mixture statistics");
   else if (per > INT_MAX)
     st = gm_fail(GPUML_ERR_ARG, "gmm:tooLarge", "G (1 + d + d^2) = %lld values are too many to gather",

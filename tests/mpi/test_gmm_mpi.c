@@ -1,41 +1,17 @@
 /* C tests of gpuml_mpi_gmm_fit (core/mpi/gmm_mpi.c), run as `mpirun -np 3
  * build/tests/test_gmm_mpi`: every rank makes the same global data and keeps its block of
- * rows (uneven); the SPMD fit must choose the model and G of one process on the whole
- * data, with the same classification of the rank's rows and the log-likelihood and every
- * BIC within 1e-10 relative (sums in another order). Rank 0 prints the counts of all
- * ranks. */
+ * rows (uneven); the SPMD fit must be the fit of one process on the whole data up to the
+ * order of the sums (gmm_compare.h: the same model, G and classification of the rank's
+ * rows, the log-likelihood and every BIC within 1e-10 relative) and the same on every
+ * rank. Rank 0 prints the counts of all ranks. */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "check.h"
+#include "gmm_compare.h"
 #include "gpuml_mpi.h"
-
-static uint64_t state;
-static double uniform(void) {
-  state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return ((double)(state >> 11) + 0.5) / 9007199254740992.0;
-}
-static double normal(void) { return sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform()); }
-
-/* n points of G elongated, tilted clusters in d <= 8 dimensions; rows grouped by cluster
- * (a rank then holds some clusters alone) or interleaved. */
-static double *clusters(int64_t n, int64_t d, int64_t G, int grouped) {
-  state = 1234 + (uint64_t)(n * 31 + d * 7 + G);
-  double *x = malloc(sizeof(double) * (size_t)(n * d));
-  for (int64_t i = 0; i < n; i++) {
-    const int64_t k = grouped ? i * G / n : i % G;
-    double e[8];
-    for (int64_t j = 0; j < d; j++) e[j] = normal();
-    for (int64_t j = 0; j < d; j++)
-      x[i + j * n] = 6.0 * (double)k * (j == 0 ? 1.0 : 0.5 * (double)(k % 2)) +
-                     (j == k % d ? 2.0 + (double)k : 0.6 + 0.2 * (double)j) * e[j] +
-                     (j > 0 ? 0.4 * e[j - 1] : 0);
-  }
-  return x;
-}
 
 /* Rank r's block of n rows: sizes 1 : 2 : 3 ... */
 static void block_of(int64_t n, int rank, int size, int64_t *r0, int64_t *rn) {
@@ -46,36 +22,6 @@ static void block_of(int64_t n, int rank, int size, int64_t *r0, int64_t *rn) {
   *rn = n * (before + rank + 1) / total - *r0;
 }
 
-typedef struct {
-  gpuml_status status;
-  gpuml_gmm_model model;
-  int64_t *cls;
-  double *bic;
-} fit_t;
-
-static fit_t fit_alloc(int64_t n, int64_t d, const gpuml_gmm_params *p) {
-  fit_t f;
-  memset(&f, 0, sizeof f);
-  int64_t gmax = 1;
-  for (int64_t g = 0; g < p->nG; g++) gmax = p->G[g] > gmax ? p->G[g] : gmax;
-  f.model.weights = malloc(sizeof(double) * (size_t)gmax);
-  f.model.means = malloc(sizeof(double) * (size_t)(d * gmax));
-  f.model.covariances = malloc(sizeof(double) * (size_t)(d * d * gmax));
-  f.cls = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-  f.bic = malloc(sizeof(double) * (size_t)(p->nG * GPUML_GMM_N_MODELS));
-  return f;
-}
-
-static void fit_free(fit_t *f) {
-  free(f->model.weights);
-  free(f->model.means);
-  free(f->model.covariances);
-  free(f->cls);
-  free(f->bic);
-}
-
-static double relative(double a, double b) { return fabs(a - b) / (fabs(a) > 1 ? fabs(a) : 1); }
-
 static void check_fit(const char *name, const double *x, int64_t n, int64_t d,
                       const gpuml_gmm_params *p, int rank, int size) {
   int64_t r0, rn;
@@ -85,59 +31,35 @@ static void check_fit(const char *name, const double *x, int64_t n, int64_t d,
   gpuml_options opt;
   gpuml_options_init(&opt);
   opt.backend = GPUML_BACKEND_CPU;
-  fit_t spmd = fit_alloc(rn, d, p), one = fit_alloc(n, d, p);
-  spmd.status = gpuml_mpi_gmm_fit(MPI_COMM_WORLD, mine, rn, d, p, &spmd.model, NULL, spmd.cls,
-                                  NULL, spmd.bic, &opt, NULL);
-  const char *why = spmd.status ? gpuml_last_error() : "";
-  char message[1024];
-  snprintf(message, sizeof message, "%s", why);
-  one.status = gpuml_gmm_fit(x, n, d, p, &one.model, NULL, one.cls, NULL, one.bic, &opt, NULL);
-  CHECK(spmd.status == GPUML_OK && one.status == GPUML_OK, "%s (rank %d): %s / %s", name, rank,
-        message, one.status ? gpuml_last_error() : "");
-  if (!spmd.status && !one.status) {
-    CHECK(spmd.model.G == one.model.G && spmd.model.covariance == one.model.covariance,
-          "%s (rank %d): chose %s G = %lld, one process %s G = %lld", name, rank,
-          gpuml_gmm_model_name(spmd.model.covariance, d), (long long)spmd.model.G,
-          gpuml_gmm_model_name(one.model.covariance, d), (long long)one.model.G);
-    CHECK(relative(spmd.model.loglik, one.model.loglik) <= 1e-10,
-          "%s (rank %d): loglik %.17g, one process %.17g", name, rank, spmd.model.loglik,
-          one.model.loglik);
-    CHECK(!memcmp(spmd.cls, one.cls + r0, sizeof(int64_t) * (size_t)rn),
-          "%s (rank %d): the classification of the rank's rows differs", name, rank);
-    gpuml_gmm_covariance tried[GPUML_GMM_N_MODELS];
-    const int64_t cells = p->nG * gpuml_gmm_models_tried(n, d, p, tried);
-    double worst = 0;
-    for (int64_t c = 0; c < cells; c++)
-      if (isnan(spmd.bic[c]) != isnan(one.bic[c])) worst = INFINITY;
-      else if (!isnan(one.bic[c]) && relative(spmd.bic[c], one.bic[c]) > worst)
-        worst = relative(spmd.bic[c], one.bic[c]);
-    CHECK(worst <= 1e-10, "%s (rank %d): BIC differs by %.3g relative", name, rank, worst);
-    /* every rank holds the same model, bit for bit */
-    double sum[2] = {spmd.model.loglik, spmd.model.means[0]}, lo[2], hi[2];
-    MPI_Allreduce(sum, lo, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(sum, hi, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    CHECK(lo[0] == hi[0] && lo[1] == hi[1], "%s (rank %d): the ranks' models differ", name, rank);
-  }
-  fit_free(&spmd);
-  fit_free(&one);
+  gmm_fit_t spmd = gmm_fit_alloc(rn, d, p), one = gmm_fit_alloc(n, d, p);
+  gmm_fit_done(&spmd, gpuml_mpi_gmm_fit(MPI_COMM_WORLD, mine, rn, d, p, &spmd.model, NULL,
+                                        spmd.cls, NULL, spmd.bic, &opt, NULL));
+  gmm_fit_done(&one, gpuml_gmm_fit(x, n, d, p, &one.model, NULL, one.cls, NULL, one.bic, &opt, NULL));
+  char what[160];
+  snprintf(what, sizeof what, "%s (rank %d of %d)", name, rank, size);
+  gmm_compare(what, &spmd, &one, r0, rn, n, d, p);
+  /* every rank holds the same model, bit for bit */
+  double v[2] = {spmd.model.loglik, spmd.model.means[0]}, lo[2], hi[2];
+  MPI_Allreduce(v, lo, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(v, hi, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(spmd.status || (lo[0] == hi[0] && lo[1] == hi[1]), "%s: the ranks' models differ", what);
+  gmm_fit_free(&spmd);
+  gmm_fit_free(&one);
   free(mine);
 }
 
 static void check_case(const char *name, int64_t n, int64_t d, int64_t G, int grouped,
                        const gpuml_gmm_params *p, int rank, int size) {
-  double *x = clusters(n, d, G, grouped);
+  double *x = gmm_clusters(n, d, G, grouped);
   check_fit(name, x, n, d, p, rank, size);
   free(x);
 }
 
-/* 200 points of one cluster and 3 far ones (two of them identical), on the last rank:
- * components collapse and are re-seeded at the worst-fitted rows of all ranks. */
+/* The far rows on the last rank: components collapse and are re-seeded at the
+ * worst-fitted rows of all ranks. */
 static void check_collapse(int rank, int size) {
-  const int64_t n = 203, d = 2;
-  double *x = malloc(sizeof(double) * (size_t)(n * d));
-  state = 31;
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < d; j++) x[i + j * n] = i < 200 ? normal() : 60.0 + (double)((i == 202) * j);
+  int64_t n, d;
+  double *x = gmm_collapsing(&n, &d);
   gpuml_gmm_params p;
   gpuml_gmm_params_init(&p);
   p.nG = 1;
@@ -160,7 +82,7 @@ static void check_errors(int rank) {
   gpuml_gmm_params_init(&p);
   p.nG = 1;
   p.G[0] = 1;
-  fit_t f = fit_alloc(4, 2, &p);
+  gmm_fit_t f = gmm_fit_alloc(4, 2, &p);
   gpuml_options opt;
   gpuml_options_init(&opt);
   opt.backend = GPUML_BACKEND_CPU;
@@ -186,7 +108,7 @@ static void check_errors(int rank) {
   if (size > 1)
     CHECK(st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "mpi:mismatch") == 0,
           "d differing between ranks (rank %d): %s", rank, gpuml_last_error());
-  fit_free(&f);
+  gmm_fit_free(&f);
 }
 
 int main(int argc, char **argv) {
