@@ -421,6 +421,9 @@ static int by_value(const void *a, const void *b) {
   return p->value < q->value ? -1 : p->value > q->value ? 1 : (p->row > q->row) - (p->row < q->row);
 }
 
+static gpuml_status hc_start_local(const gm_gmm_data *data, int64_t gmax, gm_hc_start *h);
+
+/* The start's rows (gathered from every process when spread) and their partitions. */
 static gpuml_status hc_start_prepare(const gm_gmm_data *data, const gm_gmm_spread *spread,
                                      int64_t gmax, gm_hc_start *h) {
   const int64_t d = data->d, n = spread ? spread->n : data->n;
@@ -433,20 +436,28 @@ static gpuml_status hc_start_prepare(const gm_gmm_data *data, const gm_gmm_sprea
     const int64_t m = d == 1 ? n : (n < GM_GMM_HC_SUBSET ? n : GM_GMM_HC_SUBSET);
     int64_t *rows = gm_alloc((size_t)m, sizeof *rows);
     h->own = gm_alloc((size_t)m * (size_t)d, sizeof(double));
-    if (!rows || !h->own) {
+    gpuml_status st = rows && h->own ? GPUML_OK
+                                     : gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's rows");
+    if ((st = gm_gmm_agree(spread, st))) {
       free(rows);
-      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's rows");
+      return st;
     }
     if (d == 1)
       for (int64_t i = 0; i < m; i++) rows[i] = i;
     else
       gm_gmm_hc_rows(n, m, rows);
-    gpuml_status st = spread->gather(spread->ctx, data->x, data->n, d, rows, m, h->own);
+    st = spread->gather(spread->ctx, data->x, data->n, d, rows, m, h->own);
     free(rows);
     if (st) return st;
     h->x = h->own;
     h->ld = m;
   }
+  return gm_gmm_agree(spread, hc_start_local(data, gmax, h));
+}
+
+/* hc_start_prepare() on the rows of h->x. */
+static gpuml_status hc_start_local(const gm_gmm_data *data, int64_t gmax, gm_hc_start *h) {
+  const int64_t d = data->d, n = h->ld;
   if (d == 1) {
     gm_ranked *order = gm_alloc((size_t)n, sizeof *order);
     h->labels = gm_alloc((size_t)n, sizeof(int32_t));
@@ -747,14 +758,19 @@ static int fit_failed(gpuml_status st) {
 static gpuml_status spread_column_stats(const gm_gmm_spread *spread, const double *x,
                                         int64_t n_local, int64_t d, double *mean,
                                         double *avg_var) {
-  for (int64_t j = 0; j < d; j++) {
+  double *var = gm_alloc((size_t)d, sizeof(double));
+  gpuml_status st = gm_gmm_agree(
+      spread, var ? GPUML_OK : gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate column variances"));
+  for (int64_t j = 0; !st && j < d; j++) {
     double s = 0;
     for (int64_t i = 0; i < n_local; i++) s += x[i + j * n_local];
     mean[j] = s;
   }
-  GM_TRY(spread->sum(spread->ctx, mean, d));
-  double *var = gm_alloc((size_t)d, sizeof(double));
-  if (!var) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate column variances");
+  if (!st) st = spread->sum(spread->ctx, mean, d);
+  if (st) {
+    free(var);
+    return st;
+  }
   for (int64_t j = 0; j < d; j++) {
     mean[j] /= (double)spread->n;
     double v = 0;
@@ -764,7 +780,7 @@ static gpuml_status spread_column_stats(const gm_gmm_spread *spread, const doubl
     }
     var[j] = v;
   }
-  gpuml_status st = spread->sum(spread->ctx, var, d);
+  st = spread->sum(spread->ctx, var, d);
   double total = 0;
   for (int64_t j = 0; j < d; j++) total += var[j] / (double)spread->n;
   *avg_var = total / (double)d;
@@ -839,10 +855,9 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
   gm_kept *kept = NULL;
   gm_engine eng = {NULL, NULL};
   const int ok_s = alloc_space(&s, n_local, d, gmax), ok_b = alloc_space(&best_g, 1, d, gmax);
-  if (!ok_s || !ok_b || !gm_gmm_mstep_alloc(&ms, d, gmax)) {
+  if (!ok_s || !ok_b || !gm_gmm_mstep_alloc(&ms, d, gmax))
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture parameters");
-    goto done;
-  }
+  if ((st = gm_gmm_agree(spread, st))) goto done;
   const gm_gmm_data data = {x, n_local, d, gmax,
                             any_full ? GM_GMM_FULL_STRUCTURE : GM_GMM_DIAGONAL_STRUCTURE,
                             centre, &used};
@@ -850,30 +865,24 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
     goto done;
   const int use_hc = params->init == GPUML_GMM_INIT_HC && d <= GM_GMM_HC_MAX_DIM;
   if (use_hc && (st = hc_start_prepare(&data, spread, gmax, &hc))) goto done;
-  if (use_hc && d == 1 && !(labels1 = gm_alloc((size_t)hc.m, sizeof(int32_t)))) {
+  if (use_hc && d == 1 && !(labels1 = gm_alloc((size_t)hc.m, sizeof(int32_t))))
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's classes");
-    goto done;
-  }
-  if (use_hc) {
+  if (use_hc && !st) {
     kept = kept_alloc(params->nG * GM_GMM_KEEP, d, gmax);
     score = gm_alloc((size_t)hc.m, sizeof(double));
     cwork = gm_alloc((size_t)(d * d + d), sizeof(double));
     lab_t = gm_alloc((size_t)hc.m, sizeof(int32_t));
     lab_s = gm_alloc((size_t)hc.m, sizeof(int32_t));
     map = gm_alloc((size_t)(2 * gmax), sizeof(int));
-    if (!kept || !score || !cwork || !lab_t || !lab_s || !map) {
+    if (!kept || !score || !cwork || !lab_t || !lab_s || !map)
       st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's refinement");
-      goto done;
-    }
   }
 
   const int64_t nG = params->nG, total_fits = nG * n_models * params->n_init;
   /* the BIC table, the caller's or ours */
   double *cells = bic ? bic : (own_cells = gm_alloc((size_t)(nG * n_models), sizeof(double)));
-  if (!cells) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the BIC table");
-    goto done;
-  }
+  if (!st && !cells) st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the BIC table");
+  if ((st = gm_gmm_agree(spread, st))) goto done;
   const int reg_regularises = params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var;
   int64_t fits_done = 0, best_run = -1, last_run = -1, run = 0;
   gpuml_status last_failure = GPUML_OK;
@@ -1048,10 +1057,9 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
   if (z || classification || uncertainty) {
     const int64_t G = model->G;
     double *zz = z;
-    if (!zz && !(zz = zbuf = gm_alloc((size_t)n_local * (size_t)G, sizeof(double)))) {
+    if (!zz && !(zz = zbuf = gm_alloc((size_t)n_local * (size_t)G, sizeof(double))))
       st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the responsibilities");
-      goto done;
-    }
+    if ((st = gm_gmm_agree(spread, st))) goto done;
     if (best_run != last_run) {  /* the engine holds another fit: evaluate the chosen one */
       double loglik;
       if ((st = use_model(&eng, model->covariance)) ||

@@ -130,7 +130,14 @@ typedef struct gm_gmm_spread {
   /* an engine on this process's rows whose steps see all the rows */
   gpuml_status (*open)(void *ctx, const gm_gmm_data *data, const gm_gmm_ops **ops,
                        void **engine);
+  /* every process's status: a failure on any is every one's (called where a process
+   * may fail alone, out of memory, so that all leave together) */
+  gpuml_status (*agree)(void *ctx, gpuml_status st);
 } gm_gmm_spread;
+
+static inline gpuml_status gm_gmm_agree(const gm_gmm_spread *spread, gpuml_status st) {
+  return spread ? spread->agree(spread->ctx, st) : st;
+}
 
 /* gpuml_gmm_fit() on rows spread over processes (x: this process's n_local rows; z,
  * classification and uncertainty for those rows; the model and the BIC table the same on

@@ -181,11 +181,10 @@ gpuml_status gm_gmm_kmeanspp_spread(const gm_gmm_spread *spread, const double *x
   label = gm_alloc((size_t)n, sizeof(int64_t));
   gpuml_status st = GPUML_OK;
   if (!s.nearest || !s.cand || !s.block || !s.scratch || ((sampled || spread) && (!sample || !drawn)) ||
-      !centres || !count || !var || !rows || !best_rows || !label) {
+      !centres || !count || !var || !rows || !best_rows || !label)
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the k-means++ start",
                  ((double)ns * (s.trials + 1 + (sampled ? d : 0)) + (double)n) * 8 / 1e6);
-    goto done;
-  }
+  if ((st = gm_gmm_agree(spread, st))) goto done;
   const double *xs = x;
   if (sampled || spread) {
     /* rows drawn with replacement (a repeat is never drawn as a centre twice), or all of

@@ -38,6 +38,8 @@ static gpuml_status settle(mpi_gmm *g, gpuml_status st) {
   return gm_mpi_agree(g->comm, g->rank, g->size, st);
 }
 
+static gpuml_status spread_agree(void *ctx, gpuml_status st) { return settle(ctx, st); }
+
 /* Every rank's `count` doubles into all (size x count), once every rank's st is OK. */
 static gpuml_status gather_all(mpi_gmm *g, gpuml_status st, const double *mine, int64_t count,
                                double *all) {
@@ -352,9 +354,13 @@ gpuml_status gpuml_mpi_gmm_fit(MPI_Comm comm, const double *x, int64_t n_local, 
                  "the model's weights, means and covariances must be allocated");
   if ((st = gm_mpi_agree(comm, g.rank, g.size, st))) goto done;
   const gm_gmm_spread spread = {g.offsets[g.size], &g, spread_sum, spread_gather,
-                                spread_smallest, spread_open};
+                                spread_smallest, spread_open, spread_agree};
+  /* a rank cannot stop alone: the interrupt callback is not polled (each rank still
+   * reports its progress) */
+  gpuml_options local = *opt;
+  local.interrupted = NULL;
   st = gm_gmm_fit_spread(&spread, x, n_local, d, params, model, z, classification, uncertainty,
-                         bic, opt, result);
+                         bic, &local, result);
   st = gm_mpi_agree(comm, g.rank, g.size, st);
   if (!st && result) result->run.seconds = gm_seconds() - t0;
 done:
