@@ -248,6 +248,8 @@ gpuml_status gm_shard_pool_run(gm_shard_pool *p, gm_shard_fn fn, void *ctx, cons
   for (int t = 0; t < p->nthreads; t++)
     if (p->workers[t].status)
       return gm_fail(p->workers[t].status, p->workers[t].id, "%s", p->workers[t].message);
+  /* the last shards may finish between two looks */
+  if (stage && reported < plan->rows) gm_progress(used, stage, plan->rows, plan->rows);
   return GPUML_OK;
 }
 

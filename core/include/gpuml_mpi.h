@@ -53,6 +53,8 @@ gpuml_status gpuml_mpi_knn_search(MPI_Comm comm, const double *data, int64_t n_l
  * components that collapse are re-seeded at the worst-fitted rows of all ranks. The fit
  * is then the one-process fit up to the order of the sums (the tests ask for the same
  * model, G and classification and log-likelihoods within 1e-10).
+ * The ranks agree on the status after every step one of them could fail alone; the
+ * interrupt callback is not polled (a rank cannot stop alone), progress is each rank's.
  * Errors as gpuml_gmm_fit, "mpi:mismatch" when the ranks disagree on d or the parameters'
  * counts, "mpi:error" when MPI fails; every rank gets the same status.
  */
