@@ -12,6 +12,7 @@
 #include "gmm.h"
 #include "backend.h"
 #include "params.h"
+#include "shards.h"
 
 /* With n <= d rows a full sample covariance is singular; the fit is then allowed only
  * when reg is at least this fraction of the average column variance. */
@@ -62,9 +63,16 @@ typedef struct {
   void *e;
 } gm_engine;
 
+/* The backend's engine, or one over shards of the rows (several devices, GPUML_SHARDS). */
 static gpuml_status open_engine(const gm_gmm_data *data, gm_engine *eng) {
   const gm_gmm_backend *g = gm_backend_used(data->opt)->gmm;
   eng->e = NULL;
+  gm_shard_plan plan;
+  GM_TRY(gm_shard_plan_make(data->opt, data->n, &plan));
+  if (plan.count > 1) {
+    eng->ops = &gm_gmm_sharded_ops;
+    return gm_gmm_sharded_open(data, &plan, &eng->e);
+  }
   eng->ops = g->ops;
   return g->open(data, &eng->e);
 }
@@ -114,6 +122,7 @@ static void classify(const double *z, int64_t n, int64_t K, int64_t *classificat
 /* Host space of one fit (sized for the largest G). */
 typedef struct {
   double *w, *mu, *cov, *cov0, *nk, *logdens, *count, *centred;
+  double *seeds; /* G x d: the rows re-seeded components start from */
   int *info, *active;
   int64_t *rows;
 } gm_fit_space;
@@ -130,11 +139,14 @@ typedef struct {
   double reg;
   int reg_regularises; /* reg is at least GM_GMM_MIN_REG_FRACTION of the average variance */
   gm_gmm_mstep *mstep;
+  const gm_gmm_spread *spread; /* rows on other processes too, or NULL */
 } gm_fit_setup;
 
-/* A hard partition of some rows into G groups: rows[i] (NULL: row i) is in group
- * labels[i * stride] (0 .. G-1), i < m. */
+/* A hard partition of some rows of x (ld rows) into G groups: rows[i] (NULL: row i) is
+ * in group labels[i * stride] (0 .. G-1), i < m. */
 typedef struct {
+  const double *x;
+  int64_t ld;
   const int64_t *rows;
   const int32_t *labels;
   int64_t m, stride;
@@ -164,10 +176,11 @@ static void worst_rows(const double *logdens, int64_t n, int64_t count, int64_t 
  * E-step), with the starting covariance and weight 1/G, the weights renormalised. */
 static gpuml_status reseed(gm_engine *eng, const gm_gmm_data *data, const gm_fit_setup *fs,
                            int64_t G, const int *flag, gm_fit_space *s, int64_t *reseeds) {
+  const gm_gmm_spread *spread = fs->spread;
   int64_t count = 0;
   for (int64_t k = 0; k < G; k++) count += flag[k] != 0;
   if (!count) return GPUML_OK;
-  const int64_t n = data->n, d = data->d;
+  const int64_t n = spread ? spread->n : data->n, d = data->d;
   *reseeds += count;
   if (*reseeds > GM_GMM_MAX_RESEEDS_PER_COMPONENT * G || count >= n)
     return gm_fail(GPUML_ERR_NUMERIC, "gmm:collapse",
@@ -178,7 +191,15 @@ static gpuml_status reseed(gm_engine *eng, const gm_gmm_data *data, const gm_fit
   gpuml_status st;
   if ((st = eng->ops->get_params(eng->e, G, s->w, NULL, NULL))) return st;
   if ((st = eng->ops->log_density(eng->e, s->logdens))) return st;
-  worst_rows(s->logdens, n, count, s->rows);
+  if (spread) {
+    if ((st = spread->smallest(spread->ctx, s->logdens, data->n, count, s->rows))) return st;
+    if ((st = spread->gather(spread->ctx, data->x, data->n, d, s->rows, count, s->seeds)))
+      return st;
+  } else {
+    worst_rows(s->logdens, n, count, s->rows);
+    for (int64_t c = 0; c < count; c++)
+      for (int64_t j = 0; j < d; j++) s->seeds[c + j * count] = data->x[s->rows[c] + j * n];
+  }
   for (int64_t k = 0; k < G; k++)
     if (flag[k]) s->w[k] = 1.0 / (double)G;
   double total = 0;
@@ -187,8 +208,8 @@ static gpuml_status reseed(gm_engine *eng, const gm_gmm_data *data, const gm_fit
   int64_t used = 0;
   for (int64_t k = 0; k < G; k++) {
     if (!flag[k]) continue;
-    const int64_t row = s->rows[used++];
-    for (int64_t j = 0; j < d; j++) s->mu[j] = data->x[row + j * n];
+    for (int64_t j = 0; j < d; j++) s->mu[j] = s->seeds[used + j * count];
+    used++;
     if ((st = eng->ops->set_component(eng->e, G, s->w, k, s->mu, s->cov0))) return st;
   }
   return GPUML_OK;
@@ -314,8 +335,8 @@ static int positive_definite(const double *S, int64_t d) {
  * reg. */
 static gpuml_status partition_start(const gm_gmm_data *data, const gm_fit_setup *fs, int64_t G,
                                     const gm_partition *part, gm_fit_space *s) {
-  const int64_t n = data->n, d = data->d, dd = d * d, m = part->m;
-  const double *x = data->x;
+  const int64_t n = part->ld, d = data->d, dd = d * d, m = part->m;
+  const double *x = part->x;
   const int full = gm_gmm_model_structure(fs->model) == GM_GMM_FULL_STRUCTURE;
   memset(s->count, 0, (size_t)G * sizeof(double));
   memset(s->mu, 0, (size_t)(d * G) * sizeof(double));
@@ -386,6 +407,9 @@ typedef struct {
   int64_t m;
   int64_t *rows;  /* d > 1 */
   int32_t *labels; /* d > 1: m x gmax; d = 1: n (the rank of each row) */
+  const double *x; /* the matrix rows index (ld rows): the data, or `own` */
+  int64_t ld;
+  double *own;     /* rows spread over processes: the rows the start uses, gathered */
 } gm_hc_start;
 
 typedef struct {
@@ -397,9 +421,43 @@ static int by_value(const void *a, const void *b) {
   return p->value < q->value ? -1 : p->value > q->value ? 1 : (p->row > q->row) - (p->row < q->row);
 }
 
-static gpuml_status hc_start_prepare(const gm_gmm_data *data, int64_t gmax, gm_hc_start *h) {
-  const int64_t n = data->n, d = data->d;
+static gpuml_status hc_start_local(const gm_gmm_data *data, int64_t gmax, gm_hc_start *h);
+
+/* The start's rows (gathered from every process when spread) and their partitions. */
+static gpuml_status hc_start_prepare(const gm_gmm_data *data, const gm_gmm_spread *spread,
+                                     int64_t gmax, gm_hc_start *h) {
+  const int64_t d = data->d, n = spread ? spread->n : data->n;
   memset(h, 0, sizeof *h);
+  h->x = data->x;
+  h->ld = n;
+  if (spread) {
+    /* the same rows on every process: the column (d = 1), or the rows gm_gmm_hc takes
+     * (then all of the m gathered ones) */
+    const int64_t m = d == 1 ? n : (n < GM_GMM_HC_SUBSET ? n : GM_GMM_HC_SUBSET);
+    int64_t *rows = gm_alloc((size_t)m, sizeof *rows);
+    h->own = gm_alloc((size_t)m * (size_t)d, sizeof(double));
+    gpuml_status st = rows && h->own ? GPUML_OK
+                                     : gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's rows");
+    if ((st = gm_gmm_agree(spread, st))) {
+      free(rows);
+      return st;
+    }
+    if (d == 1)
+      for (int64_t i = 0; i < m; i++) rows[i] = i;
+    else
+      gm_gmm_hc_rows(n, m, rows);
+    st = spread->gather(spread->ctx, data->x, data->n, d, rows, m, h->own);
+    free(rows);
+    if (st) return st;
+    h->x = h->own;
+    h->ld = m;
+  }
+  return gm_gmm_agree(spread, hc_start_local(data, gmax, h));
+}
+
+/* hc_start_prepare() on the rows of h->x. */
+static gpuml_status hc_start_local(const gm_gmm_data *data, int64_t gmax, gm_hc_start *h) {
+  const int64_t d = data->d, n = h->ld;
   if (d == 1) {
     gm_ranked *order = gm_alloc((size_t)n, sizeof *order);
     h->labels = gm_alloc((size_t)n, sizeof(int32_t));
@@ -407,33 +465,34 @@ static gpuml_status hc_start_prepare(const gm_gmm_data *data, int64_t gmax, gm_h
       free(order);
       return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's ranks");
     }
-    for (int64_t i = 0; i < n; i++) order[i] = (gm_ranked){data->x[i], i};
+    for (int64_t i = 0; i < n; i++) order[i] = (gm_ranked){h->x[i], i};
     qsort(order, (size_t)n, sizeof *order, by_value);
     for (int64_t r = 0; r < n; r++) h->labels[order[r].row] = (int32_t)r;
     free(order);
     h->m = n;
     return GPUML_OK;
   }
-  h->m = n < GM_GMM_HC_SUBSET ? n : GM_GMM_HC_SUBSET;
+  h->m = h->ld < GM_GMM_HC_SUBSET ? h->ld : GM_GMM_HC_SUBSET;
   h->rows = gm_alloc((size_t)h->m, sizeof(int64_t));
   h->labels = gm_alloc((size_t)h->m * (size_t)gmax, sizeof(int32_t));
   if (!h->rows || !h->labels)
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the hierarchical start");
-  return gm_gmm_hc(data->x, n, d, gmax, data->opt, h->rows, h->labels);
+  return gm_gmm_hc(h->x, h->ld, d, gmax, data->opt, h->rows, h->labels);
 }
 
 static void hc_start_free(gm_hc_start *h) {
   free(h->rows);
   free(h->labels);
+  free(h->own);
 }
 
-/* The partition of G groups of the start (labels written into `scratch`, n entries,
+/* The partition of G groups of the start (labels written into `scratch`, m entries,
  * when d = 1). */
 static gm_partition hc_partition(const gm_gmm_data *data, const gm_hc_start *h, int64_t G,
                                  int32_t *scratch) {
-  gm_partition p = {NULL, NULL, h->m, 1};
+  gm_partition p = {h->x, h->ld, NULL, NULL, h->m, 1};
   if (data->d == 1) {
-    const int64_t n = data->n;
+    const int64_t n = h->m;
     for (int64_t i = 0; i < n; i++)
       scratch[i] = (int32_t)((int64_t)h->labels[i] * G / n);
     p.labels = scratch;
@@ -633,6 +692,7 @@ static void free_space(gm_fit_space *s) {
   free(s->logdens);
   free(s->count);
   free(s->centred);
+  free(s->seeds);
   free(s->info);
   free(s->active);
   free(s->rows);
@@ -648,11 +708,12 @@ static int alloc_space(gm_fit_space *s, int64_t n, int64_t d, int64_t G) {
   s->logdens = gm_alloc((size_t)n, sizeof(double));
   s->count = gm_alloc((size_t)G, sizeof(double));
   s->centred = gm_alloc((size_t)d, sizeof(double));
+  s->seeds = gm_alloc((size_t)(d * G), sizeof(double));
   s->info = gm_alloc((size_t)G, sizeof(int));
   s->active = gm_alloc((size_t)G, sizeof(int));
   s->rows = gm_alloc((size_t)G, sizeof(int64_t));
   return s->w && s->mu && s->cov && s->cov0 && s->nk && s->logdens && s->count && s->centred &&
-         s->info && s->active && s->rows;
+         s->seeds && s->info && s->active && s->rows;
 }
 
 static uint64_t fit_seed(uint64_t seed, int64_t G, int64_t start) {
@@ -692,13 +753,58 @@ static int fit_failed(gpuml_status st) {
          (st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "gmm:badG") == 0);
 }
 
+/* The sums of column_stats over the rows of every process: the column means, then the
+ * average column variance about them. */
+static gpuml_status spread_column_stats(const gm_gmm_spread *spread, const double *x,
+                                        int64_t n_local, int64_t d, double *mean,
+                                        double *avg_var) {
+  double *var = gm_alloc((size_t)d, sizeof(double));
+  gpuml_status st = gm_gmm_agree(
+      spread, var ? GPUML_OK : gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate column variances"));
+  for (int64_t j = 0; !st && j < d; j++) {
+    double s = 0;
+    for (int64_t i = 0; i < n_local; i++) s += x[i + j * n_local];
+    mean[j] = s;
+  }
+  if (!st) st = spread->sum(spread->ctx, mean, d);
+  if (st) {
+    free(var);
+    return st;
+  }
+  for (int64_t j = 0; j < d; j++) {
+    mean[j] /= (double)spread->n;
+    double v = 0;
+    for (int64_t i = 0; i < n_local; i++) {
+      const double t = x[i + j * n_local] - mean[j];
+      v += t * t;
+    }
+    var[j] = v;
+  }
+  st = spread->sum(spread->ctx, var, d);
+  double total = 0;
+  for (int64_t j = 0; j < d; j++) total += var[j] / (double)spread->n;
+  *avg_var = total / (double)d;
+  free(var);
+  return st;
+}
+
 gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
                            const gpuml_gmm_params *params, gpuml_gmm_model *model,
                            double *z, int64_t *classification, double *uncertainty,
                            double *bic, const gpuml_options *opt, gpuml_gmm_result *result) {
+  return gm_gmm_fit_spread(NULL, x, n, d, params, model, z, classification, uncertainty, bic,
+                           opt, result);
+}
+
+gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int64_t n_local,
+                               int64_t d, const gpuml_gmm_params *params,
+                               gpuml_gmm_model *model, double *z, int64_t *classification,
+                               double *uncertainty, double *bic, const gpuml_options *opt,
+                               gpuml_gmm_result *result) {
   gm_clear_error();
   int64_t gmax = 0;
-  gpuml_status st = gm_check_matrix(x, n, d, "data", "gmm");
+  const int64_t n = spread ? spread->n : n_local; /* the rows of every process */
+  gpuml_status st = gm_check_matrix(x, n_local, d, "data", "gmm");
   if (!st) st = gpuml_gmm_check(n, d, params, opt, &gmax);
   if (st) return st;
   if (!model || !model->weights || !model->means || !model->covariances)
@@ -713,7 +819,14 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   double *centre = gm_alloc((size_t)d, sizeof(double));
   if (!centre) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate column means");
   double avg_var = 0;
-  column_stats(x, n, d, threads, centre, &avg_var);
+  if (spread) {
+    if ((st = spread_column_stats(spread, x, n_local, d, centre, &avg_var))) {
+      free(centre);
+      return st;
+    }
+  } else {
+    column_stats(x, n, d, threads, centre, &avg_var);
+  }
   if (any_full && n <= d && params->reg < GM_GMM_MIN_REG_FRACTION * avg_var) {
     free(centre);
     return gm_fail(GPUML_ERR_ARG, "gmm:tooFewRows",
@@ -741,44 +854,41 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   int *map = NULL;
   gm_kept *kept = NULL;
   gm_engine eng = {NULL, NULL};
-  const int ok_s = alloc_space(&s, n, d, gmax), ok_b = alloc_space(&best_g, 1, d, gmax);
-  if (!ok_s || !ok_b || !gm_gmm_mstep_alloc(&ms, d, gmax) ||
-      (d == 1 && !(labels1 = gm_alloc((size_t)n, sizeof(int32_t))))) {
+  const int ok_s = alloc_space(&s, n_local, d, gmax), ok_b = alloc_space(&best_g, 1, d, gmax);
+  if (!ok_s || !ok_b || !gm_gmm_mstep_alloc(&ms, d, gmax))
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture parameters");
-    goto done;
-  }
-  const gm_gmm_data data = {x, n, d, gmax,
+  if ((st = gm_gmm_agree(spread, st))) goto done;
+  const gm_gmm_data data = {x, n_local, d, gmax,
                             any_full ? GM_GMM_FULL_STRUCTURE : GM_GMM_DIAGONAL_STRUCTURE,
                             centre, &used};
-  if ((st = open_engine(&data, &eng))) goto done;
+  if ((st = spread ? spread->open(spread->ctx, &data, &eng.ops, &eng.e) : open_engine(&data, &eng)))
+    goto done;
   const int use_hc = params->init == GPUML_GMM_INIT_HC && d <= GM_GMM_HC_MAX_DIM;
-  if (use_hc && (st = hc_start_prepare(&data, gmax, &hc))) goto done;
-  if (use_hc) {
+  if (use_hc && (st = hc_start_prepare(&data, spread, gmax, &hc))) goto done;
+  if (use_hc && d == 1 && !(labels1 = gm_alloc((size_t)hc.m, sizeof(int32_t))))
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's classes");
+  if (use_hc && !st) {
     kept = kept_alloc(params->nG * GM_GMM_KEEP, d, gmax);
     score = gm_alloc((size_t)hc.m, sizeof(double));
     cwork = gm_alloc((size_t)(d * d + d), sizeof(double));
     lab_t = gm_alloc((size_t)hc.m, sizeof(int32_t));
     lab_s = gm_alloc((size_t)hc.m, sizeof(int32_t));
     map = gm_alloc((size_t)(2 * gmax), sizeof(int));
-    if (!kept || !score || !cwork || !lab_t || !lab_s || !map) {
+    if (!kept || !score || !cwork || !lab_t || !lab_s || !map)
       st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the start's refinement");
-      goto done;
-    }
   }
 
   const int64_t nG = params->nG, total_fits = nG * n_models * params->n_init;
   /* the BIC table, the caller's or ours */
   double *cells = bic ? bic : (own_cells = gm_alloc((size_t)(nG * n_models), sizeof(double)));
-  if (!cells) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the BIC table");
-    goto done;
-  }
+  if (!st && !cells) st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the BIC table");
+  if ((st = gm_gmm_agree(spread, st))) goto done;
   const int reg_regularises = params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var;
   int64_t fits_done = 0, best_run = -1, last_run = -1, run = 0;
   gpuml_status last_failure = GPUML_OK;
   double best_bic = 0;
   for (int64_t mi = 0; mi < n_models; mi++) {
-    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms};
+    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms, spread};
     const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
     if ((st = use_model(&eng, fs.model))) goto done;
     for (int64_t gi = 0; gi < nG; gi++) {
@@ -791,8 +901,9 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
           const gm_partition part = hc_partition(&data, &hc, G, labels1);
           st = partition_start(&data, &fs, G, &part, &s);
         } else {
-          st = gm_gmm_kmeanspp(x, n, d, G, structure == GM_GMM_SPHERICAL_STRUCTURE, fs.reg,
-                               fit_seed(used.seed, G, r), &used, s.w, s.mu, s.cov);
+          st = gm_gmm_kmeanspp_spread(spread, x, n_local, d, G,
+                                      structure == GM_GMM_SPHERICAL_STRUCTURE, fs.reg,
+                                      fit_seed(used.seed, G, r), &used, s.w, s.mu, s.cov);
           if (!st) memcpy(s.cov0, s.cov, (size_t)(d * d) * sizeof(double));
         }
         if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
@@ -851,20 +962,20 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     if (!target) break;
     target->refined = 1;
     const int64_t G = params->G[tgi];
-    if (G < 2 || !classify_rows(x, n, d, hc.rows, hc.m, G, target->w, target->mu, target->cov,
+    if (G < 2 || !classify_rows(hc.x, hc.ld, d, hc.rows, hc.m, G, target->w, target->mu, target->cov,
                                 cwork, score, lab_t))
       continue;
-    const gm_fit_setup fs = {models[target->mi], params->reg, reg_regularises, &ms};
+    const gm_fit_setup fs = {models[target->mi], params->reg, reg_regularises, &ms, spread};
     if ((st = use_model(&eng, fs.model))) goto done;
     /* sources: the other kept fits of this G, by their partitions of the start's rows */
     for (int64_t i = 0; i < GM_GMM_KEEP; i++) {
       const gm_kept *src = kept + tgi * GM_GMM_KEEP + i;
       if (src->mi < 0 || src == target ||
-          !classify_rows(x, n, d, hc.rows, hc.m, G, src->w, src->mu, src->cov, cwork, score,
+          !classify_rows(hc.x, hc.ld, d, hc.rows, hc.m, G, src->w, src->mu, src->cov, cwork, score,
                          lab_s) ||
           same_partition(lab_t, lab_s, hc.m, G, map) || !all_groups_used(lab_s, hc.m, G, map))
         continue;
-      const gm_partition part = {hc.rows, lab_s, hc.m, 1};
+      const gm_partition part = {hc.x, hc.ld, hc.rows, lab_s, hc.m, 1};
       gm_fit_result fit = {0, 0, 0};
       st = partition_start(&data, &fs, G, &part, &s);
       if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
@@ -887,7 +998,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
         choose(model, fs.model, G, d, &fit, target->w, target->mu, target->cov);
       }
       /* its own partition of the start's rows is now this fit's */
-      if (!classify_rows(x, n, d, hc.rows, hc.m, G, target->w, target->mu, target->cov, cwork,
+      if (!classify_rows(hc.x, hc.ld, d, hc.rows, hc.m, G, target->w, target->mu, target->cov, cwork,
                          score, lab_t))
         break;
     }
@@ -901,7 +1012,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
     int top = 0;
     for (int64_t c = 0; c < nG * GM_GMM_KEEP; c++) top |= kept[c].mi == mi && kept[c].refined;
     if (!top) continue;
-    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms};
+    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms, spread};
     const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
     if ((st = use_model(&eng, fs.model))) goto done;
     for (int64_t gi = 0; gi < nG; gi++)
@@ -910,8 +1021,9 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
         if (G < 2) continue;
         gm_fit_result fit = {0, 0, 0};
         /* the hierarchical start's rule: a start singular without reg is not fitted */
-        st = gm_gmm_kmeanspp(x, n, d, G, structure == GM_GMM_SPHERICAL_STRUCTURE, 0,
-                             fit_seed(GM_GMM_REFINE_SEED, G, r), &used, s.w, s.mu, s.cov);
+        st = gm_gmm_kmeanspp_spread(spread, x, n_local, d, G,
+                                    structure == GM_GMM_SPHERICAL_STRUCTURE, 0,
+                                    fit_seed(GM_GMM_REFINE_SEED, G, r), &used, s.w, s.mu, s.cov);
         for (int64_t k = 0; !st && k < G; k++)
           for (int64_t j = 0; j < d; j++) {
             double *v = s.cov + k * d * d + j + j * d;
@@ -945,10 +1057,9 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
   if (z || classification || uncertainty) {
     const int64_t G = model->G;
     double *zz = z;
-    if (!zz && !(zz = zbuf = gm_alloc((size_t)n * (size_t)G, sizeof(double)))) {
+    if (!zz && !(zz = zbuf = gm_alloc((size_t)n_local * (size_t)G, sizeof(double))))
       st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the responsibilities");
-      goto done;
-    }
+    if ((st = gm_gmm_agree(spread, st))) goto done;
     if (best_run != last_run) {  /* the engine holds another fit: evaluate the chosen one */
       double loglik;
       if ((st = use_model(&eng, model->covariance)) ||
@@ -957,7 +1068,7 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
         goto done;
     }
     if ((st = eng.ops->get_z(eng.e, G, zz))) goto done;
-    classify(zz, n, G, classification, uncertainty);
+    classify(zz, n_local, G, classification, uncertainty);
   }
   gm_clear_error();
   if (result) gm_run_info_fill(&result->run, &used, GM_F64, t0);

@@ -53,7 +53,9 @@ typedef struct gm_gmm_ops {
    * nk / n, the means, and as covariances the scatter about the means over nk, without
    * reg (the full matrix, or its diagonal with zeros elsewhere): the unconstrained
    * (VVV or VVI) estimates, which gm_gmm_model_mstep() turns into the model's.
-   * Components with nk < GM_GMM_MIN_POINTS keep their parameters. */
+   * Components with nk = 0 keep their parameters; those below GM_GMM_MIN_POINTS get
+   * their statistics too (the driver re-seeds them; a shard's few points of a component
+   * count in the shards' sum, gmm_shards.c). */
   gpuml_status (*mstep)(void *e, int64_t K, double *nk);
   gpuml_status (*get_params)(void *e, int64_t K, double *weights, double *means,
                              double *covariances);
@@ -73,9 +75,78 @@ typedef struct gm_gmm_data {
   const gpuml_options *opt;
 } gm_gmm_data;
 
+/* An engine over shards of the rows (gmm_shards.c): one backend engine per shard of
+ * `plan` (plan->count > 1), each on its device, combined so that the driver sees one. */
+struct gm_shard_plan;
+gpuml_status gm_gmm_sharded_open(const gm_gmm_data *data, const struct gm_shard_plan *plan,
+                                 void **engine);
+extern const gm_gmm_ops gm_gmm_sharded_ops;
+
+/* The parameters an engine made of parts (shards, MPI ranks) holds on the host: the
+ * same on every part, set on each. */
+typedef struct {
+  int64_t d;
+  double *w, *mu, *cov; /* kmax, d x kmax, d x d x kmax */
+} gm_gmm_held;
+int gm_gmm_held_alloc(gm_gmm_held *h, int64_t d, int64_t kmax);
+void gm_gmm_held_free(gm_gmm_held *h);
+void gm_gmm_held_set(gm_gmm_held *h, int64_t K, const double *w, const double *mu,
+                     const double *cov);
+void gm_gmm_held_set_component(gm_gmm_held *h, int64_t K, const double *w, int64_t k,
+                               const double *mu, const double *cov);
+void gm_gmm_held_get(const gm_gmm_held *h, int64_t K, double *w, double *mu, double *cov);
+
+/* The M-step of the whole data (n rows) from the statistics of `parts` parts of its rows:
+ * part s has nk_s[s K + k], means mu_s (d x K at s K d) and covariances cov_s (the
+ * scatter about its means over nk_s, d x d x K at s K d d; full, or diagonal when !full)
+ * as gm_gmm_ops.mstep leaves them. Out: nk (K), and in `held` the weights nk / n, the
+ * means and the scatter about them over nk (components with nk = 0 left as they are).
+ * Sums in part order: every caller that combines the same parts gets the same bits. */
+void gm_gmm_combine(int64_t parts, int64_t K, int64_t d, int full, int64_t n,
+                    const double *nk_s, const double *mu_s, const double *cov_s, double *nk,
+                    gm_gmm_held *held);
+
 /* The CPU engine. */
 gpuml_status gm_gmm_cpu_open(const gm_gmm_data *data, void **engine);
 extern const gm_gmm_ops gm_gmm_cpu_ops;
+
+/* Rows spread over processes (the MPI entry points, core/mpi/gmm_mpi.c): each process
+ * holds a block of the rows, and these collective operations see all of them. Every
+ * process calls them in the same order with the same arguments (but its own rows and
+ * values), and every process gets the same bits back; a failure on any process is every
+ * process's (its message). NULL where all rows are in this process. */
+typedef struct gm_gmm_spread {
+  int64_t n;      /* the rows of all processes */
+  void *ctx;
+  /* v[0 .. count) summed over the processes, in process order */
+  gpuml_status (*sum)(void *ctx, double *v, int64_t count);
+  /* the global rows rows[0 .. m) of the d columns into out (m x d, column-major) */
+  gpuml_status (*gather)(void *ctx, const double *x_local, int64_t n_local, int64_t d,
+                         const int64_t *rows, int64_t m, double *out);
+  /* the `count` global rows of smallest value (values: this process's rows; ties: the
+   * smaller row), in that order */
+  gpuml_status (*smallest)(void *ctx, const double *values, int64_t n_local, int64_t count,
+                           int64_t *rows);
+  /* an engine on this process's rows whose steps see all the rows */
+  gpuml_status (*open)(void *ctx, const gm_gmm_data *data, const gm_gmm_ops **ops,
+                       void **engine);
+  /* every process's status: a failure on any is every one's (called where a process
+   * may fail alone, out of memory, so that all leave together) */
+  gpuml_status (*agree)(void *ctx, gpuml_status st);
+} gm_gmm_spread;
+
+static inline gpuml_status gm_gmm_agree(const gm_gmm_spread *spread, gpuml_status st) {
+  return spread ? spread->agree(spread->ctx, st) : st;
+}
+
+/* gpuml_gmm_fit() on rows spread over processes (x: this process's n_local rows; z,
+ * classification and uncertainty for those rows; the model and the BIC table the same on
+ * every process). spread NULL: gpuml_gmm_fit() itself. */
+gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int64_t n_local,
+                               int64_t d, const gpuml_gmm_params *params,
+                               gpuml_gmm_model *model, double *z, int64_t *classification,
+                               double *uncertainty, double *bic, const gpuml_options *opt,
+                               gpuml_gmm_result *result);
 
 /* Greedy k-means++ start for G components: the centres are drawn with `seed`, every
  * point is assigned to its nearest centre (ties: the earlier centre), and the result
@@ -87,6 +158,13 @@ gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
                              int spherical, double reg, uint64_t seed,
                              const gpuml_options *opt, double *weights, double *means,
                              double *covariances);
+/* The same with the rows spread over processes (x: this process's n rows; spread NULL:
+ * gm_gmm_kmeanspp): the centres are drawn from the same rows (gathered), the assignment
+ * and the clusters' sums are each process's, summed over them. */
+gpuml_status gm_gmm_kmeanspp_spread(const gm_gmm_spread *spread, const double *x, int64_t n,
+                                    int64_t d, int64_t G, int spherical, double reg,
+                                    uint64_t seed, const gpuml_options *opt, double *weights,
+                                    double *means, double *covariances);
 
 /* The covariance models (gmm_models.c). */
 int gm_gmm_valid_model(int model);
@@ -164,6 +242,9 @@ void dtrmm_(const char *side, const char *uplo, const char *transa, const char *
  * up to 32 MB of scatter matrices, and 16 p^2 bytes per group of more than p rows. */
 gpuml_status gm_gmm_hc(const double *x, int64_t n, int64_t d, int64_t gmax,
                        const gpuml_options *opt, int64_t *rows, int32_t *labels);
+
+/* The rows gm_gmm_hc() clusters out of n (m = min(n, GM_GMM_HC_SUBSET) of them). */
+void gm_gmm_hc_rows(int64_t n, int64_t m, int64_t *rows);
 
 /* LAPACK's SVD (the hierarchical start's transformation). */
 void dgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, double *a,

@@ -468,7 +468,7 @@ static uint64_t mix64(uint64_t v) { /* splitmix64's finaliser */
   return v ^ (v >> 31);
 }
 
-static void choose_rows(int64_t n, int64_t m, int64_t *rows) {
+void gm_gmm_hc_rows(int64_t n, int64_t m, int64_t *rows) {
   if (n <= m) {
     for (int64_t i = 0; i < n; i++) rows[i] = i;
     return;
@@ -715,7 +715,7 @@ gpuml_status gm_gmm_hc(const double *x, int64_t n, int64_t d, int64_t gmax,
                    "%lld columns are more than the hierarchical start takes (46340)", (long long)d);
   if (!rows || !labels)
     return gm_fail(GPUML_ERR_ARG, "gmm:badOutput", "rows and labels must be allocated");
-  choose_rows(n, m, rows);
+  gm_gmm_hc_rows(n, m, rows);
   if (m == 1) {
     labels[0] = 0;
     return GPUML_OK;

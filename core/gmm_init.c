@@ -147,20 +147,32 @@ gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
                              int spherical, double reg, uint64_t seed,
                              const gpuml_options *opt, double *weights, double *means,
                              double *covariances) {
+  return gm_gmm_kmeanspp_spread(NULL, x, n, d, G, spherical, reg, seed, opt, weights, means,
+                                covariances);
+}
+
+gpuml_status gm_gmm_kmeanspp_spread(const gm_gmm_spread *spread, const double *x, int64_t n,
+                                    int64_t d, int64_t G, int spherical, double reg,
+                                    uint64_t seed, const gpuml_options *opt, double *weights,
+                                    double *means, double *covariances) {
   /* The passes below are short; below this size their threads cost more than they do. */
   const int threads = (double)n * (double)d >= 262144 ? gm_threads(opt) : 1;
+  const int64_t N = spread ? spread->n : n; /* the rows of all processes */
   gm_rng rng;
   gm_rng_seed(&rng, seed);
-  const int sampled = n > GM_INIT_SAMPLE;
-  const int64_t ns = sampled ? GM_INIT_SAMPLE : n;
+  const int sampled = N > GM_INIT_SAMPLE;
+  const int64_t ns = sampled ? GM_INIT_SAMPLE : N;
   gm_seeding_space s = {NULL, NULL, NULL, NULL, 2 + (int)log((double)G)};
   double *sample = NULL, *centres = NULL, *count = NULL, *var = NULL;
-  int64_t *rows = NULL, *best_rows = NULL, *label = NULL;
+  int64_t *rows = NULL, *best_rows = NULL, *label = NULL, *drawn = NULL;
   s.nearest = gm_alloc((size_t)ns, sizeof(double));
   s.cand = gm_alloc((size_t)ns * (size_t)s.trials, sizeof(double));
   s.block = gm_alloc((size_t)nblocks_of(ns), sizeof(double));
   s.scratch = gm_alloc((size_t)nblocks_of(ns), sizeof(double));
-  if (sampled) sample = gm_alloc((size_t)ns * (size_t)d, sizeof(double));
+  if (sampled || spread) {
+    sample = gm_alloc((size_t)ns * (size_t)d, sizeof(double));
+    drawn = gm_alloc((size_t)ns, sizeof(int64_t));
+  }
   centres = gm_alloc((size_t)(G * d), sizeof(double));
   count = gm_alloc((size_t)G, sizeof(double));
   var = gm_alloc((size_t)d, sizeof(double));
@@ -168,17 +180,21 @@ gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
   best_rows = gm_alloc((size_t)G, sizeof(int64_t));
   label = gm_alloc((size_t)n, sizeof(int64_t));
   gpuml_status st = GPUML_OK;
-  if (!s.nearest || !s.cand || !s.block || !s.scratch || (sampled && !sample) || !centres ||
-      !count || !var || !rows || !best_rows || !label) {
+  if (!s.nearest || !s.cand || !s.block || !s.scratch || ((sampled || spread) && (!sample || !drawn)) ||
+      !centres || !count || !var || !rows || !best_rows || !label)
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the k-means++ start",
                  ((double)ns * (s.trials + 1 + (sampled ? d : 0)) + (double)n) * 8 / 1e6);
-    goto done;
-  }
+  if ((st = gm_gmm_agree(spread, st))) goto done;
   const double *xs = x;
-  if (sampled) { /* rows drawn with replacement; a repeat is never drawn as a centre twice */
-    for (int64_t r = 0; r < ns; r++) {
-      const int64_t i = gm_rng_below(&rng, n);
-      for (int64_t j = 0; j < d; j++) sample[r + j * ns] = x[i + j * n];
+  if (sampled || spread) {
+    /* rows drawn with replacement (a repeat is never drawn as a centre twice), or all of
+     * them from every process */
+    for (int64_t r = 0; r < ns; r++) drawn[r] = sampled ? gm_rng_below(&rng, N) : r;
+    if (spread) {
+      if ((st = spread->gather(spread->ctx, x, n, d, drawn, ns, sample))) goto done;
+    } else {
+      for (int64_t r = 0; r < ns; r++)
+        for (int64_t j = 0; j < d; j++) sample[r + j * ns] = x[drawn[r] + j * n];
     }
     xs = sample;
   }
@@ -203,7 +219,7 @@ gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
   assign(x, n, d, centres, G, label, threads);
 
   /* Cluster sizes, means and the pooled within-cluster variance of each column, each
-   * column by one thread in row order. */
+   * column by one thread in row order (then over the processes). */
   for (int64_t k = 0; k < G; k++) count[k] = 0;
   for (int64_t i = 0; i < n; i++) count[label[i]] += 1;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
@@ -212,19 +228,28 @@ gpuml_status gm_gmm_kmeanspp(const double *x, int64_t n, int64_t d, int64_t G,
     double *mu = means + j; /* means[j + k d] */
     for (int64_t k = 0; k < G; k++) mu[k * d] = 0;
     for (int64_t i = 0; i < n; i++) mu[label[i] * d] += col[i];
+  }
+  if (spread && ((st = spread->sum(spread->ctx, count, G)) ||
+                 (st = spread->sum(spread->ctx, means, G * d))))
+    goto done;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t j = 0; j < d; j++) {
+    const double *col = x + j * n;
+    double *mu = means + j;
     for (int64_t k = 0; k < G; k++) mu[k * d] /= count[k];
     double v = 0;
     for (int64_t i = 0; i < n; i++) {
       const double t = col[i] - mu[label[i] * d];
       v += t * t;
     }
-    var[j] = v / (double)n;
+    var[j] = v;
   }
+  if (spread && (st = spread->sum(spread->ctx, var, d))) goto done;
   double mean_var = 0;
-  for (int64_t j = 0; j < d; j++) mean_var += var[j];
+  for (int64_t j = 0; j < d; j++) mean_var += (var[j] /= (double)N);
   mean_var /= (double)d;
   for (int64_t k = 0; k < G; k++) {
-    weights[k] = count[k] / (double)n;
+    weights[k] = count[k] / (double)N;
     double *S = covariances + k * d * d;
     memset(S, 0, (size_t)(d * d) * sizeof(double));
     for (int64_t j = 0; j < d; j++)
@@ -236,6 +261,7 @@ done:
   free(s.block);
   free(s.scratch);
   free(sample);
+  free(drawn);
   free(centres);
   free(count);
   free(var);

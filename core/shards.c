@@ -61,117 +61,203 @@ gpuml_status gm_shard_plan_make(const gpuml_options *used, int64_t rows, gm_shar
   return GPUML_OK;
 }
 
-/* What the workers share. */
-typedef struct {
-  const gm_shard_plan *plan;
-  const gpuml_options *used;
-  gm_shard_fn fn;
-  void *ctx;
-  atomic_int stop;         /* set by the calling thread on an interrupt */
-  atomic_llong rows_done;
-  atomic_int threads_done;
-} shared_state;
-
-typedef struct {
-  shared_state *shared;
+/* The pool: one persistent thread per device of the plan (none for one device), each
+ * running the shards s = thread, thread + ndevices, ... of every job posted. */
+typedef struct worker {
+  struct gm_shard_pool *pool;
   int thread;              /* which device */
-  int failed_shard;        /* the first shard that failed, or -1 */
+  gpuml_options opt;       /* its options, alive as long as the pool */
+  int failed_shard;        /* the first shard of this job that failed, or -1 */
   gpuml_status status;
   char id[64];
   char message[1024];
 } worker;
 
-static int worker_interrupted(void *ctx) { return atomic_load(&((shared_state *)ctx)->stop); }
+struct gm_shard_pool {
+  gm_shard_plan plan;
+  gpuml_options used;
+  int nthreads;            /* 0: the shards run on the calling thread */
+  pthread_t threads[GPUML_MAX_DEVICES];
+  worker workers[GPUML_MAX_DEVICES];
+  pthread_mutex_t lock;
+  pthread_cond_t wake, done;
+  /* the job (under lock) */
+  gm_shard_fn fn;
+  void *ctx;
+  long generation;
+  int finished, quit;
+  atomic_int stop;         /* set by the calling thread on an interrupt, or by a failure */
+  atomic_llong rows_done;
+};
 
-static void *run_worker(void *arg) {
-  worker *w = arg;
-  shared_state *sh = w->shared;
-  gpuml_options opt = *sh->used;
-  opt.device = sh->plan->devices[w->thread];
-  opt.ndevices = 0;
-  opt.verbose = 0;
-  opt.progress = NULL;
-  opt.interrupted = worker_interrupted;
-  opt.callback_ctx = sh;
-  for (int s = w->thread; s < sh->plan->count && !atomic_load(&sh->stop);
-       s += sh->plan->ndevices) {
-    gpuml_status st = sh->fn(sh->ctx, s, &opt);
+static int worker_interrupted(void *ctx) {
+  return atomic_load(&((struct gm_shard_pool *)ctx)->stop);
+}
+
+static int64_t shard_rows(const gm_shard_plan *plan, int s) {
+  return gm_shard_start(plan->rows, plan->count, s + 1) - gm_shard_start(plan->rows, plan->count, s);
+}
+
+static void run_shards(worker *w) {
+  gm_shard_pool *p = w->pool;
+  w->status = GPUML_OK;
+  w->failed_shard = -1;
+  for (int s = w->thread; s < p->plan.count && !atomic_load(&p->stop); s += p->plan.ndevices) {
+    gpuml_status st = p->fn(p->ctx, s, &w->opt);
     if (st) {
       w->status = st;
       w->failed_shard = s;
       snprintf(w->id, sizeof w->id, "%s", gpuml_last_error_id());
       snprintf(w->message, sizeof w->message, "%s", gpuml_last_error());
-      atomic_store(&sh->stop, 1);
+      atomic_store(&p->stop, 1);
       break;
     }
-    atomic_fetch_add(&sh->rows_done, (long long)(gm_shard_start(sh->plan->rows, sh->plan->count, s + 1) -
-                                                 gm_shard_start(sh->plan->rows, sh->plan->count, s)));
+    atomic_fetch_add(&p->rows_done, (long long)shard_rows(&p->plan, s));
   }
-  atomic_fetch_add(&sh->threads_done, 1);
+}
+
+static void *pool_thread(void *arg) {
+  worker *w = arg;
+  gm_shard_pool *p = w->pool;
+  long seen = 0;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (p->generation == seen && !p->quit) pthread_cond_wait(&p->wake, &p->lock);
+    if (p->quit) break;
+    seen = p->generation;
+    pthread_mutex_unlock(&p->lock);
+    run_shards(w);
+    pthread_mutex_lock(&p->lock);
+    p->finished++;
+    pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->lock);
   return NULL;
+}
+
+void gm_shard_pool_close(gm_shard_pool *p) {
+  if (!p) return;
+  if (p->nthreads > 0) {
+    pthread_mutex_lock(&p->lock);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int t = 0; t < p->nthreads; t++) pthread_join(p->threads[t], NULL);
+  }
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->done);
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+}
+
+gpuml_status gm_shard_pool_open(const gm_shard_plan *plan, const gpuml_options *used,
+                                gm_shard_pool **out) {
+  *out = NULL;
+  gm_shard_pool *p = calloc(1, sizeof *p);
+  if (!p) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the shards' threads");
+  p->plan = *plan;
+  p->used = *used;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->done, NULL);
+  atomic_init(&p->stop, 0);
+  atomic_init(&p->rows_done, 0);
+  const int threaded = plan->ndevices > 1;
+  for (int t = 0; t < (threaded ? plan->ndevices : 1); t++) {
+    worker *w = &p->workers[t];
+    w->pool = p;
+    w->thread = t;
+    w->opt = *used;
+    w->opt.device = plan->devices[t];
+    w->opt.ndevices = 0;
+    w->opt.verbose = 0;
+    if (threaded) {
+      /* a worker never calls the caller's callbacks */
+      w->opt.progress = NULL;
+      w->opt.interrupted = worker_interrupted;
+      w->opt.callback_ctx = p;
+    }
+  }
+  for (int t = 0; threaded && t < plan->ndevices; t++) {
+    if (pthread_create(&p->threads[t], NULL, pool_thread, &p->workers[t]) != 0) {
+      gm_shard_pool_close(p);
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot start a thread for device %d",
+                     plan->devices[t]);
+    }
+    p->nthreads++;
+  }
+  *out = p;
+  return GPUML_OK;
+}
+
+gpuml_status gm_shard_pool_run(gm_shard_pool *p, gm_shard_fn fn, void *ctx, const char *stage) {
+  const gm_shard_plan *plan = &p->plan;
+  const gpuml_options *used = &p->used;
+  if (p->nthreads == 0) {
+    /* one device (or the CPU): the shards in turn on the calling thread, whose callbacks
+     * the shards may call; progress counts shards */
+    for (int s = 0; s < plan->count; s++) {
+      GM_TRY(fn(ctx, s, &p->workers[0].opt));
+      if (stage) gm_progress(used, stage, gm_shard_start(plan->rows, plan->count, s + 1), plan->rows);
+    }
+    return GPUML_OK;
+  }
+  pthread_mutex_lock(&p->lock);
+  p->fn = fn;
+  p->ctx = ctx;
+  p->finished = 0;
+  atomic_store(&p->stop, 0);
+  atomic_store(&p->rows_done, 0);
+  p->generation++;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  /* The calling thread watches for an interrupt and reports progress while they run. */
+  int64_t reported = 0;
+  int interrupted = 0;
+  for (;;) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 5 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&p->lock);
+    if (p->finished < p->nthreads) pthread_cond_timedwait(&p->done, &p->lock, &until);
+    const int all_done = p->finished == p->nthreads;
+    pthread_mutex_unlock(&p->lock);
+    if (all_done) break;
+    if (!interrupted && gm_interrupted(used)) {
+      interrupted = 1;
+      atomic_store(&p->stop, 1);
+    }
+    const int64_t done = (int64_t)atomic_load(&p->rows_done);
+    if (stage && done > reported) gm_progress(used, stage, reported = done, plan->rows);
+  }
+  /* the failure of the lowest shard, so that the message does not depend on timing */
+  const worker *first = NULL;
+  for (int t = 0; t < p->nthreads; t++) {
+    const worker *w = &p->workers[t];
+    if (w->status && w->status != GPUML_ERR_INTERRUPTED &&
+        (!first || w->failed_shard < first->failed_shard))
+      first = w;
+  }
+  if (first) return gm_fail(first->status, first->id, "%s", first->message);
+  if (interrupted)
+    return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "%s interrupted", stage ? stage : "the work");
+  for (int t = 0; t < p->nthreads; t++)
+    if (p->workers[t].status)
+      return gm_fail(p->workers[t].status, p->workers[t].id, "%s", p->workers[t].message);
+  /* the last shards may finish between two looks */
+  if (stage && reported < plan->rows) gm_progress(used, stage, plan->rows, plan->rows);
+  return GPUML_OK;
 }
 
 gpuml_status gm_shards_run(const gm_shard_plan *plan, const gpuml_options *used, gm_shard_fn fn,
                            void *ctx, const char *stage) {
-  if (plan->ndevices <= 1) {
-    /* one device (or the CPU): the shards in turn on the calling thread, whose callbacks
-     * the shards may call; progress counts shards */
-    gpuml_options opt = *used;
-    opt.device = plan->devices[0];
-    opt.ndevices = 0;
-    opt.verbose = 0;
-    for (int s = 0; s < plan->count; s++) {
-      GM_TRY(fn(ctx, s, &opt));
-      gm_progress(used, stage, gm_shard_start(plan->rows, plan->count, s + 1), plan->rows);
-    }
-    return GPUML_OK;
-  }
-  shared_state sh;
-  sh.plan = plan;
-  sh.used = used;
-  sh.fn = fn;
-  sh.ctx = ctx;
-  atomic_init(&sh.stop, 0);
-  atomic_init(&sh.rows_done, 0);
-  atomic_init(&sh.threads_done, 0);
-  worker workers[GPUML_MAX_DEVICES];
-  pthread_t threads[GPUML_MAX_DEVICES];
-  int started = 0;
-  gpuml_status st = GPUML_OK;
-  for (int t = 0; t < plan->ndevices; t++) {
-    workers[t] = (worker){&sh, t, -1, GPUML_OK, "", ""};
-    if (pthread_create(&threads[t], NULL, run_worker, &workers[t]) != 0) {
-      atomic_store(&sh.stop, 1);
-      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot start a thread for device %d",
-                   plan->devices[t]);
-      break;
-    }
-    started++;
-  }
-  /* The calling thread watches for an interrupt and reports progress while they run. */
-  int64_t reported = 0;
-  int interrupted = 0;
-  const struct timespec pause = {0, 5 * 1000 * 1000};
-  while (atomic_load(&sh.threads_done) < started) {
-    nanosleep(&pause, NULL);
-    if (!interrupted && gm_interrupted(used)) {
-      interrupted = 1;
-      atomic_store(&sh.stop, 1);
-    }
-    const int64_t done = (int64_t)atomic_load(&sh.rows_done);
-    if (done > reported) gm_progress(used, stage, reported = done, plan->rows);
-  }
-  for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
-  if (st) return st;
-  /* the failure of the lowest shard, so that the message does not depend on timing */
-  const worker *first = NULL;
-  for (int t = 0; t < started; t++)
-    if (workers[t].status && workers[t].status != GPUML_ERR_INTERRUPTED &&
-        (!first || workers[t].failed_shard < first->failed_shard))
-      first = &workers[t];
-  if (first) return gm_fail(first->status, first->id, "%s", first->message);
-  if (interrupted) return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "%s interrupted", stage);
-  for (int t = 0; t < started; t++)
-    if (workers[t].status) return gm_fail(workers[t].status, workers[t].id, "%s", workers[t].message);
-  return GPUML_OK;
+  gm_shard_pool *pool;
+  GM_TRY(gm_shard_pool_open(plan, used, &pool));
+  gpuml_status st = gm_shard_pool_run(pool, fn, ctx, stage);
+  gm_shard_pool_close(pool);
+  return st;
 }

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-typedef struct {
+typedef struct gm_shard_plan {
   int64_t rows;                    /* the rows split */
   int count;                       /* shards, >= 1 */
   int ndevices;                    /* devices the shards run on (1 for the CPU) */
@@ -41,6 +41,17 @@ int64_t gm_shard_start(int64_t rows, int count, int s);
 typedef gpuml_status (*gm_shard_fn)(void *ctx, int shard, const gpuml_options *opt);
 gpuml_status gm_shards_run(const gm_shard_plan *plan, const gpuml_options *used, gm_shard_fn fn,
                            void *ctx, const char *stage);
+
+/* The same runner kept alive across several runs: an engine that holds a device between
+ * calls (a mixture's) is opened, used and closed by the same thread. The pool's options
+ * (and the opt each fn receives) live until gm_shard_pool_close(). stage NULL: no
+ * progress reported. */
+typedef struct gm_shard_pool gm_shard_pool;
+gpuml_status gm_shard_pool_open(const gm_shard_plan *plan, const gpuml_options *used,
+                                gm_shard_pool **pool);
+gpuml_status gm_shard_pool_run(gm_shard_pool *pool, gm_shard_fn fn, void *ctx,
+                               const char *stage);
+void gm_shard_pool_close(gm_shard_pool *pool);
 
 /* ---- the sharded algorithms ---- */
 

@@ -13,7 +13,8 @@ static const struct {
                                "default 80% of the free memory"},
     {"GPUML_CUDA_POOL_CACHE", "bytes of device memory kept cached between calls (K/M/G); "
                               "default a quarter of the device"},
-    {"GPUML_SHARDS", "development: split kNN references into this many logical shards"},
+    {"GPUML_SHARDS", "development: split kNN references and the mixtures' rows into this "
+                     "many logical shards"},
     {"GPUML_SHARD_THREADS", "development: run the shards on this many host threads (the "
                             "runner of several devices, on one device or the CPU)"},
     {"GPUML_CUDA_TILE", "development: tiles of at most this many rows, data not resident"},

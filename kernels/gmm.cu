@@ -360,15 +360,15 @@ __global__ void sum_chunks_kernel(const double *__restrict__ part, int64_t parts
   }
 }
 
-// Components with at least GM_GMM_MIN_POINTS take their new weight and mean (centred
-// coordinates); the others keep theirs for the driver to re-seed.
+// Components with any weight take their new weight and mean (centred coordinates); those
+// with none keep theirs (the driver re-seeds those below GM_GMM_MIN_POINTS).
 __global__ void means_kernel(const double *__restrict__ sums, const double *__restrict__ nk,
                              int64_t d, int64_t K, double n, double *__restrict__ w,
                              double *__restrict__ mu) {
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < d * K;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t j = e % d, k = e / d;
-    if (!(nk[k] >= GM_GMM_MIN_POINTS)) continue;
+    if (!(nk[k] > 0)) continue;
     mu[e] = sums[e] / nk[k];
     if (j == 0) w[k] = nk[k] / n;
   }
@@ -413,8 +413,7 @@ __global__ void scatter_diag_kernel(const double *__restrict__ X, int64_t ldx, i
   if (threadIdx.x == 0) S[j + k * d] = (accumulate ? S[j + k * d] : 0.0) + s;
 }
 
-// The unconstrained covariances (without reg) of the components with at least
-// GM_GMM_MIN_POINTS: full: the upper triangle of the scatter (so that the result is
+// The unconstrained covariances (without reg) of the components with any weight: full: the upper triangle of the scatter (so that the result is
 // exactly symmetric) / nk; diagonal: the per-column scatter / nk, zeros elsewhere.
 __global__ void covariances_kernel(const double *__restrict__ S, const double *__restrict__ nk,
                                    int64_t d, int64_t K, bool full, double *__restrict__ cov) {
@@ -422,7 +421,7 @@ __global__ void covariances_kernel(const double *__restrict__ S, const double *_
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < dd * K;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t k = e / dd, r = e % dd, a = r % d, b = r / d;
-    if (!(nk[k] >= GM_GMM_MIN_POINTS)) continue;
+    if (!(nk[k] > 0)) continue;
     double v;
     if (full) {
       const int64_t lo = a < b ? a : b, hi = a < b ? b : a;

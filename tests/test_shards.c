@@ -1,12 +1,15 @@
-/* C tests of work split into shards (core/shards.c, core/knn_shards.c): with the
- * development knobs GPUML_SHARDS (logical shards) and GPUML_SHARD_THREADS (the runner of
- * several devices, on one device or the CPU), kNN must give the single search's answer
- * bit for bit, on every backend of the parity harness; the device list is checked. */
+/* C tests of work split into shards (core/shards.c, core/knn_shards.c, core/gmm_shards.c):
+ * with the development knobs GPUML_SHARDS (logical shards) and GPUML_SHARD_THREADS (the
+ * runner of several devices, on one device or the CPU), kNN must give the single search's
+ * answer bit for bit and the mixtures the single engine's fit to rounding, on every
+ * backend of the parity harness; the device list is checked. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gmm_compare.h"
 #include "harness.h"
 
 static uint64_t state = 977;
@@ -77,6 +80,68 @@ static void test_knn_shards(const harness_backend *b) {
   free(tiny);
 }
 
+/* Gaussian mixtures over shards: the fit with GPUML_SHARDS (and the threaded runner)
+ * must be the one engine's up to the order of the sums (gmm_compare.h). */
+static void check_gmm_case(const harness_backend *b, const char *name, const double *x,
+                           int64_t n, int64_t d, const gpuml_gmm_params *p, const char *shards,
+                           const char *threads) {
+  gpuml_options opt = harness_options(b->id);
+  gmm_fit_t one = gmm_fit_alloc(n, d, p), split = gmm_fit_alloc(n, d, p);
+  set_knobs(NULL, NULL);
+  gmm_fit_done(&one, gpuml_gmm_fit(x, n, d, p, &one.model, NULL, one.cls, NULL, one.bic, &opt, NULL));
+  set_knobs(shards, threads);
+  gmm_fit_done(&split, gpuml_gmm_fit(x, n, d, p, &split.model, NULL, split.cls, NULL, split.bic,
+                                     &opt, NULL));
+  set_knobs(NULL, NULL);
+  char what[160];
+  snprintf(what, sizeof what, "GMM %s on %s (shards %s, threads %s)", name, b->name, shards,
+           threads ? threads : "1");
+  gmm_compare(what, &split, &one, 0, n, n, d, p);
+  gmm_fit_free(&one);
+  gmm_fit_free(&split);
+}
+
+static void test_gmm_shards(const harness_backend *b) {
+  const int64_t n = 900, d = 3;
+  double *grouped = gmm_clusters(n, d, 3, 1), *mixed = gmm_clusters(n, d, 4, 0);
+  static const gpuml_gmm_covariance each[] = {GPUML_GMM_VVV, GPUML_GMM_EEE, GPUML_GMM_VEV,
+                                              GPUML_GMM_VII};
+  for (int m = 0; m < 4; m++) {
+    gpuml_gmm_params p;
+    gpuml_gmm_params_init(&p);
+    p.nG = 4;
+    p.n_models = 1;
+    p.models[0] = each[m];
+    char name[64];
+    snprintf(name, sizeof name, "%s G = 1:4, grouped rows", gpuml_gmm_model_name(each[m], d));
+    check_gmm_case(b, name, grouped, n, d, &p, "3", NULL);
+    check_gmm_case(b, name, grouped, n, d, &p, "3", "2");
+    snprintf(name, sizeof name, "%s G = 1:4, interleaved rows", gpuml_gmm_model_name(each[m], d));
+    check_gmm_case(b, name, mixed, n, d, &p, "3", "2");
+  }
+  /* the default sweep (every model, G = 1:9) and k-means++ starts */
+  gpuml_gmm_params p;
+  gpuml_gmm_params_init(&p);
+  check_gmm_case(b, "default sweep", mixed, n, d, &p, "3", "2");
+  p.init = GPUML_GMM_INIT_KMEANSPP;
+  p.nG = 5;
+  check_gmm_case(b, "k-means++, G = 1:5, all models", grouped, n, d, &p, "5", NULL);
+  /* the far rows in the last shard: re-seeded at the worst-fitted rows of all shards */
+  int64_t nc, dc;
+  double *far = gmm_collapsing(&nc, &dc);
+  gpuml_gmm_params_init(&p);
+  p.nG = 1;
+  p.G[0] = 4;
+  p.init = GPUML_GMM_INIT_KMEANSPP;
+  p.reg = 1e-6;
+  p.n_models = 1;
+  p.models[0] = GPUML_GMM_VVV;
+  check_gmm_case(b, "collapsing components, VVV G = 4", far, nc, dc, &p, "3", "2");
+  free(far);
+  free(grouped);
+  free(mixed);
+}
+
 static void test_device_list(void) {
   double x[8] = {0, 1, 2, 3, 0, 1, 0, 1};
   int64_t idx[4];
@@ -121,6 +186,7 @@ int main(void) {
   HARNESS_FOR_EACH_BACKEND(b) {
     if (!harness_runs(b, "kNN over shards")) continue;
     test_knn_shards(b);
+    if (harness_runs(b, "Gaussian mixtures over shards")) test_gmm_shards(b);
   }
   return check_summary("C");
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything gpuml needs on a fresh Debian 12 machine: compilers, autoconf,
 # BLAS/LAPACK, R with testthat and the peer packages (FNN, RANN, Rtsne, mclust,
-# densityClust, dbscan), Octave with its headers,
-# pandoc (vignettes) and the Fashion-MNIST data set. The CUDA toolkit is optional and
+# densityClust, dbscan), Octave with its headers, Open MPI (the SPMD entry points of
+# libgpuml_mpi and their tests under mpirun), pandoc (vignettes) and the Fashion-MNIST
+# data set. The CUDA toolkit is optional and
 # not installed here. Re-running is cheap: only missing packages are fetched.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ packages=(
   r-base-core r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown pandoc
   r-cran-fnn r-cran-rann r-cran-rtsne r-cran-mclust r-cran-densityclust r-cran-dbscan
   octave liboctave-dev
+  openmpi-bin libopenmpi-dev
   dataset-fashion-mnist
 )
 

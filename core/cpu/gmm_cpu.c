@@ -433,7 +433,7 @@ static void mstep_component(gm_gmm_cpu *e, int64_t k, double *W, double *nk_out)
 #endif
   for (; i < n; i++) nk += z[i];
   *nk_out = nk;
-  if (!(nk >= GM_GMM_MIN_POINTS)) return;
+  if (!(nk > 0)) return;
   double *mu = e->mu + k * d, *S = e->cov + k * d * d;
   const int ni = (int)n, di = (int)d, one_i = 1;
   const double inv = 1 / nk, zero = 0, one = 1;

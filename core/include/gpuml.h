@@ -89,7 +89,9 @@ typedef struct {
   int device;                /* in: CUDA device ordinal (when devices[] lists none) */
   int devices[GPUML_MAX_DEVICES]; /* in: CUDA devices to spread a call over, ndevices of
                                  them: kNN shards the references over them and merges
-                                 the lists exactly (the answer of one device) */
+                                 the lists exactly (the answer of one device); the
+                                 mixtures split the rows and combine the M-step's
+                                 statistics (one device's fit up to the order of sums) */
   int ndevices;              /* in: 0 = `device` alone; GPUML_ALL_DEVICES = every device */
   gpuml_precision precision; /* in */
   gpuml_metric metric;       /* in: kNN, distances and the kNN index; default euclidean */

@@ -7,8 +7,8 @@
  *
  * The global data are the ranks' blocks one after another in rank order: row i of rank r
  * is global row offset_r + i, offset_r the rows of the ranks before it. Results equal
- * those of one process on the whole data (the lists are merged by (distance, index), the
- * order of every backend's final lists).
+ * those of one process on the whole data (kNN: the lists are merged by (distance, index),
+ * the order of every backend's final lists; mixtures: up to the order of the sums).
  */
 #ifndef GPUML_MPI_H
 #define GPUML_MPI_H
@@ -36,6 +36,33 @@ gpuml_status gpuml_mpi_knn_search(MPI_Comm comm, const double *data, int64_t n_l
                                   const double *query, int64_t m, int64_t k, int64_t *index,
                                   double *dist, const gpuml_options *opt,
                                   gpuml_knn_result *result);
+
+/*
+ * Gaussian mixtures across the ranks of comm: gpuml_gmm_fit() on the rows of all ranks.
+ *   x: this rank's n_local x d rows (n_local >= 1 on every rank); params, opt and d the
+ *     same on every rank, and every rank on the same backend.
+ *   model and bic: the same on every rank; z (n_local x G), classification and
+ *     uncertainty (n_local): this rank's rows.
+ * Each rank runs EM on its rows; the M-step statistics of the ranks (sizes, means,
+ * scatter about the rank's means) are gathered and combined in rank order
+ * (MPI_Allgather, not MPI_Allreduce, whose order of additions is the library's), so that
+ * every rank gets the same bits and the same parameters; log-likelihoods are summed in
+ * rank order. The starts see the same rows on every rank: the hierarchical start's rows
+ * (at most 2,000, chosen from the global row count as gpuml_gmm_fit chooses them; with
+ * d = 1 the whole column) and the rows k-means++ draws are gathered from their owners;
+ * components that collapse are re-seeded at the worst-fitted rows of all ranks. The fit
+ * is then the one-process fit up to the order of the sums (the tests ask for the same
+ * model, G and classification and log-likelihoods within 1e-10).
+ * The ranks agree on the status after every step one of them could fail alone; the
+ * interrupt callback is not polled (a rank cannot stop alone), progress is each rank's.
+ * Errors as gpuml_gmm_fit, "mpi:mismatch" when the ranks disagree on d or the parameters'
+ * counts, "mpi:error" when MPI fails; every rank gets the same status.
+ */
+gpuml_status gpuml_mpi_gmm_fit(MPI_Comm comm, const double *x, int64_t n_local, int64_t d,
+                               const gpuml_gmm_params *params, gpuml_gmm_model *model,
+                               double *z, int64_t *classification, double *uncertainty,
+                               double *bic, const gpuml_options *opt,
+                               gpuml_gmm_result *result);
 
 #ifdef __cplusplus
 }

@@ -6,41 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpuml_mpi.h"
+#include "ranks.h"
 #include "shards.h"
-
-/* Every rank gets the status of the lowest failing rank, with its message. */
-static gpuml_status agree(MPI_Comm comm, int rank, int size, gpuml_status st) {
-  int failing = st ? rank : size, first = size;
-  if (MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-    return gm_fail(GPUML_ERR_ARG, "mpi:error", "MPI_Allreduce failed");
-  if (first == size) return GPUML_OK;
-  struct {
-    int status;
-    char id[64];
-    char message[1024];
-  } what;
-  memset(&what, 0, sizeof what);
-  if (rank == first) {
-    what.status = (int)st;
-    snprintf(what.id, sizeof what.id, "%s", gpuml_last_error_id());
-    snprintf(what.message, sizeof what.message, "%s", gpuml_last_error());
-  }
-  if (MPI_Bcast(&what, (int)sizeof what, MPI_BYTE, first, comm) != MPI_SUCCESS)
-    return gm_fail(GPUML_ERR_ARG, "mpi:error", "MPI_Bcast failed");
-  if (rank == first) return st;
-  return gm_fail((gpuml_status)what.status, what.id, "rank %d: %s", first, what.message);
-}
-
-static gpuml_status mpi_failed(const char *what) {
-  return gm_fail(GPUML_ERR_ARG, "mpi:error", "%s failed", what);
-}
 
 /* The ranks must agree on the shape of the call. */
 static gpuml_status check_same(MPI_Comm comm, int64_t d, int64_t k, int64_t m, int has_query) {
   int64_t mine[4] = {d, k, has_query ? m : -1, has_query}, lo[4], hi[4];
   if (MPI_Allreduce(mine, lo, 4, MPI_INT64_T, MPI_MIN, comm) != MPI_SUCCESS ||
       MPI_Allreduce(mine, hi, 4, MPI_INT64_T, MPI_MAX, comm) != MPI_SUCCESS)
-    return mpi_failed("MPI_Allreduce");
+    return gm_mpi_failed("MPI_Allreduce");
   static const char *const names[] = {"the number of columns", "k", "the number of queries",
                                       "whether queries are given"};
   for (int i = 0; i < 4; i++)
@@ -68,7 +42,7 @@ static gpuml_status replicated_queries(MPI_Comm comm, int rank, int size, const 
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the ranks' lists (%.1f MB)",
                  (double)mk * (double)size * 16 / 1e6);
   /* the collectives need every rank's buffers */
-  if ((st = agree(comm, rank, size, st))) goto done;
+  if ((st = gm_mpi_agree(comm, rank, size, st))) goto done;
   if (kl > 0) {
     st = gpuml_knn_search(data, n_local, d, query, m, kl, idx, dst, opt, result);
     if (!st)
@@ -80,7 +54,7 @@ static gpuml_status replicated_queries(MPI_Comm comm, int rank, int size, const 
   if (MPI_Allgather(&kl, 1, MPI_INT64_T, counts, 1, MPI_INT64_T, comm) != MPI_SUCCESS ||
       MPI_Allgather(idx, (int)mk, MPI_INT64_T, all_idx, (int)mk, MPI_INT64_T, comm) != MPI_SUCCESS ||
       MPI_Allgather(dst, (int)mk, MPI_DOUBLE, all_dst, (int)mk, MPI_DOUBLE, comm) != MPI_SUCCESS) {
-    if (!st) st = mpi_failed("MPI_Allgather");
+    if (!st) st = gm_mpi_failed("MPI_Allgather");
   }
   if (!st) {
     for (int r = 0; r < size; r++)
@@ -106,7 +80,7 @@ static gpuml_status ring(MPI_Comm comm, int rank, int size, const double *data, 
                          const gpuml_options *opt, gpuml_knn_result *result) {
   int64_t maxn = 0;
   if (MPI_Allreduce(&n_local, &maxn, 1, MPI_INT64_T, MPI_MAX, comm) != MPI_SUCCESS)
-    return mpi_failed("MPI_Allreduce");
+    return gm_mpi_failed("MPI_Allreduce");
   const size_t block_values = (size_t)(maxn > 0 ? maxn : 1) * (size_t)d;
   const size_t lk = (size_t)(n_local > 0 ? n_local : 1) * (size_t)(k + 1);
   double *block = gm_alloc(block_values, sizeof *block);
@@ -118,7 +92,7 @@ static gpuml_status ring(MPI_Comm comm, int rank, int size, const double *data, 
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the ring's buffers (%.1f MB)",
                  ((double)block_values + (double)lk * 4) * 8 / 1e6);
   /* the ring needs every rank's buffers */
-  if ((st = agree(comm, rank, size, st))) goto done;
+  if ((st = gm_mpi_agree(comm, rank, size, st))) goto done;
   memcpy(block, data, sizeof *block * (size_t)n_local * (size_t)d);
   for (int64_t i = 0; i < n_local; i++) found[i] = 0;
   int64_t meta[2] = {n_local, offset};  /* rows and first global row of the block held */
@@ -152,7 +126,7 @@ static gpuml_status ring(MPI_Comm comm, int rank, int size, const double *data, 
     if (MPI_Sendrecv_replace(meta, 2, MPI_INT64_T, next, 1, prev, 1, comm, &status) != MPI_SUCCESS ||
         MPI_Sendrecv_replace(block, (int)block_values, MPI_DOUBLE, next, 2, prev, 2, comm,
                              &status) != MPI_SUCCESS) {
-      if (!st) st = mpi_failed("MPI_Sendrecv_replace");
+      if (!st) st = gm_mpi_failed("MPI_Sendrecv_replace");
     }
   }
   for (int64_t i = 0; !st && i < n_local; i++)
@@ -191,10 +165,10 @@ gpuml_status gpuml_mpi_knn_search(MPI_Comm comm, const double *data, int64_t n_l
   int64_t offset = 0, total = 0;
   if (MPI_Exscan(&n_local, &offset, 1, MPI_INT64_T, MPI_SUM, comm) != MPI_SUCCESS ||
       MPI_Allreduce(&n_local, &total, 1, MPI_INT64_T, MPI_SUM, comm) != MPI_SUCCESS)
-    return mpi_failed("MPI_Exscan");
+    return gm_mpi_failed("MPI_Exscan");
   if (rank == 0) offset = 0;  /* MPI_Exscan leaves rank 0's value undefined */
   if (!st) st = gpuml_knn_check(total, d, query ? m : -1, k, opt);
-  if ((st = agree(comm, rank, size, st))) return st;
+  if ((st = gm_mpi_agree(comm, rank, size, st))) return st;
   if (result) memset(result, 0, sizeof *result);
   if (!query && n_local > 0) {  /* the ring reads the running lists before they fill */
     memset(index, 0, sizeof *index * (size_t)n_local * (size_t)k);
@@ -203,7 +177,7 @@ gpuml_status gpuml_mpi_knn_search(MPI_Comm comm, const double *data, int64_t n_l
   st = query ? replicated_queries(comm, rank, size, data, n_local, d, offset, query, m, k, index, dist,
                                   opt, result)
              : ring(comm, rank, size, data, n_local, d, offset, k, index, dist, opt, result);
-  st = agree(comm, rank, size, st);
+  st = gm_mpi_agree(comm, rank, size, st);
   if (!st && result) result->run.seconds = gm_seconds() - t0;
   return st;
 }
