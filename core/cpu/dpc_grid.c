@@ -307,6 +307,7 @@ static double *cell_max_of(const gm_dpc_grid *g, const double *rho_sorted) {
 
 typedef struct {
   double cut;
+  double inv_dc2; /* the Gaussian kernel's 1 / dc^2; 0: the cutoff kernel */
   double *rho;
 } rho_ctx;
 
@@ -396,10 +397,32 @@ static void count_block(const double *restrict X, int64_t n, int dim, const doub
   }
 }
 
+/* Adds to acc[k] (k < mk) the Gaussian weights exp(-s / dc^2) of the sorted positions
+ * a .. b - 1 with s < cut from the query k (sorted position self + k, left out: not its
+ * own neighbour). Each square sum in dimension order, each point's weights added in
+ * the order of the walk. */
+static void gauss_block(const gm_dpc_grid *g, const double *q, int64_t mk, int64_t self,
+                        int64_t a, int64_t b, double cut, double inv_dc2, double *acc) {
+  const int dim = g->geom.dim;
+  for (int64_t j = a; j < b; j++)
+    for (int64_t k = 0; k < mk; k++) {
+      if (j == self + k) continue;
+      double s = 0;
+      for (int t = 0; t < dim; t++) {
+        const double diff = g->coords[(size_t)t * (size_t)g->n + (size_t)j] -
+                            q[t * GM_DPC_GRID_BLOCK_CELL + k];
+        s += diff * diff;
+      }
+      if (s < cut) acc[k] += exp(-s * inv_dc2);
+    }
+}
+
 /* The cutoff density of the points of one cell together: the rows, and the cells wholly
  * inside the ball of every point of the cell, are found once for the cell (from the
  * bounding box of its points); only the points of the cells between are tested, against
- * all the cell's points at once. */
+ * all the cell's points at once. The truncated Gaussian density walks the same rows,
+ * summing the weights of every point of their cells within the cut (no cell is taken
+ * whole: the weights differ). */
 static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
   const rho_ctx *ctx = vctx;
   double q[GM_DPC_GRID_MAX_DIM * GM_DPC_GRID_BLOCK_CELL], acc[GM_DPC_GRID_BLOCK_CELL];
@@ -430,6 +453,11 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
         if (!gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
                               &i_hi))
           continue;
+        if (ctx->inv_dc2 > 0) {
+          gauss_block(g, q, mk, s0 + k0, start[base + o_lo], start[base + o_hi + 1], ctx->cut,
+                      ctx->inv_dc2, acc);
+          continue;
+        }
         if (i_lo <= i_hi) {
           common += start[base + i_hi + 1] - start[base + i_lo];
           count_block(g->coords, g->n, geo->dim, q, kn, start[base + o_lo], start[base + i_lo],
@@ -443,13 +471,13 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
       } while (gm_dpc_rows_next(geo, &rows));
     /* each point itself, at 0 < cut, is counted once: not a neighbour */
     for (int64_t k = 0; k < mk; k++)
-      ctx->rho[g->order[s0 + k0 + k]] = acc[k] + (double)(common - 1);
+      ctx->rho[g->order[s0 + k0 + k]] = ctx->inv_dc2 > 0 ? acc[k] : acc[k] + (double)(common - 1);
   }
 }
 
-gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, double cut, double *rho,
-                             const gpuml_options *opt) {
-  rho_ctx ctx = {cut, rho};
+gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, int gaussian, double dc, double cut,
+                             double *rho, const gpuml_options *opt) {
+  rho_ctx ctx = {cut, gaussian ? 1 / (dc * dc) : 0, rho};
   return for_items(g, opt, "dpc rho", 1, rho_cell, &ctx);
 }
 
