@@ -465,6 +465,51 @@ static void test_index(void) {
   }
 }
 
+/* The halo on uniform data with many clusters (their borders in the density's valleys,
+ * each point's ball holding hundreds of points): the index's blocks bound the density
+ * of the other clusters within dc of each cell far below the largest, and most points
+ * skip their walk; the halo must still be the definition's. */
+static void test_halo_many_clusters(void) {
+  const int64_t n = 20000, d = 2, k = 10;
+  const double dc = 0.05;
+  double *x = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n * d; i++) x[i] = uniform();
+  fit f = fit_alloc(n);
+  gpuml_status st = run_dpc(x, n, d, dc, 0, &f, test_backend, NULL);
+  int64_t *centres = malloc(sizeof(int64_t) * n), *cluster = malloc(sizeof(int64_t) * n), nc = 0;
+  int *halo = malloc(sizeof(int) * n);
+  gpuml_dpc_selection sel;
+  gpuml_dpc_selection_init(&sel);
+  sel.has_k = 1;
+  sel.k = k;
+  if (!st) st = gpuml_dpc_cut(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
+  gpuml_options opt = options();
+  if (!st) st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
+  CHECK(st == GPUML_OK, "many clusters: status %d (%s)", st, gpuml_last_error());
+  if (st == GPUML_OK) {
+    double border[10] = {0};
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++)
+        if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
+          const double avg = (f.rho[i] + f.rho[j]) / 2;
+          if (avg > border[cluster[i]]) border[cluster[i]] = avg;
+        }
+    int64_t wrong = 0, halos = 0;
+    for (int64_t i = 0; i < n; i++) {
+      wrong += halo[i] != (f.rho[i] < border[cluster[i]]);
+      halos += halo[i];
+    }
+    CHECK(wrong == 0 && halos > 0 && halos < n,
+          "many clusters: halo %lld wrong of %lld halo points", (long long)wrong,
+          (long long)halos);
+  }
+  free(halo);
+  free(centres);
+  free(cluster);
+  fit_free(&f);
+  free(x);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -946,6 +991,7 @@ int main(void) {
     test_far_peaks();
     test_crowded_cells();
     test_index();
+    test_halo_many_clusters();
     test_dc_estimate();
     test_clusters();
     test_callbacks();
