@@ -160,6 +160,32 @@ static void compare_with_cpu(const char *what, const double *x, int64_t n, int64
   compare_with_cpu_truncated(what, x, n, d, dc, gaussian, 0, got);
 }
 
+/* The points whose halo flag differs from the definition (the border density of a
+ * cluster: the largest (rho_i + rho_j) / 2 over its points i and the points j of other
+ * clusters within dc; its points below it are its halo), by brute force; *halos counts
+ * the flagged points. */
+static int64_t halo_wrong(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                          const int64_t *cluster, int64_t ncentres, const int *halo,
+                          int64_t *halos) {
+  *halos = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (cluster[i] < 0 || cluster[i] >= ncentres) return n; /* not a cut's clusters */
+  double *border = calloc((size_t)ncentres, sizeof *border);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++)
+      if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
+        const double avg = (rho[i] + rho[j]) / 2;
+        if (avg > border[cluster[i]]) border[cluster[i]] = avg;
+      }
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; i++) {
+    wrong += halo[i] != (rho[i] < border[cluster[i]]);
+    *halos += halo[i];
+  }
+  free(border);
+  return wrong;
+}
+
 static double *blobs(int64_t n, int64_t d, int k, double spread, int64_t *label) {
   double *x = malloc(sizeof(double) * n * d);
   for (int64_t i = 0; i < n; i++) {
@@ -439,18 +465,8 @@ static void test_index(void) {
       int *halo = malloc(sizeof(int) * n);
       gpuml_options opt = options();
       st = gpuml_dpc_halo(x, n, d, dc, got.rho, cluster, nc, halo, &opt, NULL);
-      double border[8] = {0};
-      for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < n; j++)
-          if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
-            const double avg = (got.rho[i] + got.rho[j]) / 2;
-            if (avg > border[cluster[i]]) border[cluster[i]] = avg;
-          }
-      int64_t wrong = 0, halos = 0;
-      for (int64_t i = 0; i < n; i++) {
-        wrong += halo[i] != (got.rho[i] < border[cluster[i]]);
-        halos += halo[i];
-      }
+      int64_t halos = 0;
+      const int64_t wrong = halo_wrong(x, n, d, dc, got.rho, cluster, nc, halo, &halos);
       CHECK(st == GPUML_OK && wrong == 0,
             "index, d = %lld, dc = %g: halo %lld wrong of %lld halo points (%s)", (long long)d,
             dc, (long long)wrong, (long long)halos, gpuml_last_error());
@@ -487,18 +503,8 @@ static void test_halo_many_clusters(void) {
   if (!st) st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
   CHECK(st == GPUML_OK, "many clusters: status %d (%s)", st, gpuml_last_error());
   if (st == GPUML_OK) {
-    double border[10] = {0};
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < n; j++)
-        if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
-          const double avg = (f.rho[i] + f.rho[j]) / 2;
-          if (avg > border[cluster[i]]) border[cluster[i]] = avg;
-        }
-    int64_t wrong = 0, halos = 0;
-    for (int64_t i = 0; i < n; i++) {
-      wrong += halo[i] != (f.rho[i] < border[cluster[i]]);
-      halos += halo[i];
-    }
+    int64_t halos = 0;
+    const int64_t wrong = halo_wrong(x, n, d, dc, f.rho, cluster, nc, halo, &halos);
     CHECK(wrong == 0 && halos > 0 && halos < n,
           "many clusters: halo %lld wrong of %lld halo points", (long long)wrong,
           (long long)halos);
@@ -642,18 +648,8 @@ static void test_clusters(void) {
     gpuml_dpc_estimate_dc(x, n, d, 0.02, &dc, &opt);
     opt = options();
     st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
-    double border[16] = {0};
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < n; j++)
-        if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
-          double avg = (f.rho[i] + f.rho[j]) / 2;
-          if (avg > border[cluster[i]]) border[cluster[i]] = avg;
-        }
-    int64_t wrong = 0, halos = 0;
-    for (int64_t i = 0; i < n; i++) {
-      wrong += halo[i] != (f.rho[i] < border[cluster[i]]);
-      halos += halo[i];
-    }
+    int64_t halos = 0;
+    const int64_t wrong = halo_wrong(x, n, d, dc, f.rho, cluster, nc, halo, &halos);
     CHECK(st == GPUML_OK && wrong == 0, "d = %lld halo: %lld wrong, %lld halo points (%s)",
           (long long)d, (long long)wrong, (long long)halos, gpuml_last_error());
     free(halo);
@@ -682,18 +678,8 @@ static void test_clusters(void) {
     int halo[900];
     gpuml_options opt = options();
     gpuml_status st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
-    double border[3] = {0};
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < n; j++)
-        if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
-          double avg = (f.rho[i] + f.rho[j]) / 2;
-          if (avg > border[cluster[i]]) border[cluster[i]] = avg;
-        }
-    int64_t wrong = 0, halos = 0;
-    for (int64_t i = 0; i < n; i++) {
-      wrong += halo[i] != (f.rho[i] < border[cluster[i]]);
-      halos += halo[i];
-    }
+    int64_t halos = 0;
+    const int64_t wrong = halo_wrong(x, n, d, dc, f.rho, cluster, nc, halo, &halos);
     CHECK(st == GPUML_OK && wrong == 0 && halos > 0 && halos < n,
           "touching blobs d = %lld: %lld wrong, %lld halo points", (long long)d, (long long)wrong,
           (long long)halos);
