@@ -7,8 +7,10 @@
  *  - the nearest denser point is searched ring by ring outwards, skipping rows and
  *    cells farther than the best so far and cells whose densest point is below the
  *    point's density, until the rings' distance bound passes the best;
- *  - the halo skips, row by row, the runs of cells of the point's own cluster and the
- *    runs whose densest point cannot raise the border density, and takes the cells of
+ *  - the halo skips the points that the densest point of another cluster within reach
+ *    of their block of cells (reach_of) cannot lift past their cluster's border density
+ *    so far; the others skip, row by row, the runs of cells of their own cluster and the
+ *    runs whose densest point cannot raise the border density, and take the cells of
  *    another cluster wholly inside the ball from their densest point.
  * Tested pairs use the exact direct-form squares (gm_sqdist's sum, in dimension order),
  * so the answers are those of the brute force. The GPU walks the same index with the
