@@ -50,7 +50,9 @@ typedef struct gm_neighbour_ops {
 typedef struct gm_dpc_ops {
   /* rho, and for every point but the top of the density order (gm_dpc_top) the
    * squared distance to its nearest denser point and that point's index; rho on the
-   * index when rho_grid is given, delta when delta_grid is (the same index). */
+   * index when rho_grid is given, delta when delta_grid is (the same index). rho sums
+   * over the other points with s < cut: 1 each, or exp(-s / dc^2) when gaussian (cut
+   * INFINITY: the exact sum, on the tiles; finite: the truncated sum, on either). */
   gpuml_status (*density)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                           const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                           double *rho, double *delta_sq, int64_t *nearest,

@@ -20,6 +20,7 @@ const gm_param_spec gm_dpc_param_specs[] = {
      .has_flag = 1, .flag_offset = offsetof(gpuml_dpc_params, estimate_dc), .flag_on_number = 0},
     {GM_PARAM(gpuml_dpc_params, neighbor_rate, GM_PARAM_REAL)},
     {GM_PARAM(gpuml_dpc_params, kernel, GM_PARAM_CHOICE), .choices = dpc_kernels},
+    {GM_PARAM(gpuml_dpc_params, gaussian_cutoff, GM_PARAM_REAL)},
     {.name = "k", .type = GM_PARAM_INT64, .offset = offsetof(gpuml_dpc_params, select.k),
      .has_flag = 1, .flag_offset = offsetof(gpuml_dpc_params, select.has_k), .flag_on_number = 1},
     {.name = "rho", .type = GM_PARAM_REAL, .offset = offsetof(gpuml_dpc_params, select.rho_min),
@@ -61,10 +62,11 @@ int64_t gm_dpc_top(const double *rho, int64_t n) {
   return top;
 }
 
-/* The rule of `auto` for the passes within dc (the cutoff density, the halo): on the
- * cell index when a point's ball of radius dc touches at most n / GM_DPC_ROW_COST rows of
- * cells (a row costs about as much as that many pairs of the all-pairs tiles), else on
- * the tiles. Delta is always searched on the index when d <= GM_DPC_GRID_MAX_DIM. */
+/* The rule of `auto` for the passes within a radius (the cutoff density and the halo
+ * within dc, the truncated Gaussian density within gaussian_cutoff dc; the exact
+ * Gaussian density always runs on the tiles): on the cell index when a point's ball
+ * touches at most n / GM_DPC_ROW_COST rows of cells (a row costs about as much as that
+ * many pairs of the all-pairs tiles), else on the tiles. Delta is always searched on the index when d <= GM_DPC_GRID_MAX_DIM. */
 int gm_dpc_rows_fit(const gm_dpc_grid *g, double cut, int64_t n) {
   return gm_dpc_grid_rows(g, cut) * GM_DPC_ROW_COST <= (double)n;
 }
@@ -194,6 +196,16 @@ static gpuml_status check_rate(double rate) {
   return GPUML_OK;
 }
 
+static gpuml_status check_gaussian_cutoff(double c) {
+  if (!(c >= 0) || !isfinite(c))
+    return gm_fail(GPUML_ERR_ARG, "dpc:badGaussianCutoff",
+                   "gaussian_cutoff = %g must be a finite number >= 0, in units of dc (0: the "
+                   "exact sum over all points; 3: pairs beyond 3 dc, of weight below e^-9, "
+                   "dropped)",
+                   c);
+  return GPUML_OK;
+}
+
 static gpuml_status check_dc(double dc) {
   if (!(dc > 0) || !isfinite(dc))
     return gm_fail(GPUML_ERR_ARG, "dpc:badDc", "dc = %g must be a positive finite distance", dc);
@@ -239,6 +251,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
                    (int)params->kernel);
   if ((st = params->estimate_dc ? check_rate(params->neighbor_rate) : check_dc(params->dc)))
     return st;
+  if ((st = check_gaussian_cutoff(params->gaussian_cutoff))) return st;
   if ((st = gm_check_options(opt))) return st;
   const double t0 = gm_seconds();
   gpuml_options used;
@@ -251,14 +264,19 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   if (params->estimate_dc && (st = estimate_dc(x, n, d, params->neighbor_rate, &dc, &used)))
     return st;
   const int gaussian = params->kernel == GPUML_DPC_GAUSSIAN;
-  const double cut = gm_dpc_sq_threshold(dc, 1);
-  /* The index for d <= GM_DPC_GRID_MAX_DIM (gm_dpc_rows_fit): delta always on it, the
-   * cutoff density when a point's ball touches few enough rows of cells. */
+  const int truncated = gaussian && params->gaussian_cutoff > 0;
+  /* The pairs rho sums over, s < cut: within dc (cutoff kernel), within gaussian_cutoff
+   * dc (truncated Gaussian), or all of them (exact Gaussian). */
+  const double cut = !gaussian ? gm_dpc_sq_threshold(dc, 1)
+                     : truncated ? gm_dpc_sq_threshold(params->gaussian_cutoff * dc, 1)
+                                 : INFINITY;
+  /* The index for d <= GM_DPC_GRID_MAX_DIM (gm_dpc_rows_fit): delta always on it, rho
+   * (not the exact Gaussian) when a point's ball touches few enough rows of cells. */
   gm_dpc_grid grid;
   memset(&grid, 0, sizeof grid);
   const int use_grid = gm_dpc_grid_usable(d);
   if (use_grid) st = grid_for(b, x, n, d, &used, &grid);
-  const int rho_on_grid = !st && use_grid && !gaussian && gm_dpc_rows_fit(&grid, cut, n);
+  const int rho_on_grid = !st && use_grid && (!gaussian || truncated) && gm_dpc_rows_fit(&grid, cut, n);
   if (!st)
     st = b->dpc->density(x, n, d, rho_on_grid ? &grid : NULL, use_grid ? &grid : NULL, gaussian,
                          dc, cut, rho, delta, nearest, &used);

@@ -80,9 +80,11 @@ void gm_dpc_grid_merge_runs(int64_t nc, int64_t *label, int64_t *end, double *to
 /* ---- CPU passes (core/dpc_grid.c, core/dpc_tiles.c). Each writes per original index;
  *      delta_sq/nearest are left untouched for `top`. ---- */
 
-/* rho by the cutoff kernel (cut = gm_dpc_sq_threshold(dc, 1)) on the grid. */
-gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, double cut, double *rho,
-                             const gpuml_options *opt);
+/* rho on the grid over the pairs with s < cut: their count (cut =
+ * gm_dpc_sq_threshold(dc, 1)), or with gaussian the sum of their weights exp(-s / dc^2)
+ * (the truncated Gaussian: cut from gaussian_cutoff dc). */
+gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, int gaussian, double dc, double cut,
+                             double *rho, const gpuml_options *opt);
 /* Squared distance to and index of the nearest point above each point: rings of cells
  * outwards, skipping rows and cells farther than the best so far and cells with no
  * point as dense, until the rings' distance bound passes the best. */
@@ -100,7 +102,8 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
 void gm_dpc_direct_tile(const double *x, int64_t n, int64_t d, int64_t a0, int64_t an,
                         int64_t b0, int64_t bn, double *out);
 
-/* The same by distance tiles over all pairs (any d; either kernel for rho). */
+/* The same by distance tiles over all pairs (any d; either kernel for rho, the pairs
+ * with s < cut: cut INFINITY for the exact Gaussian). */
 gpuml_status gm_dpc_tiles_rho(const double *x, int64_t n, int64_t d, int gaussian, double dc,
                               double cut, double *rho, const gpuml_options *opt);
 gpuml_status gm_dpc_tiles_delta(const double *x, int64_t n, int64_t d, const double *rho,

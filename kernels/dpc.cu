@@ -32,7 +32,7 @@ constexpr int64_t kRefTile = 32768;      // GEMM tile rows
 enum Mode { kCount = 0, kGauss = 1, kDelta = 2, kBorder = 3 };
 
 struct PassArgs {
-  double cut = 0;                   // kCount, kBorder: s < cut
+  double cut = 0;                   // kCount, kGauss, kBorder: s < cut
   double inv_dc2 = 0;               // kGauss
   const double *rho = nullptr;      // kDelta, kBorder (by point index)
   const int64_t *cluster = nullptr; // kBorder
@@ -85,7 +85,9 @@ __global__ void __launch_bounds__(kPassThreads)
       if (fabs(s - a.cut) <= margin) s = exact_sqdist(xj, xi, d);
       count += s < a.cut;
     }
-    if (Mode == kGauss) acc += exp(-s * a.inv_dc2);
+    // the Gaussian: the pairs with s < cut (all when cut is INFINITY), decided exactly
+    if (Mode == kGauss && (fabs(s - a.cut) <= margin ? exact_sqdist(xj, xi, d) : s) < a.cut)
+      acc += exp(-s * a.inv_dc2);
     if (Mode == kBorder) {
       if (fabs(s - a.cut) <= margin) s = exact_sqdist(xj, xi, d);
       if (s < a.cut) acc = (rho_i + a.rho[j]) / 2;
@@ -334,7 +336,7 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   args.inv_dc2 = 1 / (dc * dc);
   args.value = rho_d;
   if (rho_grid) {
-    GM_TRY(grid_rho(ctx, rho_grid->geom.dim, g, cut, rho_d, opt));
+    GM_TRY(grid_rho(ctx, rho_grid->geom.dim, g, cut, gaussian ? args.inv_dc2 : 0, rho_d, opt));
   } else if (gaussian) {
     GM_TRY(all_pairs_pass<kGauss>(ctx, ap, n, d, args, opt));
   } else {

@@ -43,10 +43,13 @@ __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *
 // 2 (4) groups of lanes hold them all and take every 2nd (4th) row each, so that a row
 // is classified once for all the points and a tested point is read once per group
 // (the same address across the group). The counts are exact integers, so they equal
-// the CPU's and the brute force's.
+// the CPU's and the brute force's. With inv_dc2 > 0 (the truncated Gaussian) the lanes
+// sum the weights exp(-s inv_dc2) of every point within the cut but themselves instead
+// (no cell taken whole); sums in another order than the CPU's, so equal to rounding.
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
-    grid_count_kernel(GridDev g, double cut, double *__restrict__ rho, int64_t c0, int64_t c1) {
+    grid_count_kernel(GridDev g, double cut, double inv_dc2, double *__restrict__ rho,
+                      int64_t c0, int64_t c1) {
   const int64_t cell = c0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (cell >= c1) return;  // the whole warp
@@ -71,6 +74,8 @@ __global__ void __launch_bounds__(kPassThreads)
       qb[t] = b;
     }
     int64_t count = 0;
+    double weight = 0;
+    const bool gauss = inv_dc2 > 0;
     gm_dpc_rows rows;
     bool more = gm_dpc_rows_ball(geo, qa, qb, sqrt(cut * GM_DPC_CUT_OUT), &rows);
     for (int r = 0; r < part && more; r++) more = gm_dpc_rows_next(geo, &rows);
@@ -80,21 +85,30 @@ __global__ void __launch_bounds__(kPassThreads)
       int64_t o_lo, o_hi, i_lo, i_hi;
       if (gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, cut, &o_lo, &o_hi, &i_lo, &i_hi)) {
         int64_t a1 = g.start[base + o_lo], b1 = g.start[base + o_hi + 1], a2 = b1, b2 = b1;
-        if (i_lo <= i_hi) {
+        if (i_lo <= i_hi && !gauss) {
           count += g.start[base + i_hi + 1] - g.start[base + i_lo];
           b1 = g.start[base + i_lo];
           a2 = g.start[base + i_hi + 1];
         }
-        for (int64_t j = a1; j < b1; j++) count += grid_sq<DIM>(g, p, j) < cut;
-        for (int64_t j = a2; j < b2; j++) count += grid_sq<DIM>(g, p, j) < cut;
+        if (gauss) {
+          for (int64_t j = a1; j < b1; j++) {
+            const double sq = grid_sq<DIM>(g, p, j);
+            if (sq < cut && j != s) weight += exp(-sq * inv_dc2);
+          }
+        } else {
+          for (int64_t j = a1; j < b1; j++) count += grid_sq<DIM>(g, p, j) < cut;
+          for (int64_t j = a2; j < b2; j++) count += grid_sq<DIM>(g, p, j) < cut;
+        }
       }
       for (int r = 0; r < share && more; r++) more = gm_dpc_rows_next(geo, &rows);
     }
     // the groups hold the counts of their rows
-    for (int off = width; off < 32; off <<= 1)
+    for (int off = width; off < 32; off <<= 1) {
       count += __shfl_xor_sync(0xffffffffu, count, off);
+      weight += __shfl_xor_sync(0xffffffffu, weight, off);
+    }
     // each point itself, at 0 < cut, is counted once: not a neighbour
-    if (mine && part == 0) rho[g.order[s]] = (double)(count - 1);
+    if (mine && part == 0) rho[g.order[s]] = gauss ? weight : (double)(count - 1);
   }
 }
 
@@ -317,12 +331,12 @@ gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorte
     default: KERNEL<8><<<blocks, kPassThreads, 0, ctx.stream()>>>(__VA_ARGS__); break; \
   }
 
-gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double *rho,
-                      const gpuml_options *opt) {
+gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
+                      double *rho, const gpuml_options *opt) {
   for (int64_t c0 = 0; c0 < g.ncells; c0 += kGridCellChunk) {
     const int64_t c1 = min64(g.ncells, c0 + kGridCellChunk);
     const unsigned blocks = grid_1d((c1 - c0) * 32, kPassThreads);
-    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, rho, c0, c1);
+    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, rho, c0, c1);
     GM_TRY(ctx.launched("density peaks rho (index)"));
     GM_TRY(ctx.sync("density peaks rho (index)"));
     GM_TRY(interrupted(ctx, opt));

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kDirectThreads)
             s = __dadd_rn(s, __dmul_rn(diff, diff));
           }
         if (Mode == kCount) count += s < a.cut;
-        if (Mode == kGauss) acc += exp(-s * a.inv_dc2);
+        if (Mode == kGauss && s < a.cut) acc += exp(-s * a.inv_dc2);
         if (Mode == kDelta && (s < acc || (s == acc && j < best_j))) {
           acc = s;
           best_j = j;

@@ -31,6 +31,14 @@
 ## @code{false} (default): @var{rho}(i) counts the other points closer than @var{dc};
 ## @code{true}: @var{rho}(i) = sum over the other points of exp(-(d/@var{dc})^2).
 ##
+## @item @qcode{"gaussian_cutoff"}
+## The Gaussian kernel's truncation @var{c}, in units of @var{dc} (finite, >= 0;
+## ignored by the cutoff kernel).  0 (default): the exact sum over all other points.
+## @var{c} > 0: only the points closer than @var{c} * @var{dc} are summed; each dropped
+## weight is below exp(-@var{c}^2) (@var{c} = 3: 1.2e-4), so every @var{rho}(i) is below
+## the exact sum by at most the number of points it drops times exp(-@var{c}^2).  In up
+## to 8 dimensions the truncated sum runs on the cell index instead of over all pairs.
+##
 ## @item @qcode{"k"}
 ## The number of clusters: the @var{k} points of largest @var{gamma} = @var{rho} .*
 ## @var{delta} become the centres.
@@ -90,7 +98,8 @@ function [clusters, info] = gpu_dpc (X, varargin)
     print_usage ();
   endif
   [opts, given] = gpuml_parse_options ("gpu_dpc",
-                                       struct ("dc", [], "gaussian", false, "k", [],
+                                       struct ("dc", [], "gaussian", false,
+                                               "gaussian_cutoff", [], "k", [],
                                                "rho", [], "delta", [], "seed", [],
                                                "backend", "auto", "verbose", false),
                                        varargin);
@@ -155,7 +164,7 @@ endfunction
 %! endif
 
 ## The definitions, over the full distance matrix.
-%!function [rho, delta, nearest] = ref_dpc (X, dc, gaussian)
+%!function [rho, delta, nearest] = ref_dpc (X, dc, gaussian, gaussian_cutoff = 0)
 %!  n = rows (X);
 %!  D = sqrt (max (sum (X.^2, 2) + sum (X.^2, 2)' - 2 * (X * X'), 0));
 %!  for i = 1:n
@@ -164,6 +173,9 @@ endfunction
 %!    endfor
 %!  endfor
 %!  E = D;  E(1:n+1:end) = Inf;
+%!  if (gaussian_cutoff > 0)
+%!    E(E >= gaussian_cutoff * dc) = Inf;
+%!  endif
 %!  if (gaussian)
 %!    rho = sum (exp (-(E / dc) .^ 2), 2);
 %!  else
@@ -259,6 +271,21 @@ endfunction
 %! assert (info3.dc, 0.05);
 %! assert (! info3.dc_estimated && info3.gaussian);
 %! assert (info3.backend, "cpu");
+
+## the truncated Gaussian: its definition, cell index (d <= 8) and all pairs; bad values
+%!test
+%! randn ("state", 47);
+%! for d = [2 9]
+%!   X = randn (150, d);
+%!   dc = 0.2 * sqrt (d);
+%!   [~, info] = gpu_dpc (X, "dc", dc, "gaussian", true, "gaussian_cutoff", 2, "backend", B);
+%!   [rho, delta, nearest] = ref_dpc (X, dc, true, 2);
+%!   assert (info.rho, rho, -1e-10);
+%!   assert (info.nearest, nearest);
+%!   assert (info.delta, delta, -1e-13);
+%! endfor
+%!error <gaussian_cutoff = -1 must be a finite number>
+%! gpu_dpc (randn (20, 2), "gaussian", true, "gaussian_cutoff", -1);
 
 ## with a GPU, the CUDA backend gives the CPU's answers
 %!testif ; gpuml_info ().device_count > 0

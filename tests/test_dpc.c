@@ -61,13 +61,16 @@ static void fit_free(fit *f) {
   free(f->nearest);
 }
 
-/* The definitions, literally: O(n^2) over all pairs. */
-static void ref_dpc(const double *x, int64_t n, int64_t d, double dc, int gaussian, fit *f) {
+/* The definitions, literally: O(n^2) over all pairs; the Gaussian truncated to the
+ * points closer than gaussian_cutoff dc when that is > 0. */
+static void ref_dpc_truncated(const double *x, int64_t n, int64_t d, double dc, int gaussian,
+                              double gaussian_cutoff, fit *f) {
   for (int64_t i = 0; i < n; i++) {
     double r = 0;
     for (int64_t j = 0; j < n; j++) {
       if (j == i) continue;
       double dist = sqrt(ref_sq(x, n, d, i, j));
+      if (gaussian && gaussian_cutoff > 0 && !(dist < gaussian_cutoff * dc)) continue;
       r += gaussian ? exp(-(dist / dc) * (dist / dc)) : (dist < dc ? 1 : 0);
     }
     f->rho[i] = r;
@@ -88,6 +91,9 @@ static void ref_dpc(const double *x, int64_t n, int64_t d, double dc, int gaussi
     f->nearest[i] = best_j;
     f->gamma[i] = f->rho[i] * f->delta[i];
   }
+}
+static void ref_dpc(const double *x, int64_t n, int64_t d, double dc, int gaussian, fit *f) {
+  ref_dpc_truncated(x, n, d, dc, gaussian, 0, f);
 }
 
 static int64_t count_rho_diff(const fit *a, const fit *b, int64_t n, double tol) {
@@ -110,27 +116,36 @@ static int64_t count_delta_diff(const fit *a, const fit *b, int64_t n, double to
   return bad;
 }
 
-static gpuml_status run_dpc(const double *x, int64_t n, int64_t d, double dc, int gaussian,
-                            fit *f, gpuml_backend backend, double *dc_used) {
+static gpuml_status run_dpc_truncated(const double *x, int64_t n, int64_t d, double dc,
+                                      int gaussian, double gaussian_cutoff, fit *f,
+                                      gpuml_backend backend, double *dc_used) {
   gpuml_dpc_params p;
   gpuml_dpc_params_init(&p);
   p.estimate_dc = dc <= 0;
   p.dc = dc;
   p.kernel = gaussian ? GPUML_DPC_GAUSSIAN : GPUML_DPC_CUTOFF;
+  p.gaussian_cutoff = gaussian_cutoff;
   gpuml_options opt = options_for(backend);
   gpuml_dpc_result res;
   gpuml_status st = gpuml_dpc_density(x, n, d, &p, f->rho, f->delta, f->nearest, f->gamma, &opt, &res);
   if (dc_used) *dc_used = st ? NAN : res.dc;
   return st;
 }
+static gpuml_status run_dpc(const double *x, int64_t n, int64_t d, double dc, int gaussian,
+                            fit *f, gpuml_backend backend, double *dc_used) {
+  return run_dpc_truncated(x, n, d, dc, gaussian, 0, f, backend, dc_used);
+}
 
 /* With the CUDA backend, the same call on the CPU must give the same answers: rho
- * exactly for the cutoff kernel, delta and nearest exactly with equal rho. */
-static void compare_with_cpu(const char *what, const double *x, int64_t n, int64_t d, double dc,
-                             int gaussian, const fit *got) {
+ * exactly for the cutoff kernel (within 1e-10 relative for the Gaussian, whose sums run
+ * in another order), delta and nearest exactly with equal rho. */
+static void compare_with_cpu_truncated(const char *what, const double *x, int64_t n, int64_t d,
+                                       double dc, int gaussian, double gaussian_cutoff,
+                                       const fit *got) {
   if (test_backend != GPUML_BACKEND_CUDA) return;
   fit cpu = fit_alloc(n);
-  gpuml_status st = run_dpc(x, n, d, dc, gaussian, &cpu, GPUML_BACKEND_CPU, NULL);
+  gpuml_status st =
+      run_dpc_truncated(x, n, d, dc, gaussian, gaussian_cutoff, &cpu, GPUML_BACKEND_CPU, NULL);
   CHECK(st == GPUML_OK, "%s: cpu run: %s", what, gpuml_last_error());
   if (st == GPUML_OK) {
     int64_t br = count_rho_diff(got, &cpu, n, gaussian ? 1e-10 : 0);
@@ -139,6 +154,36 @@ static void compare_with_cpu(const char *what, const double *x, int64_t n, int64
           (long long)br, (long long)bd);
   }
   fit_free(&cpu);
+}
+static void compare_with_cpu(const char *what, const double *x, int64_t n, int64_t d, double dc,
+                             int gaussian, const fit *got) {
+  compare_with_cpu_truncated(what, x, n, d, dc, gaussian, 0, got);
+}
+
+/* The points whose halo flag differs from the definition (the border density of a
+ * cluster: the largest (rho_i + rho_j) / 2 over its points i and the points j of other
+ * clusters within dc; its points below it are its halo), by brute force; *halos counts
+ * the flagged points. */
+static int64_t halo_wrong(const double *x, int64_t n, int64_t d, double dc, const double *rho,
+                          const int64_t *cluster, int64_t ncentres, const int *halo,
+                          int64_t *halos) {
+  *halos = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (cluster[i] < 0 || cluster[i] >= ncentres) return n; /* not a cut's clusters */
+  double *border = calloc((size_t)ncentres, sizeof *border);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++)
+      if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
+        const double avg = (rho[i] + rho[j]) / 2;
+        if (avg > border[cluster[i]]) border[cluster[i]] = avg;
+      }
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; i++) {
+    wrong += halo[i] != (rho[i] < border[cluster[i]]);
+    *halos += halo[i];
+  }
+  free(border);
+  return wrong;
 }
 
 static double *blobs(int64_t n, int64_t d, int k, double spread, int64_t *label) {
@@ -185,6 +230,58 @@ static void test_against_reference(void) {
         fit_free(&got);
       }
     }
+    free(x);
+  }
+}
+
+/* The truncated Gaussian (gaussian_cutoff c): against the brute force with the same
+ * truncation (rho within 1e-10 relative, the rule of the exact Gaussian's sums; delta and
+ * nearest as there), on the index (d <= 8, a ball of c dc small next to the data at
+ * n = 6000) and on the tiles (d = 9 direct, d = 20 GEMM); and against the exact sum:
+ * below it by at most the dropped points times exp(-c^2). */
+static void test_gaussian_cutoff(void) {
+  const int64_t dims[] = {1, 2, 3, 5, 8, 9, 20, 2};
+  for (size_t a = 0; a < sizeof dims / sizeof dims[0]; a++) {
+    const int64_t d = dims[a], n = a + 1 < sizeof dims / sizeof dims[0] ? 500 + 31 * (int64_t)a : 6000;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n * d; i++) x[i] = normal() + (i % n < n / 3 ? 3 : 0);
+    const double scale = sqrt((double)d);
+    const double dc = (n > 1000 ? 0.02 : 0.15) * scale;
+    const double cutoffs[] = {1, 2.5, 3};
+    fit exact = fit_alloc(n);
+    ref_dpc(x, n, d, dc, 1, &exact);
+    for (int k = 0; k < 3; k++) {
+      const double c = cutoffs[k];
+      fit ref = fit_alloc(n), got = fit_alloc(n);
+      ref_dpc_truncated(x, n, d, dc, 1, c, &ref);
+      gpuml_status st = run_dpc_truncated(x, n, d, dc, 1, c, &got, test_backend, NULL);
+      CHECK(st == GPUML_OK, "d = %lld, gaussian_cutoff %g: status %d (%s)", (long long)d, c, st,
+            gpuml_last_error());
+      if (st == GPUML_OK) {
+        int64_t br = count_rho_diff(&got, &ref, n, 1e-10);
+        int64_t bd = count_delta_diff(&got, &ref, n, 1e-14);
+        CHECK(br == 0 && bd == 0,
+              "d = %lld, gaussian_cutoff %g: %lld rho and %lld delta/nearest differ from the "
+              "truncated brute force",
+              (long long)d, c, (long long)br, (long long)bd);
+        int64_t outside = 0;
+        for (int64_t i = 0; i < n; i++) {
+          int64_t dropped = 0;
+          for (int64_t j = 0; j < n; j++)
+            dropped += j != i && !(sqrt(ref_sq(x, n, d, i, j)) < c * dc);
+          const double lost = exact.rho[i] - got.rho[i];
+          if (lost < -1e-10 * exact.rho[i] ||
+              lost > (double)dropped * exp(-c * c) + 1e-10 * exact.rho[i])
+            outside++;
+        }
+        CHECK(outside == 0, "d = %lld, gaussian_cutoff %g: %lld rho outside the bound of the "
+              "dropped mass", (long long)d, c, (long long)outside);
+        compare_with_cpu_truncated("truncated Gaussian", x, n, d, dc, 1, c, &got);
+      }
+      fit_free(&ref);
+      fit_free(&got);
+    }
+    fit_free(&exact);
     free(x);
   }
 }
@@ -368,18 +465,8 @@ static void test_index(void) {
       int *halo = malloc(sizeof(int) * n);
       gpuml_options opt = options();
       st = gpuml_dpc_halo(x, n, d, dc, got.rho, cluster, nc, halo, &opt, NULL);
-      double border[8] = {0};
-      for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < n; j++)
-          if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
-            const double avg = (got.rho[i] + got.rho[j]) / 2;
-            if (avg > border[cluster[i]]) border[cluster[i]] = avg;
-          }
-      int64_t wrong = 0, halos = 0;
-      for (int64_t i = 0; i < n; i++) {
-        wrong += halo[i] != (got.rho[i] < border[cluster[i]]);
-        halos += halo[i];
-      }
+      int64_t halos = 0;
+      const int64_t wrong = halo_wrong(x, n, d, dc, got.rho, cluster, nc, halo, &halos);
       CHECK(st == GPUML_OK && wrong == 0,
             "index, d = %lld, dc = %g: halo %lld wrong of %lld halo points (%s)", (long long)d,
             dc, (long long)wrong, (long long)halos, gpuml_last_error());
@@ -392,6 +479,41 @@ static void test_index(void) {
     }
     free(x);
   }
+}
+
+/* The halo on uniform data with many clusters (their borders in the density's valleys,
+ * each point's ball holding hundreds of points): the index's blocks bound the density
+ * of the other clusters within dc of each cell far below the largest, and most points
+ * skip their walk; the halo must still be the definition's. */
+static void test_halo_many_clusters(void) {
+  const int64_t n = 20000, d = 2, k = 10;
+  const double dc = 0.05;
+  double *x = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n * d; i++) x[i] = uniform();
+  fit f = fit_alloc(n);
+  gpuml_status st = run_dpc(x, n, d, dc, 0, &f, test_backend, NULL);
+  int64_t *centres = malloc(sizeof(int64_t) * n), *cluster = malloc(sizeof(int64_t) * n), nc = 0;
+  int *halo = malloc(sizeof(int) * n);
+  gpuml_dpc_selection sel;
+  gpuml_dpc_selection_init(&sel);
+  sel.has_k = 1;
+  sel.k = k;
+  if (!st) st = gpuml_dpc_cut(f.rho, f.delta, f.nearest, n, &sel, centres, &nc, cluster);
+  gpuml_options opt = options();
+  if (!st) st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
+  CHECK(st == GPUML_OK, "many clusters: status %d (%s)", st, gpuml_last_error());
+  if (st == GPUML_OK) {
+    int64_t halos = 0;
+    const int64_t wrong = halo_wrong(x, n, d, dc, f.rho, cluster, nc, halo, &halos);
+    CHECK(wrong == 0 && halos > 0 && halos < n,
+          "many clusters: halo %lld wrong of %lld halo points", (long long)wrong,
+          (long long)halos);
+  }
+  free(halo);
+  free(centres);
+  free(cluster);
+  fit_free(&f);
+  free(x);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -526,18 +648,8 @@ static void test_clusters(void) {
     gpuml_dpc_estimate_dc(x, n, d, 0.02, &dc, &opt);
     opt = options();
     st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
-    double border[16] = {0};
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < n; j++)
-        if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
-          double avg = (f.rho[i] + f.rho[j]) / 2;
-          if (avg > border[cluster[i]]) border[cluster[i]] = avg;
-        }
-    int64_t wrong = 0, halos = 0;
-    for (int64_t i = 0; i < n; i++) {
-      wrong += halo[i] != (f.rho[i] < border[cluster[i]]);
-      halos += halo[i];
-    }
+    int64_t halos = 0;
+    const int64_t wrong = halo_wrong(x, n, d, dc, f.rho, cluster, nc, halo, &halos);
     CHECK(st == GPUML_OK && wrong == 0, "d = %lld halo: %lld wrong, %lld halo points (%s)",
           (long long)d, (long long)wrong, (long long)halos, gpuml_last_error());
     free(halo);
@@ -566,18 +678,8 @@ static void test_clusters(void) {
     int halo[900];
     gpuml_options opt = options();
     gpuml_status st = gpuml_dpc_halo(x, n, d, dc, f.rho, cluster, nc, halo, &opt, NULL);
-    double border[3] = {0};
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < n; j++)
-        if (cluster[i] != cluster[j] && sqrt(ref_sq(x, n, d, i, j)) <= dc) {
-          double avg = (f.rho[i] + f.rho[j]) / 2;
-          if (avg > border[cluster[i]]) border[cluster[i]] = avg;
-        }
-    int64_t wrong = 0, halos = 0;
-    for (int64_t i = 0; i < n; i++) {
-      wrong += halo[i] != (f.rho[i] < border[cluster[i]]);
-      halos += halo[i];
-    }
+    int64_t halos = 0;
+    const int64_t wrong = halo_wrong(x, n, d, dc, f.rho, cluster, nc, halo, &halos);
     CHECK(st == GPUML_OK && wrong == 0 && halos > 0 && halos < n,
           "touching blobs d = %lld: %lld wrong, %lld halo points", (long long)d, (long long)wrong,
           (long long)halos);
@@ -622,6 +724,23 @@ static void test_bad_input(void) {
   CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
                  "dpc:badDc", "positive finite"),
         "dc Inf: %s", gpuml_last_error());
+  gpuml_dpc_params_init(&p);
+  p.kernel = GPUML_DPC_GAUSSIAN;
+  const double bad_cutoffs[] = {-1, INFINITY};
+  for (int k = 0; k < 2; k++) {
+    p.gaussian_cutoff = bad_cutoffs[k];
+    CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL),
+                   GPUML_ERR_ARG, "dpc:badGaussianCutoff", "must be a finite number >= 0"),
+          "gaussian_cutoff %g: %s", bad_cutoffs[k], gpuml_last_error());
+  }
+  CHECK(strstr(gpuml_last_error(), "gaussian_cutoff = inf must") != NULL, "the value is named: %s",
+        gpuml_last_error());
+  const double nan_cutoff = NAN;
+  CHECK(gpuml_params_set_numbers(GPUML_PARAMS_DPC, &p, "gaussian_cutoff", &nan_cutoff, 1) ==
+                GPUML_OK &&
+            error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL),
+                     GPUML_ERR_ARG, "dpc:badGaussianCutoff", "in units of dc"),
+        "gaussian_cutoff NaN by name: %s", gpuml_last_error());
   gpuml_dpc_params_init(&p);
   p.neighbor_rate = 1;
   CHECK(error_is(gpuml_dpc_density(x, 4, 2, &p, rho, delta, nearest, gamma, &opt, NULL), GPUML_ERR_ARG,
@@ -854,10 +973,12 @@ int main(void) {
     test_backend_choice();
     test_bad_input();
     test_against_reference();
+    test_gaussian_cutoff();
     test_ties();
     test_far_peaks();
     test_crowded_cells();
     test_index();
+    test_halo_many_clusters();
     test_dc_estimate();
     test_clusters();
     test_callbacks();

@@ -3,24 +3,26 @@
 
 # The selection (k, or the thresholds rho and delta) and dc as the core takes them by
 # name; NULL means not given.
-dpc_params <- function(dc = NULL, gaussian = NULL, k = NULL, rho = NULL, delta = NULL) {
-  params <- list(dc = dc, k = k, rho = rho, delta = delta)
+dpc_params <- function(dc = NULL, gaussian = NULL, k = NULL, rho = NULL, delta = NULL,
+                       gaussian_cutoff = NULL) {
+  params <- list(dc = dc, k = k, rho = rho, delta = delta, gaussian_cutoff = gaussian_cutoff)
   if (!is.null(gaussian))
     params$kernel <- if (isTRUE(as_flag(gaussian, "gaussian"))) "gaussian" else "cutoff"
   params[!vapply(params, is.null, logical(1))]
 }
 
 gpu_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta = NULL,
-                    seed = NULL, backend = "auto", verbose = FALSE) {
+                    gaussian_cutoff = 0, seed = NULL, backend = "auto", verbose = FALSE) {
   x <- as_double_matrix(x, "x")
   verbose <- as_flag(verbose, "verbose")
-  params <- dpc_params(dc, if (missing(gaussian)) NULL else gaussian, k, rho, delta)
+  params <- dpc_params(dc, if (missing(gaussian)) NULL else gaussian, k, rho, delta,
+                       gaussian_cutoff)
   seed <- as_seed(seed)
   res <- .Call(gpuml_r_dpc, x, params, seed, as_backend(backend), verbose, gpuml_threads())
   fit <- structure(list(rho = res$rho, delta = res$delta, nearest = res$nearest,
                         gamma = res$gamma, dc = res$dc, dc_estimated = is.null(dc),
                         gaussian = isTRUE(as_flag(gaussian, "gaussian")),
-                        backend = res$backend, x = x, seed = seed,
+                        gaussian_cutoff = gaussian_cutoff, backend = res$backend, x = x, seed = seed,
                         peaks = NULL, clusters = NULL, halo = NULL, k = NULL,
                         threshold = NULL),
                    class = "gpu_dpc")

@@ -7,7 +7,7 @@ gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,
                                 const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                 int gaussian, double dc, double cut, double *rho,
                                 double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
-  gpuml_status st = rho_grid ? gm_dpc_grid_rho(rho_grid, cut, rho, opt)
+  gpuml_status st = rho_grid ? gm_dpc_grid_rho(rho_grid, gaussian, dc, cut, rho, opt)
                              : gm_dpc_tiles_rho(x, n, d, gaussian, dc, cut, rho, opt);
   if (st) return st;
   const int64_t top = gm_dpc_top(rho, n);

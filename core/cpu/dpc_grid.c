@@ -7,8 +7,10 @@
  *  - the nearest denser point is searched ring by ring outwards, skipping rows and
  *    cells farther than the best so far and cells whose densest point is below the
  *    point's density, until the rings' distance bound passes the best;
- *  - the halo skips, row by row, the runs of cells of the point's own cluster and the
- *    runs whose densest point cannot raise the border density, and takes the cells of
+ *  - the halo skips the points that the densest point of another cluster within reach
+ *    of their block of cells (reach_of) cannot lift past their cluster's border density
+ *    so far; the others skip, row by row, the runs of cells of their own cluster and the
+ *    runs whose densest point cannot raise the border density, and take the cells of
  *    another cluster wholly inside the ball from their densest point.
  * Tested pairs use the exact direct-form squares (gm_sqdist's sum, in dimension order),
  * so the answers are those of the brute force. The GPU walks the same index with the
@@ -307,6 +309,7 @@ static double *cell_max_of(const gm_dpc_grid *g, const double *rho_sorted) {
 
 typedef struct {
   double cut;
+  double inv_dc2; /* the Gaussian kernel's 1 / dc^2; 0: the cutoff kernel */
   double *rho;
 } rho_ctx;
 
@@ -396,10 +399,32 @@ static void count_block(const double *restrict X, int64_t n, int dim, const doub
   }
 }
 
+/* Adds to acc[k] (k < mk) the Gaussian weights exp(-s / dc^2) of the sorted positions
+ * a .. b - 1 with s < cut from the query k (sorted position self + k, left out: not its
+ * own neighbour). Each square sum in dimension order, each point's weights added in
+ * the order of the walk. */
+static void gauss_block(const gm_dpc_grid *g, const double *q, int64_t mk, int64_t self,
+                        int64_t a, int64_t b, double cut, double inv_dc2, double *acc) {
+  const int dim = g->geom.dim;
+  for (int64_t j = a; j < b; j++)
+    for (int64_t k = 0; k < mk; k++) {
+      if (j == self + k) continue;
+      double s = 0;
+      for (int t = 0; t < dim; t++) {
+        const double diff = g->coords[(size_t)t * (size_t)g->n + (size_t)j] -
+                            q[t * GM_DPC_GRID_BLOCK_CELL + k];
+        s += diff * diff;
+      }
+      if (s < cut) acc[k] += exp(-s * inv_dc2);
+    }
+}
+
 /* The cutoff density of the points of one cell together: the rows, and the cells wholly
  * inside the ball of every point of the cell, are found once for the cell (from the
  * bounding box of its points); only the points of the cells between are tested, against
- * all the cell's points at once. */
+ * all the cell's points at once. The truncated Gaussian density walks the same rows,
+ * summing the weights of every point of their cells within the cut (no cell is taken
+ * whole: the weights differ). */
 static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
   const rho_ctx *ctx = vctx;
   double q[GM_DPC_GRID_MAX_DIM * GM_DPC_GRID_BLOCK_CELL], acc[GM_DPC_GRID_BLOCK_CELL];
@@ -430,6 +455,11 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
         if (!gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
                               &i_hi))
           continue;
+        if (ctx->inv_dc2 > 0) {
+          gauss_block(g, q, mk, s0 + k0, start[base + o_lo], start[base + o_hi + 1], ctx->cut,
+                      ctx->inv_dc2, acc);
+          continue;
+        }
         if (i_lo <= i_hi) {
           common += start[base + i_hi + 1] - start[base + i_lo];
           count_block(g->coords, g->n, geo->dim, q, kn, start[base + o_lo], start[base + i_lo],
@@ -443,13 +473,13 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
       } while (gm_dpc_rows_next(geo, &rows));
     /* each point itself, at 0 < cut, is counted once: not a neighbour */
     for (int64_t k = 0; k < mk; k++)
-      ctx->rho[g->order[s0 + k0 + k]] = acc[k] + (double)(common - 1);
+      ctx->rho[g->order[s0 + k0 + k]] = ctx->inv_dc2 > 0 ? acc[k] : acc[k] + (double)(common - 1);
   }
 }
 
-gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, double cut, double *rho,
-                             const gpuml_options *opt) {
-  rho_ctx ctx = {cut, rho};
+gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, int gaussian, double dc, double cut,
+                             double *rho, const gpuml_options *opt) {
+  rho_ctx ctx = {cut, gaussian ? 1 / (dc * dc) : 0, rho};
   return for_items(g, opt, "dpc rho", 1, rho_cell, &ctx);
 }
 
@@ -558,7 +588,7 @@ typedef struct {
   const double *rho_sorted;
   const int64_t *cluster_sorted;
   const double *cell_max;
-  double rho_max;   /* the largest rho */
+  const double *reach; /* per cell: the largest rho of another cluster within the cut */
   double *found;    /* per cluster: the largest border density written so far */
   double *border;
   double seed_rho;  /* the points at or above this density go first */
@@ -584,7 +614,7 @@ static void border_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   if ((rho_i >= ctx->seed_rho) != ctx->seeding) return;
   double best = 0, floor = found_of(ctx, own);
   ctx->border[g->order[s]] = 0;
-  if ((rho_i + ctx->rho_max) / 2 <= floor) return;
+  if ((rho_i + ctx->reach[g->cell[s]]) / 2 <= floor) return;
   double p[GM_DPC_GRID_MAX_DIM];
   point_of(g, s, p);
   gm_dpc_rows rows;
@@ -655,7 +685,7 @@ static void border_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
       const double rho_i = ctx->rho_sorted[s];
       if (rho_i >= ctx->seed_rho) continue; /* done in the first pass */
       ctx->border[g->order[s]] = 0;
-      if ((rho_i + ctx->rho_max) / 2 <= floor) continue;
+      if ((rho_i + ctx->reach[cell]) / 2 <= floor) continue;
       pos[na] = s;
       rk[na] = rho_i;
       best[na] = 0;
@@ -731,13 +761,120 @@ static void border_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
   }
 }
 
+/* Blocks of cells for reach_of: at most this many block pairs per point of the data. */
+#define GM_DPC_REACH_PAIRS_PER_POINT 1
+
+/* A bound, per cell, on the rho of the points of other clusters within the cut of its
+ * points: over blocks of about dc / 2 a side, the largest rho of the blocks within the
+ * cut of the cell's block that hold a point of another cluster (a block of several
+ * clusters counts whole). The densest points sit at the clusters' peaks, far from their
+ * borders, so this bound is far below the largest rho near most borders, and the points
+ * it cannot lift past their cluster's border density so far skip their walk. Where the
+ * blocks would cost more than GM_DPC_REACH_PAIRS_PER_POINT pairs per point (high d),
+ * the bound is rho_max everywhere. */
+static double *reach_of(const gm_dpc_grid *g, double cut, const double *cell_max,
+                        double rho_max) {
+  const gm_dpc_geom *geo = &g->geom;
+  const int dim = geo->dim;
+  double *reach = gm_alloc((size_t)g->ncells, sizeof *reach);
+  if (!reach) return NULL;
+  const double per_dc = sqrt(cut) * geo->inv_h; /* cells per dc */
+  const int64_t side = per_dc / 2 > 1 ? (int64_t)ceil(per_dc / 2) : 1;
+  const int64_t m = (int64_t)ceil(per_dc / (double)side) + 1; /* block offsets reached */
+  int64_t blocks[GM_DPC_GRID_MAX_DIM], bstride[GM_DPC_GRID_MAX_DIM];
+  double nblocks = 1, offsets = 1;
+  for (int t = 0; t < dim; t++) {
+    blocks[t] = (geo->cells[t] + side - 1) / side;
+    bstride[t] = t ? bstride[t - 1] * blocks[t - 1] : 1;
+    nblocks *= (double)blocks[t];
+    offsets *= (double)(2 * m + 1 < blocks[t] ? 2 * m + 1 : blocks[t]);
+  }
+  if (nblocks * offsets > GM_DPC_REACH_PAIRS_PER_POINT * (double)g->n + 4096) {
+    for (int64_t c = 0; c < g->ncells; c++) reach[c] = rho_max;
+    return reach;
+  }
+  const int64_t nb = (int64_t)nblocks;
+  double *top = gm_alloc((size_t)nb, sizeof *top), *far = gm_alloc((size_t)nb, sizeof *far);
+  int64_t *label = gm_alloc((size_t)nb, sizeof *label);
+  int64_t *cell_block = gm_alloc((size_t)g->ncells, sizeof *cell_block);
+  if (!top || !far || !label || !cell_block) {
+    free(top);
+    free(far);
+    free(label);
+    free(cell_block);
+    free(reach);
+    return NULL;
+  }
+  for (int64_t b = 0; b < nb; b++) {
+    top[b] = -1;
+    label[b] = GM_DPC_EMPTY;
+  }
+  /* each block's densest point and label (a cluster, GM_DPC_MIXED or GM_DPC_EMPTY) */
+  for (int64_t c = 0; c < g->ncells; c++) {
+    int64_t id = c, b = 0;
+    for (int t = 0; t < dim; t++) {
+      b += (id % geo->cells[t]) / side * bstride[t];
+      id /= geo->cells[t];
+    }
+    cell_block[c] = b;
+    if (cell_max[c] < 0) continue; /* empty */
+    if (cell_max[c] > top[b]) top[b] = cell_max[c];
+    const int64_t own = g->run_label[c]; /* a non-empty cell's own label */
+    label[b] = label[b] == GM_DPC_EMPTY || label[b] == own ? own : GM_DPC_MIXED;
+  }
+  /* per block, the densest block within the cut holding another cluster: blocks whose
+   * boxes (cells widened by their slack) come closer than the cut */
+#pragma omp parallel for schedule(dynamic, 64) num_threads(g->threads)
+  for (int64_t b = 0; b < nb; b++) {
+    int64_t q[GM_DPC_GRID_MAX_DIM], o[GM_DPC_GRID_MAX_DIM], id = b;
+    for (int t = 0; t < dim; t++) {
+      q[t] = id % blocks[t];
+      id /= blocks[t];
+      o[t] = q[t] - m > 0 ? q[t] - m : 0;
+    }
+    double best = -1;
+    for (;;) {
+      double gap_sq = 0;
+      int64_t p = 0;
+      for (int t = 0; t < dim; t++) {
+        const int64_t apart = o[t] > q[t] ? o[t] - q[t] : q[t] - o[t];
+        const double gap = apart > 1 ? ((double)((apart - 1) * side) - 2 * geo->slack[t]) * geo->h : 0;
+        gap_sq += gap > 0 ? gap * gap : 0;
+        p += o[t] * bstride[t];
+      }
+      const int64_t lp = label[p];
+      if (gap_sq < cut * GM_DPC_CUT_OUT && lp != GM_DPC_EMPTY &&
+          (lp != label[b] || lp == GM_DPC_MIXED) && top[p] > best)
+        best = top[p];
+      int t = 0;
+      for (; t < dim; t++) {
+        const int64_t last = q[t] + m < blocks[t] - 1 ? q[t] + m : blocks[t] - 1;
+        if (o[t] < last) {
+          o[t]++;
+          break;
+        }
+        o[t] = q[t] - m > 0 ? q[t] - m : 0;
+      }
+      if (t == dim) break;
+    }
+    far[b] = best;
+  }
+#pragma omp parallel for schedule(static) num_threads(g->threads)
+  for (int64_t c = 0; c < g->ncells; c++) reach[c] = far[cell_block[c]];
+  free(top);
+  free(far);
+  free(label);
+  free(cell_block);
+  return reach;
+}
+
 gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *rho,
                                 const int64_t *cluster, double *border,
                                 const gpuml_options *opt) {
   double *rho_sorted = gm_alloc((size_t)g->n, sizeof *rho_sorted);
   int64_t *cluster_sorted = gm_alloc((size_t)g->n, sizeof *cluster_sorted);
   double *found = gm_alloc((size_t)g->nclusters, sizeof *found);
-  double *cell_max = NULL;
+  double *cell_max = NULL, *reach = NULL;
   gpuml_status st;
   double rho_max = 0;
   if (rho_sorted && cluster_sorted && found) {
@@ -749,12 +886,13 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
     }
     for (int64_t c = 0; c < g->nclusters; c++) found[c] = 0;
     cell_max = cell_max_of(g, rho_sorted);
+    if (cell_max) reach = reach_of(g, cut, cell_max, rho_max);
   }
-  if (!rho_sorted || !cluster_sorted || !found || !cell_max) {
+  if (!rho_sorted || !cluster_sorted || !found || !cell_max || !reach) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB of density peaks work space",
                  (double)(2 * g->n + g->ncells) * 8 / 1e6);
   } else {
-    border_ctx ctx = {cut, rho_sorted, cluster_sorted, cell_max, rho_max, found, border,
+    border_ctx ctx = {cut, rho_sorted, cluster_sorted, cell_max, reach, found, border,
                       gm_dpc_seed_rho(rho, g->n), 1};
     /* The densest points first (about 1%): they raise each cluster's largest border
      * density early, so that most other points are skipped at once. */
@@ -767,5 +905,6 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
   free(cluster_sorted);
   free(found);
   free(cell_max);
+  free(reach);
   return st;
 }

@@ -18,7 +18,7 @@ typedef enum { PASS_COUNT, PASS_GAUSS, PASS_DELTA, PASS_BORDER } pass_kind;
 
 typedef struct {
   pass_kind kind;
-  double cut;           /* PASS_COUNT, PASS_BORDER: s < cut */
+  double cut;           /* PASS_COUNT, PASS_GAUSS, PASS_BORDER: s < cut */
   double inv_dc2;       /* PASS_GAUSS */
   const double *rho;    /* PASS_DELTA, PASS_BORDER */
   const int64_t *cluster; /* PASS_BORDER */
@@ -75,11 +75,18 @@ static void fold_tile(const pass_spec *ps, const gm_points *P, int gemm, double 
         break;
       }
       case PASS_GAUSS: {
-        /* the point itself is left out, not subtracted: rho may be tiny next to 1 */
+        /* the point itself is left out, not subtracted: rho may be tiny next to 1; only
+         * the pairs with s < cut count (all of them when cut is INFINITY), decided on the
+         * exact square within the screening margin of cut */
         const int64_t skip = self_here ? i - a0 : an;
+        const double cut = ps->cut;
         double sum = 0;
-        for (int64_t a = 0; a < skip; a++) sum += exp(-col[a] * ps->inv_dc2);
-        for (int64_t a = skip + 1; a < an; a++) sum += exp(-col[a] * ps->inv_dc2);
+        for (int64_t a = 0; a < an; a++) {
+          if (a == skip) continue;
+          const int near = gemm && fabs(col[a] - cut) <= slack * (sq[a] + norm_i);
+          if (near ? gm_sqdist(P->x + a0 + a, n, P->x + i, n, d) < cut : col[a] < cut)
+            sum += exp(-col[a] * ps->inv_dc2);
+        }
         v += sum;
         break;
       }

@@ -360,13 +360,21 @@ typedef struct {
   double dc;              /* the cutoff distance (> 0, finite) when estimate_dc == 0 */
   double neighbor_rate;   /* in: the fraction for the estimate, in (0, 1); default 0.02 */
   gpuml_dpc_kernel kernel; /* default GPUML_DPC_CUTOFF */
+  /* The Gaussian kernel's truncation, in units of dc (>= 0, finite; ignored by the
+   * cutoff kernel). 0 (the default): the exact sum over all other points. c > 0: only
+   * the points at distance d < c dc are summed, so rho runs on the cell index for d <= 8
+   * (as the cutoff kernel does) with the ball of radius c dc. Each dropped weight is
+   * exp(-(d / dc)^2) <= exp(-c^2), so every rho is below the exact sum by at most
+   * (n - 1) exp(-c^2) (at most the number of dropped points times that; c = 3: 1.2e-4
+   * per dropped point); delta, the centres and the halo follow from that rho. */
+  double gaussian_cutoff;
   gpuml_dpc_selection select; /* the centres, for gpuml_dpc_fit (none by default) */
 } gpuml_dpc_params;
 
 /* Fills *p with the defaults: estimate dc at a 2% neighbour rate, cutoff kernel, no
  * selection of centres. By name (gpuml_params_set_*, GPUML_PARAMS_DPC): "dc" (a
- * number, or "auto": estimated), "neighbor_rate", "kernel" ("cutoff", "gaussian"), and
- * the selection: "k", "rho" and "delta" (the thresholds). */
+ * number, or "auto": estimated), "neighbor_rate", "kernel" ("cutoff", "gaussian"),
+ * "gaussian_cutoff", and the selection: "k", "rho" and "delta" (the thresholds). */
 void gpuml_dpc_params_init(gpuml_dpc_params *p);
 
 /* Estimates dc for x (n x d, n >= 2) as described above; the CPU computes it on either

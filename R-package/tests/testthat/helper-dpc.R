@@ -1,11 +1,13 @@
 # Density peaks written from the definitions in ?gpu_dpc, over the full distance
 # matrix (small data only): rho by the cutoff (d < dc) or Gaussian kernel, delta to the
 # nearest point above in the order (rho, then the smaller index), the halo of the paper.
-dpc_ref <- function(x, dc, gaussian = FALSE) {
+dpc_ref <- function(x, dc, gaussian = FALSE, gaussian_cutoff = 0) {
   d <- dist_ref(x)
   n <- nrow(d)
   diag(d) <- NA
-  rho <- if (gaussian) rowSums(exp(-(d / dc)^2), na.rm = TRUE) else rowSums(d < dc, na.rm = TRUE)
+  w <- exp(-(d / dc)^2)
+  if (gaussian_cutoff > 0) w[d >= gaussian_cutoff * dc] <- 0
+  rho <- if (gaussian) rowSums(w, na.rm = TRUE) else rowSums(d < dc, na.rm = TRUE)
   diag(d) <- 0
   delta <- numeric(n)
   nearest <- integer(n)

@@ -44,6 +44,32 @@ test_that("gpu_dpc returns the documented structure, and prints, summarises, plo
   expect_error(plot(fit, max_points = 0), "max_points")
 })
 
+test_that("the truncated Gaussian follows its definition and the exact sum's bound", {
+  set.seed(43)
+  for (d in c(1, 2, 3, 9, 20)) {
+    x <- matrix(rnorm(300 * d), ncol = d)
+    dc <- 0.15 * sqrt(d)
+    exact <- gpu_dpc(x, dc = dc, gaussian = TRUE, backend = backend())
+    for (cutoff in c(1, 3)) {
+      fit <- gpu_dpc(x, dc = dc, gaussian = TRUE, gaussian_cutoff = cutoff, backend = backend())
+      ref <- dpc_ref(x, dc, TRUE, cutoff)
+      expect_equal(fit$rho, ref$rho, tolerance = 1e-10)
+      expect_identical(fit$nearest, ref$nearest)
+      expect_equal(fit$delta, ref$delta, tolerance = 1e-14)
+      dropped <- rowSums(dist_ref(x) >= cutoff * dc)
+      lost <- exact$rho - fit$rho
+      expect_true(all(lost >= -1e-10 * exact$rho))
+      expect_true(all(lost <= dropped * exp(-cutoff^2) + 1e-10 * exact$rho))
+      expect_identical(fit$gaussian_cutoff, cutoff)
+    }
+  }
+  x <- matrix(rnorm(40), ncol = 2)
+  expect_error(gpu_dpc(x, gaussian = TRUE, gaussian_cutoff = -1),
+               "gaussian_cutoff = -1 must be a finite number >= 0")
+  expect_error(gpu_dpc(x, gaussian = TRUE, gaussian_cutoff = NaN),
+               "gaussian_cutoff = -?nan must be a finite number >= 0")
+})
+
 test_that("rho and delta follow the definitions, both kernels, grid and tiles", {
   set.seed(31)
   for (d in c(1, 2, 3, 5, 20)) {
