@@ -308,12 +308,16 @@ struct TsneGpu {
     return (size_t)2 * kSpreadBlocks * ipow64(GM_TSNE_NODES, D) * (D + 2);
   }
 
+  // P's 64-bit columns per upload: the buffer grows with P up to kColumnChunk.
+  int64_t column_chunk() const { return nnz < kColumnChunk ? nnz : kColumnChunk; }
+
   size_t grid_bytes(int fft_size) const {
     return (size_t)ipow64(fft_size, D) * sizeof(cufftComplex) * (grids() + kernels());
   }
 
   size_t bytes_needed() const {
-    size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)kColumnChunk * 8;
+    // P (row pointers, 32-bit columns, values) and the buffer its columns pass through
+    size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
     b += (size_t)n * D * 8 * 5 + (size_t)n * 8 + (size_t)kReduceBlocks * 8 * 4 + 1024;
     if (method == GPUML_TSNE_EXACT) {
       b += (size_t)chunks * n * 8 * (1 + D);
@@ -380,7 +384,7 @@ struct TsneGpu {
     {
       // the columns narrowed to 32 bits on the device, through a bounded buffer (a host
       // loop over the 10^8 entries of a million points took a good part of a second)
-      const int64_t chunk = nnz < kColumnChunk ? nnz : kColumnChunk;
+      const int64_t chunk = column_chunk();
       int64_t *c64 = nullptr;
       GM_TRY(ctx.alloc(&c64, (size_t)chunk, "P's columns"));
       for (int64_t e0 = 0; e0 < nnz; e0 += chunk) {
