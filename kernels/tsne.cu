@@ -354,6 +354,13 @@ struct TsneGpu {
       chunk = (n + chunks - 1) / chunks;
     } else {
       max_boxes = gm_tsne_grid_boxes_within(INFINITY, kFftMaxSize[D - 1]);
+      int bits = 1;
+      while ((1LL << bits) < ipow64(max_boxes, D)) bits++;
+      GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (int32_t *)nullptr,
+                                                        (int32_t *)nullptr, (int32_t *)nullptr,
+                                                        (int32_t *)nullptr, (int)n, 0, bits,
+                                                        ctx.stream()),
+                       "sizing the radix sort"));
       // automatic grids stay within the budget (a 3-D grid of 512^3 takes 4 GB; the
       // smaller grids of the way there stay allocated, together less than the largest);
       // a grid the caller fixes beyond it fails with a clear error (use_grid)
@@ -362,13 +369,6 @@ struct TsneGpu {
       while (cap > 32 &&
              bytes_needed() + 2 * grid_bytes(gm_tsne_fft_size(fit_boxes)) > ctx.budget())
         fit_boxes = gm_tsne_grid_boxes_within(INFINITY, cap /= 2);
-      int bits = 1;
-      while ((1LL << bits) < ipow64(max_boxes, D)) bits++;
-      GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (int32_t *)nullptr,
-                                                        (int32_t *)nullptr, (int32_t *)nullptr,
-                                                        (int32_t *)nullptr, (int)n, 0, bits,
-                                                        ctx.stream()),
-                       "sizing the radix sort"));
     }
     const size_t need = used = bytes_needed();
     if (need > ctx.budget())
