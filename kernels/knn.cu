@@ -777,7 +777,8 @@ struct KnnSearch {
       GM_TRY(copy_tile(q0, qn));
       GM_TRY(ctx.sync("kNN search"));
       if (p.certify) note_uncertified(q0, qn);
-      gm_progress(opt, "knn", q0 + qn, m);
+      // the last tile's report waits for the copy and the re-checks (knn_run)
+      if (q0 + qn < m) gm_progress(opt, "knn", q0 + qn, m);
     }
     if (!full_out) return GPUML_OK;
     GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)m * (size_t)k * 8,
@@ -852,6 +853,7 @@ gpuml_status recheck_in_fp64(const double *data, int64_t n, int64_t d, const dou
       sub.p[i + t * count] = src[rows[i] + t * ld];
   gpuml_options o = *opt;
   o.precision = GPUML_PRECISION_DOUBLE;
+  o.verbose = 0;  // the search re-checked reports its completion once, after this
   GM_TRY((knn_run<double, double>(data, n, d, sub.p, count, kk, sub_idx.p, sub_dist.p, &o,
                                   nullptr, rp)));
   for (int64_t i = 0; i < count; i++) {
@@ -881,7 +883,11 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
     rows.p = search.recheck.p;  // kept past the search, whose device resources go now
     search.recheck.p = nullptr;
   }
-  if (count == 0) return GPUML_OK;
+  // "knn" done once the lists are final on the host (their copy and re-checks included)
+  if (count == 0) {
+    gm_progress(opt, "knn", m, m);
+    return GPUML_OK;
+  }
   if (rechecked) *rechecked = count;
   if constexpr (sizeof(In) == 8 && sizeof(T) == 4) {
     // An index's raw points are on the device already: their fp64 form is made there
@@ -891,6 +897,7 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
     gpuml_status st = recheck_in_fp64(data, n, d, query, query ? m : n, k, rows.p, count, index,
                                       dist, opt, on_device ? &view : nullptr);
     if (on_device) release_view(view);
+    if (!st) gm_progress(opt, "knn", m, m);
     return st;
   }
   return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");

@@ -308,12 +308,16 @@ struct TsneGpu {
     return (size_t)2 * kSpreadBlocks * ipow64(GM_TSNE_NODES, D) * (D + 2);
   }
 
+  // P's 64-bit columns per upload: the buffer grows with P up to kColumnChunk.
+  int64_t column_chunk() const { return nnz < kColumnChunk ? nnz : kColumnChunk; }
+
   size_t grid_bytes(int fft_size) const {
     return (size_t)ipow64(fft_size, D) * sizeof(cufftComplex) * (grids() + kernels());
   }
 
   size_t bytes_needed() const {
-    size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)kColumnChunk * 8;
+    // P (row pointers, 32-bit columns, values) and the buffer its columns pass through
+    size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
     b += (size_t)n * D * 8 * 5 + (size_t)n * 8 + (size_t)kReduceBlocks * 8 * 4 + 1024;
     if (method == GPUML_TSNE_EXACT) {
       b += (size_t)chunks * n * 8 * (1 + D);
@@ -350,6 +354,13 @@ struct TsneGpu {
       chunk = (n + chunks - 1) / chunks;
     } else {
       max_boxes = gm_tsne_grid_boxes_within(INFINITY, kFftMaxSize[D - 1]);
+      int bits = 1;
+      while ((1LL << bits) < ipow64(max_boxes, D)) bits++;
+      GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (int32_t *)nullptr,
+                                                        (int32_t *)nullptr, (int32_t *)nullptr,
+                                                        (int32_t *)nullptr, (int)n, 0, bits,
+                                                        ctx.stream()),
+                       "sizing the radix sort"));
       // automatic grids stay within the budget (a 3-D grid of 512^3 takes 4 GB; the
       // smaller grids of the way there stay allocated, together less than the largest);
       // a grid the caller fixes beyond it fails with a clear error (use_grid)
@@ -358,13 +369,6 @@ struct TsneGpu {
       while (cap > 32 &&
              bytes_needed() + 2 * grid_bytes(gm_tsne_fft_size(fit_boxes)) > ctx.budget())
         fit_boxes = gm_tsne_grid_boxes_within(INFINITY, cap /= 2);
-      int bits = 1;
-      while ((1LL << bits) < ipow64(max_boxes, D)) bits++;
-      GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (int32_t *)nullptr,
-                                                        (int32_t *)nullptr, (int32_t *)nullptr,
-                                                        (int32_t *)nullptr, (int)n, 0, bits,
-                                                        ctx.stream()),
-                       "sizing the radix sort"));
     }
     const size_t need = used = bytes_needed();
     if (need > ctx.budget())
@@ -380,7 +384,7 @@ struct TsneGpu {
     {
       // the columns narrowed to 32 bits on the device, through a bounded buffer (a host
       // loop over the 10^8 entries of a million points took a good part of a second)
-      const int64_t chunk = nnz < kColumnChunk ? nnz : kColumnChunk;
+      const int64_t chunk = column_chunk();
       int64_t *c64 = nullptr;
       GM_TRY(ctx.alloc(&c64, (size_t)chunk, "P's columns"));
       for (int64_t e0 = 0; e0 < nnz; e0 += chunk) {

@@ -519,7 +519,6 @@ static void test_fft_accuracy(void) {
       st = fft_against_exact(gm_backend_get(GPUML_BACKEND_CPU)->tsne, &P, y, n, dims, 1.0, &opt,
                              &ze, &zf, &rel);
     /* boxes of width up to 1 with 3 nodes each (FIt-SNE's setting): about 1% */
-    /* boxes of width up to 1 with 3 nodes each (FIt-SNE's setting): about 1% */
     CHECK(st == GPUML_OK && fabs(zf - ze) < 2e-3 * ze && rel < 2e-2,
           "dims %d: FFT vs exact: Z %.6g vs %.6g, gradient relative error %.2g (%s)", dims, zf,
           ze, rel, gpuml_last_error());
