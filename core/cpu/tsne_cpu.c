@@ -547,14 +547,7 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   for (int g = 0; g < grids; g++) {
     float *grid = s->grid + (size_t)g * 2 * cells;
     const float *spectrum = heavy && g == grids - 1 ? s->kernel + 2 * cells : s->kernel;
-    gm_fft_grid(&s->fft, grid, D, N, 0, s->threads, s->scratch);
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
-    for (int64_t cell = 0; cell < cells; cell++) {
-      const float kr = spectrum[cell] * norm;
-      grid[cell] *= kr;
-      grid[cells + cell] *= kr;
-    }
-    gm_fft_grid(&s->fft, grid, D, N, 1, s->threads, s->scratch);
+    gm_fft_convolve(&s->fft, grid, spectrum, norm, D, N, s->threads, s->scratch);
   }
 
   /* Potentials at the points, then Z's terms and the repulsion. */
