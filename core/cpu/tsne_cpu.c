@@ -434,11 +434,87 @@ static inline double node_weight(const double *w, int D, int node, int *k) {
   return v;
 }
 
+/* The charges of box b's points onto its nodes (D a constant in each caller: the node
+ * loops unroll). */
+static inline __attribute__((always_inline)) void spread_box(cpu_state *s, const double *y,
+                                                             int64_t b, const int D) {
+  const int64_t n = s->n, cells = gm_fft_plane(s->size, D), row = gm_fft_row(s->size);
+  const int C = D + 2, B = s->boxes, heavy = s->heavy, nodes = (int)ipow(GM_TSNE_NODES, D);
+  const int64_t size = s->size;
+  double acc[27][5];
+  memset(acc, 0, sizeof acc);
+  for (int64_t at = s->start[b]; at < s->start[b + 1]; at++) {
+    const int64_t i = s->order[at];
+    if (i >= s->charged) continue;
+    double q[5], sq = 0;
+    q[0] = 1;
+    for (int d = 0; d < D; d++) {
+      q[1 + d] = y[i + d * n];
+      sq += q[1 + d] * q[1 + d];
+    }
+    q[D + 1] = heavy ? 1.0 : sq;
+    const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
+    for (int node = 0; node < nodes; node++) {
+      int k[3];
+      const double v = node_weight(w, D, node, k);
+      for (int c = 0; c < C; c++) acc[node][c] += v * q[c];
+    }
+  }
+  for (int node = 0; node < nodes; node++) {
+    int k[3];
+    node_coords(D, node, k);
+    int64_t cell = 0, scale = 1, rest = b;
+    for (int d = 0; d < D; d++) {
+      const int64_t g = (rest % B) * GM_TSNE_NODES + k[d];
+      rest /= B;
+      cell += g * scale;
+      scale *= d == 0 ? row : size;
+    }
+    for (int c = 0; c < C; c++)
+      s->grid[channel_plane(D, heavy, c) * cells + cell] = (float)acc[node][c];
+  }
+}
+
+/* The potentials at point i from its box's nodes, then its terms of Z and the
+ * repulsion (D a constant in each caller). */
+static inline __attribute__((always_inline)) void gather_point(cpu_state *s, const double *y,
+                                                               int64_t i, const int D) {
+  const int64_t n = s->n, cells = gm_fft_plane(s->size, D), row = gm_fft_row(s->size);
+  const int C = D + 2, B = s->boxes, heavy = s->heavy, nodes = (int)ipow(GM_TSNE_NODES, D);
+  const int64_t size = s->size;
+  double phi[5] = {0, 0, 0, 0, 0};
+  const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
+  int64_t rest = s->box[i];
+  int64_t base[3];
+  for (int d = 0; d < D; d++) {
+    base[d] = (rest % B) * GM_TSNE_NODES;
+    rest /= B;
+  }
+  for (int node = 0; node < nodes; node++) {
+    int k[3];
+    const double v = node_weight(w, D, node, k);
+    int64_t cell = 0, scale = 1;
+    for (int d = 0; d < D; d++) {
+      cell += (base[d] + k[d]) * scale;
+      scale *= d == 0 ? row : size;
+    }
+    for (int c = 0; c < C; c++)
+      phi[c] += v * (double)s->grid[channel_plane(D, heavy, c) * cells + cell];
+  }
+  double sq = 0, dot = 0;
+  for (int d = 0; d < D; d++) {
+    const double yd = y[i + d * n];
+    sq += yd * yd;
+    dot += yd * phi[1 + d];
+    s->rep[i + d * n] = yd * phi[0] - phi[1 + d];
+  }
+  s->zrow[i] = heavy ? phi[D + 1] : (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
+}
+
 static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   const int64_t n = s->n;
-  const int D = s->dims, C = D + 2, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
+  const int D = s->dims, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
   const int heavy = s->heavy;
-  const int nodes = (int)ipow(GM_TSNE_NODES, D);
   const int64_t nbox = ipow(B, D), cells = gm_fft_plane(size, D), row = gm_fft_row(size);
   double lo = y[0], hi = y[0];
   for (int64_t e = 1; e < n * D; e++) {
@@ -474,37 +550,10 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
 #pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads) if (nbox >= GM_TSNE_PARALLEL_MIN)
   for (int64_t b = 0; b < nbox; b++) {
     if (s->start[b] == s->start[b + 1]) continue;
-    double acc[27][5];
-    memset(acc, 0, sizeof acc);
-    for (int64_t at = s->start[b]; at < s->start[b + 1]; at++) {
-      const int64_t i = s->order[at];
-      if (i >= s->charged) continue;
-      double q[5], sq = 0;
-      q[0] = 1;
-      for (int d = 0; d < D; d++) {
-        q[1 + d] = y[i + d * n];
-        sq += q[1 + d] * q[1 + d];
-      }
-      q[D + 1] = heavy ? 1.0 : sq;
-      const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
-      for (int node = 0; node < nodes; node++) {
-        int k[3];
-        const double v = node_weight(w, D, node, k);
-        for (int c = 0; c < C; c++) acc[node][c] += v * q[c];
-      }
-    }
-    for (int node = 0; node < nodes; node++) {
-      int k[3];
-      node_coords(D, node, k);
-      int64_t cell = 0, scale = 1, rest = b;
-      for (int d = 0; d < D; d++) {
-        const int64_t g = (rest % B) * GM_TSNE_NODES + k[d];
-        rest /= B;
-        cell += g * scale;
-        scale *= d == 0 ? row : size;
-      }
-      for (int c = 0; c < C; c++)
-        s->grid[channel_plane(D, heavy, c) * cells + cell] = (float)acc[node][c];
+    switch (D) {
+      case 1: spread_box(s, y, b, 1); break;
+      case 2: spread_box(s, y, b, 2); break;
+      default: spread_box(s, y, b, 3); break;
     }
   }
 
@@ -541,8 +590,8 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
       imag[g] = 0;
     }
   }
-  gm_fft_grid(&s->fft, s->kernel, D, size, 0, s->threads, s->scratch);
-  if (heavy) gm_fft_grid(&s->fft, s->kernel + 2 * cells, D, size, 0, s->threads, s->scratch);
+  gm_fft_even_spectrum(&s->fft, s->kernel, D, s->threads, s->scratch);
+  if (heavy) gm_fft_even_spectrum(&s->fft, s->kernel + 2 * cells, D, s->threads, s->scratch);
   const float norm = (float)(1.0 / (double)ipow(size, D));  /* the FFT round trip scales by size^D */
   for (int g = 0; g < grids; g++) {
     float *grid = s->grid + (size_t)g * 2 * cells;
@@ -552,35 +601,11 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
 
   /* Potentials at the points, then Z's terms and the repulsion. */
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
-  for (int64_t i = 0; i < n; i++) {
-    double phi[5] = {0, 0, 0, 0, 0};
-    const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
-    int64_t rest = s->box[i];
-    int64_t base[3];
-    for (int d = 0; d < D; d++) {
-      base[d] = (rest % B) * GM_TSNE_NODES;
-      rest /= B;
+  for (int64_t i = 0; i < n; i++) switch (D) {
+      case 1: gather_point(s, y, i, 1); break;
+      case 2: gather_point(s, y, i, 2); break;
+      default: gather_point(s, y, i, 3); break;
     }
-    for (int node = 0; node < nodes; node++) {
-      int k[3];
-      const double v = node_weight(w, D, node, k);
-      int64_t cell = 0, scale = 1;
-      for (int d = 0; d < D; d++) {
-        cell += (base[d] + k[d]) * scale;
-        scale *= d == 0 ? row : size;
-      }
-      for (int c = 0; c < C; c++)
-        phi[c] += v * (double)s->grid[channel_plane(D, heavy, c) * cells + cell];
-    }
-    double sq = 0, dot = 0;
-    for (int d = 0; d < D; d++) {
-      const double yd = y[i + d * n];
-      sq += yd * yd;
-      dot += yd * phi[1 + d];
-      s->rep[i + d * n] = yd * phi[0] - phi[1 + d];
-    }
-    s->zrow[i] = heavy ? phi[D + 1] : (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
-  }
   return GPUML_OK;
 }
 

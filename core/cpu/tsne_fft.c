@@ -351,21 +351,21 @@ static inline __attribute__((always_inline)) void swap_blocks8(float *a, float *
   }
 }
 
-/* In-place transpose of the two size x size planes: 8 x 8 blocks in vector registers
+/* In-place transpose of the first `planes` size x size planes: 8 x 8 blocks in vector registers
  * (a scalar swap took a fifth of a t-SNE run at 10,000 points), strips of 16 rows so
  * that each cache line read is used whole, then the rows and columns beyond the last
  * multiple of 8 one element at a time. */
 GM_VECTOR_CLONES
-static void transpose_planes(float *grid, int64_t size, int64_t row, int threads) {
+static void transpose_planes(float *grid, int64_t size, int64_t row, int planes, int threads) {
   const int64_t whole = size / 8 * 8, strips = (whole + 15) / 16;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && size >= 256)
   for (int64_t strip = 0; strip < strips; strip++)
-    for (int plane = 0; plane < 2; plane++) {
+    for (int plane = 0; plane < planes; plane++) {
       float *g = grid + plane * row * size;
       for (int64_t bi = strip * 16; bi < strip * 16 + 16 && bi < whole; bi += 8)
         for (int64_t bj = bi; bj < whole; bj += 8) swap_blocks8(g + bi + bj * row, g + bj + bi * row, row);
     }
-  for (int plane = 0; plane < 2; plane++) {
+  for (int plane = 0; plane < planes; plane++) {
     float *g = grid + plane * row * size;
     for (int64_t j = whole; j < size; j++)
       for (int64_t i = 0; i < j; i++) {
@@ -386,11 +386,11 @@ void gm_fft_grid(const gm_fft *f, float *grid, int dims, int keep, int inverse, 
     const int64_t cells = gm_fft_plane(f->size, 2), row = gm_fft_row(f->size);
     if (!inverse) {
       fft_axis(f, grid, cells, 2, 1, kept, 0, NULL, 1, threads, scratch);
-      transpose_planes(grid, f->size, row, threads);
+      transpose_planes(grid, f->size, row, 2, threads);
       fft_axis(f, grid, cells, 2, 1, all, 0, NULL, 1, threads, scratch);
     } else {
       fft_axis(f, grid, cells, 2, 1, all, 1, NULL, 1, threads, scratch);
-      transpose_planes(grid, f->size, row, threads);
+      transpose_planes(grid, f->size, row, 2, threads);
       fft_axis(f, grid, cells, 2, 1, kept, 1, NULL, 1, threads, scratch);
     }
     return;
@@ -414,9 +414,9 @@ void gm_fft_convolve(const gm_fft *f, float *grid, const float *spectrum, float 
     const int all[2] = {f->size, f->size}, kept[2] = {keep, keep};
     const int64_t row = gm_fft_row(f->size);
     fft_axis(f, grid, cells, 2, 1, kept, 0, NULL, 1, threads, scratch);
-    transpose_planes(grid, f->size, row, threads);
+    transpose_planes(grid, f->size, row, 2, threads);
     fft_axis(f, grid, cells, 2, 1, all, 0, spectrum, scale, threads, scratch);
-    transpose_planes(grid, f->size, row, threads);
+    transpose_planes(grid, f->size, row, 2, threads);
     fft_axis(f, grid, cells, 2, 1, kept, 1, NULL, 1, threads, scratch);
     return;
   }
@@ -428,4 +428,40 @@ void gm_fft_convolve(const gm_fft *f, float *grid, const float *spectrum, float 
     fft_axis(f, grid, cells, dims, axis, limit, s >= dims, s == dims - 1 ? spectrum : NULL, scale,
              threads, scratch);
   }
+}
+
+/* One axis of a real grid that is even along it (x(g) = x(size - g)), in 2-D: the line
+ * transforms are real and even too, so only the lines 0 .. size / 2 are transformed,
+ * two at a time (one as the real part, one as the imaginary part: their transforms
+ * come back as the two parts), and the others are mirrored from them. The lines run
+ * along axis 1 and are numbered along axis 0. */
+static void even_axis(const gm_fft *f, float *grid, int64_t cells, int threads, float *scratch) {
+  const int64_t size = f->size, row = gm_fft_row(f->size), half = size / 2;
+  const int64_t pairs = (half + 2) / 2, moved = half + 1 - pairs; /* lines 0 .. half */
+  float *re = grid, *im = grid + cells;
+  const int limit[2] = {(int)pairs, (int)size};
+  for (int64_t t = 0; t < size; t++) {
+    memcpy(im + t * row, re + t * row + pairs, sizeof *im * (size_t)moved);
+    memset(im + t * row + moved, 0, sizeof *im * (size_t)(pairs - moved));
+  }
+  fft_axis(f, grid, cells, 2, 1, limit, 0, NULL, 1, threads, scratch);
+  for (int64_t t = 0; t < size; t++) {
+    float *r = re + t * row;
+    memcpy(r + pairs, im + t * row, sizeof *r * (size_t)moved);
+    for (int64_t g = half + 1; g < size; g++) r[g] = r[size - g];
+  }
+  memset(im, 0, sizeof *im * (size_t)cells);
+}
+
+void gm_fft_even_spectrum(const gm_fft *f, float *grid, int dims, int threads, float *scratch) {
+  const int64_t cells = gm_fft_plane(f->size, dims);
+  if (dims != 2) {  /* the general transform, its imaginary parts (rounding) dropped */
+    memset(grid + cells, 0, sizeof *grid * (size_t)cells);
+    gm_fft_grid(f, grid, dims, f->size, 0, threads, scratch);
+    memset(grid + cells, 0, sizeof *grid * (size_t)cells);
+    return;
+  }
+  even_axis(f, grid, cells, threads, scratch);
+  transpose_planes(grid, f->size, gm_fft_row(f->size), 1, threads);
+  even_axis(f, grid, cells, threads, scratch);
 }
