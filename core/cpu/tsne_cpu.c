@@ -854,8 +854,14 @@ gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dim
 
 /* Measured on a 2-core AVX-512 machine (bench/RESULTS.md, 1000 iterations): exact
  * 9.7e-8 s x n^2, FFT about 13.9 s + 1.5e-4 s x n, equal near 12,700 points (auto keeps
- * 10,000). Half the lanes per instruction (AVX2) doubles the exact cost per pair:
- * equal near 8,900, so 8,000; a quarter (SSE2): near 6,200, so 6,000. */
+ * 10,000; that FFT predates its huge pages, fused convolution and even kernel spectrum).
+ * Measured on a 2-core AVX2 EPYC without AVX-512, one thread, 1000 iterations on
+ * Fashion-MNIST (PCA-50, perplexity 30), CPU seconds by perf stat, 2026-11-24:
+ *   points  3,000  3,500  4,000  6,000  8,000  10,000
+ *   exact     9.8   13.2   15.4   35.1   56.4    90.6
+ *   FFT      11.9   11.4   13.1   16.7   23.8    23.6
+ * equal between 3,000 and 3,500, so 3,000. Narrower vectors (SSE2, NEON) double the
+ * exact cost per pair again (a cost model, not measured): 2,000. */
 int64_t gm_tsne_exact_max_n_cpu(int dims, double df) {
   /* Heavy tails (df != 1) add a power per pair (GM_VF_POW): about 7.8 times the Cauchy
    * kernel's cost per pair (5,000 points, 300 iterations: 5.67 s against 0.73 s), equal
@@ -865,10 +871,10 @@ int64_t gm_tsne_exact_max_n_cpu(int dims, double df) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return widest;
-  if (__builtin_cpu_supports("avx2")) return widest * 4 / 5;
-  return widest * 3 / 5;
+  if (__builtin_cpu_supports("avx2")) return widest * 3 / 10;
+  return widest / 5;
 #else
-  return widest * 3 / 5;  /* 4-lane vectors (NEON) */
+  return widest / 5;  /* 4-lane vectors (NEON) */
 #endif
 }
 
