@@ -546,7 +546,9 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   s->start[0] = 0;
 
   const int grids = fft_grids(D, heavy);
-  memset(s->grid, 0, sizeof *s->grid * 2 * (size_t)cells * grids);
+  const int64_t grid_rows = 2 * grids * (cells / row); /* cleared by the threads together */
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t r = 0; r < grid_rows; r++) memset(s->grid + r * row, 0, sizeof *s->grid * (size_t)row);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads) if (nbox >= GM_TSNE_PARALLEL_MIN)
   for (int64_t b = 0; b < nbox; b++) {
     if (s->start[b] == s->start[b + 1]) continue;

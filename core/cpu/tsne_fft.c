@@ -440,17 +440,19 @@ static void even_axis(const gm_fft *f, float *grid, int64_t cells, int threads, 
   const int64_t pairs = (half + 2) / 2, moved = half + 1 - pairs; /* lines 0 .. half */
   float *re = grid, *im = grid + cells;
   const int limit[2] = {(int)pairs, (int)size};
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && size >= 256)
   for (int64_t t = 0; t < size; t++) {
     memcpy(im + t * row, re + t * row + pairs, sizeof *im * (size_t)moved);
     memset(im + t * row + moved, 0, sizeof *im * (size_t)(pairs - moved));
   }
   fft_axis(f, grid, cells, 2, 1, limit, 0, NULL, 1, threads, scratch);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && size >= 256)
   for (int64_t t = 0; t < size; t++) {
     float *r = re + t * row;
     memcpy(r + pairs, im + t * row, sizeof *r * (size_t)moved);
     for (int64_t g = half + 1; g < size; g++) r[g] = r[size - g];
+    memset(im + t * row, 0, sizeof *im * (size_t)row);
   }
-  memset(im, 0, sizeof *im * (size_t)cells);
 }
 
 void gm_fft_even_spectrum(const gm_fft *f, float *grid, int dims, int threads, float *scratch) {
