@@ -175,6 +175,18 @@ int64_t gm_fft_plane(int size, int dims);
 size_t gm_fft_scratch(int size);
 void gm_fft_grid(const gm_fft *f, float *grid, int dims, int keep, int inverse, int threads,
                  float *scratch);
+/* The forward transform (as gm_fft_grid with keep = size) of a real grid that is even
+ * along every axis (x(g) = x(-g mod size)), whose spectrum is real and even: in 2-D it
+ * takes a quarter of the line transforms. The imaginary plane is ignored on entry and
+ * zero on return. */
+void gm_fft_even_spectrum(const gm_fft *f, float *grid, int dims, int threads, float *scratch);
+/* The round trip of a pruned forward transform (gm_fft_grid, keep), a product with the
+ * real `spectrum` (a plane laid out as gm_fft_grid's forward output) times `scale`, and
+ * the inverse transform, with the product done inside the pass along the last axis:
+ * the same arithmetic as the three steps one after the other, in fewer passes over the
+ * grid. */
+void gm_fft_convolve(const gm_fft *f, float *grid, const float *spectrum, float scale, int dims,
+                     int keep, int threads, float *scratch);
 
 #ifdef __cplusplus
 }

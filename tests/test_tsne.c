@@ -501,6 +501,80 @@ static gpuml_status fft_against_exact(const gm_tsne_ops *ops, const gm_csr *P, c
   return st;
 }
 
+/* The transform of an even real grid (the kernel's) against the general one, and the
+ * fused convolution against its three steps one after the other. */
+static void test_fft_even_and_convolve(void) {
+  static const int sizes[] = {32, 36, 48, 54};
+  for (int dims = 1; dims <= 3; dims++)
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++) {
+      const int size = sizes[c], keep = size / 2 - 1;
+      gm_fft f;
+      gpuml_status st = gm_fft_init(&f, size);
+      const int64_t cells = gm_fft_plane(size, dims), row = gm_fft_row(size);
+      float *even = calloc(2 * cells, sizeof(float)), *general = calloc(2 * cells, sizeof(float));
+      float *fused = calloc(2 * cells, sizeof(float)), *steps = calloc(2 * cells, sizeof(float));
+      float *spectrum = calloc(cells, sizeof(float));
+      float *scratch = malloc(sizeof(float) * 2 * gm_fft_scratch(size));
+      gm_rng r;
+      gm_rng_seed(&r, 70 + c);
+      int64_t at[3] = {0, 0, 0}, extent[3] = {1, 1, 1};
+      for (int d = 0; d < dims; d++) extent[d] = size;
+      for (at[2] = 0; at[2] < extent[2]; at[2]++)
+        for (at[1] = 0; at[1] < extent[1]; at[1]++)
+          for (at[0] = 0; at[0] < extent[0]; at[0]++) {
+            double m[3] = {0, 0, 0}; /* |g| on the circle: an even grid, not separable */
+            for (int d = 0; d < dims; d++) m[d] = (double)(at[d] < size - at[d] ? at[d] : size - at[d]);
+            const int64_t cell = at[0] + row * (at[1] + size * at[2]);
+            even[cell] = general[cell] = (float)(1.0 / (1.0 + 0.3 * m[0] + 0.05 * m[1] * m[1] +
+                                                         0.2 * m[2] + 0.01 * m[0] * m[1]));
+            even[cells + cell] = 123.0f; /* ignored on entry */
+            spectrum[cell] = (float)gm_rng_normal(&r);
+            if (at[0] < keep && at[1] < (dims > 1 ? keep : 1) && at[2] < (dims > 2 ? keep : 1)) {
+              fused[cell] = steps[cell] = (float)gm_rng_normal(&r);
+              fused[cells + cell] = steps[cells + cell] = (float)gm_rng_normal(&r);
+            }
+          }
+      double worst = 0, scale = 0, imag = 0, apart = 0, size_of = 0;
+      if (!st) {
+        gm_fft_even_spectrum(&f, even, dims, 2, scratch);
+        gm_fft_grid(&f, general, dims, size, 0, 2, scratch);
+        const float by = 0.25f;
+        gm_fft_convolve(&f, fused, spectrum, by, dims, keep, 2, scratch);
+        gm_fft_grid(&f, steps, dims, keep, 0, 2, scratch);
+        for (int64_t e = 0; e < cells; e++) {
+          steps[e] *= spectrum[e] * by;
+          steps[cells + e] *= spectrum[e] * by;
+        }
+        gm_fft_grid(&f, steps, dims, keep, 1, 2, scratch);
+      }
+      for (at[2] = 0; at[2] < extent[2]; at[2]++)
+        for (at[1] = 0; at[1] < extent[1]; at[1]++)
+          for (at[0] = 0; at[0] < extent[0]; at[0]++) {
+            const int64_t cell = at[0] + row * (at[1] + size * at[2]);
+            worst = fmax(worst, fabs(even[cell] - general[cell]));
+            scale = fmax(scale, fabs(general[cell]));
+            imag = fmax(imag, fabs(even[cells + cell]));
+            if (at[0] < keep && at[1] < (dims > 1 ? keep : 1) && at[2] < (dims > 2 ? keep : 1))
+              for (int p = 0; p < 2; p++) {
+                apart = fmax(apart, fabs(fused[p * cells + cell] - steps[p * cells + cell]));
+                size_of = fmax(size_of, fabs(steps[p * cells + cell]));
+              }
+          }
+      CHECK(st == GPUML_OK && worst < 1e-5 * scale && imag == 0 && scale > 1 &&
+                apart <= 1e-6 * size_of && size_of > 0,
+            "FFT of %d^%d: even grid %g of %g from the general transform (imaginary %g), "
+            "fused convolution %g of %g from its steps",
+            size, dims, worst, scale, imag, apart, size_of);
+      gm_fft_free(&f);
+      free(even);
+      free(general);
+      free(fused);
+      free(steps);
+      free(spectrum);
+      free(scratch);
+    }
+}
+
 /* The FFT repulsion against the exact one on a spread-out embedding. */
 static void test_fft_accuracy(void) {
   for (int dims = 1; dims <= 3; dims++) {
@@ -1337,6 +1411,7 @@ int main(void) {
     test_gradient_finite_differences();
     test_exact_tiles();
     test_fft_grid();
+    test_fft_even_and_convolve();
     test_fft_accuracy();
     test_fft_3d_wide();
     test_blobs();

@@ -4,9 +4,11 @@
  * (per row, then rows in index order; FFT lines are independent), so the result does
  * not depend on the number of threads. kernels/tsne.cu does the same steps on the GPU
  * (its exact tiles in double precision). */
+#define _DEFAULT_SOURCE /* madvise */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "cpu_backend.h"
 
 typedef struct {
@@ -31,6 +33,7 @@ typedef struct {
   int32_t *box;    /* n: each point's box */
   double *weight;  /* n x dims x GM_TSNE_NODES interpolation weights */
   int64_t *start, *order; /* boxes^dims + 1 offsets, n points sorted by box */
+  double *offset2; /* gm_fft_row(size): the kernel's squared offset per coordinate */
   int64_t box_cap;
   size_t grid_cap;
 } cpu_state;
@@ -55,6 +58,7 @@ static void state_free(cpu_state *s) {
   free(s->grid);
   free(s->kernel);
   free(s->scratch);
+  free(s->offset2);
   free(s->box);
   free(s->weight);
   free(s->start);
@@ -100,6 +104,25 @@ static int64_t channel_plane(int D, int heavy, int c) {
   return heavy && c == D + 1 ? 2 * ((D + 2) / 2) : c;
 }
 
+/* The FFT walks its grids across rows (one cache line from each of `size` rows, each
+ * row in another 4 KB page): with small pages nearly every access misses the TLB. Grids
+ * of 2 MB or more get 2 MB-aligned memory marked for huge pages (Linux gives them to
+ * memory that asks, under the default "madvise" setting): at 10,000 points the t-SNE
+ * run took 25% less time (measured on an AVX2 EPYC, 1000 iterations, one thread). */
+static float *grid_alloc(size_t count) {
+  const size_t huge = (size_t)2 << 20;
+  if (count > SIZE_MAX / sizeof(float) - huge) return NULL;
+  const size_t bytes = count * sizeof(float);
+  if (bytes < huge) return gm_alloc(count, sizeof(float));
+  void *p = NULL;
+  const size_t rounded = (bytes + huge - 1) / huge * huge;
+  if (posix_memalign(&p, huge, rounded)) return NULL;
+#ifdef MADV_HUGEPAGE
+  madvise(p, rounded, MADV_HUGEPAGE); /* advice only: small pages if refused */
+#endif
+  return p;
+}
+
 /* Makes the FFT buffers fit `boxes` boxes per dimension. */
 static gpuml_status use_grid(cpu_state *s, int boxes) {
   const int size = gm_tsne_fft_size(boxes);
@@ -114,14 +137,17 @@ static gpuml_status use_grid(cpu_state *s, int boxes) {
     s->size = size;
     free(s->scratch);
     s->scratch = gm_alloc((size_t)s->threads * gm_fft_scratch(size), sizeof *s->scratch);
-    if (!s->scratch) return nomem("FFT lines", (double)s->threads * 4 * gm_fft_scratch(size));
+    free(s->offset2);
+    s->offset2 = gm_alloc((size_t)gm_fft_row(size), sizeof *s->offset2);
+    if (!s->scratch || !s->offset2)
+      return nomem("FFT lines", (double)s->threads * 4 * gm_fft_scratch(size));
   }
   if (cells > s->grid_cap) {
     free(s->grid);
     free(s->kernel);
     s->grid_cap = 0;
-    s->grid = gm_alloc((size_t)grids * 2 * cells, sizeof *s->grid);
-    s->kernel = gm_alloc((size_t)kernels * 2 * cells, sizeof *s->kernel);
+    s->grid = grid_alloc((size_t)grids * 2 * cells);
+    s->kernel = grid_alloc((size_t)kernels * 2 * cells);
     if (!s->grid || !s->kernel) return nomem("the FFT grids", (double)(grids + kernels) * 8 * cells);
     s->grid_cap = cells;
   }
@@ -408,11 +434,87 @@ static inline double node_weight(const double *w, int D, int node, int *k) {
   return v;
 }
 
+/* The charges of box b's points onto its nodes (D a constant in each caller: the node
+ * loops unroll). */
+static inline __attribute__((always_inline)) void spread_box(cpu_state *s, const double *y,
+                                                             int64_t b, const int D) {
+  const int64_t n = s->n, cells = gm_fft_plane(s->size, D), row = gm_fft_row(s->size);
+  const int C = D + 2, B = s->boxes, heavy = s->heavy, nodes = (int)ipow(GM_TSNE_NODES, D);
+  const int64_t size = s->size;
+  double acc[27][5];
+  memset(acc, 0, sizeof acc);
+  for (int64_t at = s->start[b]; at < s->start[b + 1]; at++) {
+    const int64_t i = s->order[at];
+    if (i >= s->charged) continue;
+    double q[5], sq = 0;
+    q[0] = 1;
+    for (int d = 0; d < D; d++) {
+      q[1 + d] = y[i + d * n];
+      sq += q[1 + d] * q[1 + d];
+    }
+    q[D + 1] = heavy ? 1.0 : sq;
+    const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
+    for (int node = 0; node < nodes; node++) {
+      int k[3];
+      const double v = node_weight(w, D, node, k);
+      for (int c = 0; c < C; c++) acc[node][c] += v * q[c];
+    }
+  }
+  for (int node = 0; node < nodes; node++) {
+    int k[3];
+    node_coords(D, node, k);
+    int64_t cell = 0, scale = 1, rest = b;
+    for (int d = 0; d < D; d++) {
+      const int64_t g = (rest % B) * GM_TSNE_NODES + k[d];
+      rest /= B;
+      cell += g * scale;
+      scale *= d == 0 ? row : size;
+    }
+    for (int c = 0; c < C; c++)
+      s->grid[channel_plane(D, heavy, c) * cells + cell] = (float)acc[node][c];
+  }
+}
+
+/* The potentials at point i from its box's nodes, then its terms of Z and the
+ * repulsion (D a constant in each caller). */
+static inline __attribute__((always_inline)) void gather_point(cpu_state *s, const double *y,
+                                                               int64_t i, const int D) {
+  const int64_t n = s->n, cells = gm_fft_plane(s->size, D), row = gm_fft_row(s->size);
+  const int C = D + 2, B = s->boxes, heavy = s->heavy, nodes = (int)ipow(GM_TSNE_NODES, D);
+  const int64_t size = s->size;
+  double phi[5] = {0, 0, 0, 0, 0};
+  const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
+  int64_t rest = s->box[i];
+  int64_t base[3];
+  for (int d = 0; d < D; d++) {
+    base[d] = (rest % B) * GM_TSNE_NODES;
+    rest /= B;
+  }
+  for (int node = 0; node < nodes; node++) {
+    int k[3];
+    const double v = node_weight(w, D, node, k);
+    int64_t cell = 0, scale = 1;
+    for (int d = 0; d < D; d++) {
+      cell += (base[d] + k[d]) * scale;
+      scale *= d == 0 ? row : size;
+    }
+    for (int c = 0; c < C; c++)
+      phi[c] += v * (double)s->grid[channel_plane(D, heavy, c) * cells + cell];
+  }
+  double sq = 0, dot = 0;
+  for (int d = 0; d < D; d++) {
+    const double yd = y[i + d * n];
+    sq += yd * yd;
+    dot += yd * phi[1 + d];
+    s->rep[i + d * n] = yd * phi[0] - phi[1 + d];
+  }
+  s->zrow[i] = heavy ? phi[D + 1] : (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
+}
+
 static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   const int64_t n = s->n;
-  const int D = s->dims, C = D + 2, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
+  const int D = s->dims, B = s->boxes, size = s->size, N = B * GM_TSNE_NODES;
   const int heavy = s->heavy;
-  const int nodes = (int)ipow(GM_TSNE_NODES, D);
   const int64_t nbox = ipow(B, D), cells = gm_fft_plane(size, D), row = gm_fft_row(size);
   double lo = y[0], hi = y[0];
   for (int64_t e = 1; e < n * D; e++) {
@@ -444,116 +546,68 @@ static gpuml_status fft_repulsion(cpu_state *s, const double *y) {
   s->start[0] = 0;
 
   const int grids = fft_grids(D, heavy);
-  memset(s->grid, 0, sizeof *s->grid * 2 * (size_t)cells * grids);
+  const int64_t grid_rows = 2 * grids * (cells / row); /* cleared by the threads together */
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t r = 0; r < grid_rows; r++) memset(s->grid + r * row, 0, sizeof *s->grid * (size_t)row);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(s->threads) if (nbox >= GM_TSNE_PARALLEL_MIN)
   for (int64_t b = 0; b < nbox; b++) {
     if (s->start[b] == s->start[b + 1]) continue;
-    double acc[27][5];
-    memset(acc, 0, sizeof acc);
-    for (int64_t at = s->start[b]; at < s->start[b + 1]; at++) {
-      const int64_t i = s->order[at];
-      if (i >= s->charged) continue;
-      double q[5], sq = 0;
-      q[0] = 1;
-      for (int d = 0; d < D; d++) {
-        q[1 + d] = y[i + d * n];
-        sq += q[1 + d] * q[1 + d];
-      }
-      q[D + 1] = heavy ? 1.0 : sq;
-      const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
-      for (int node = 0; node < nodes; node++) {
-        int k[3];
-        const double v = node_weight(w, D, node, k);
-        for (int c = 0; c < C; c++) acc[node][c] += v * q[c];
-      }
-    }
-    for (int node = 0; node < nodes; node++) {
-      int k[3];
-      node_coords(D, node, k);
-      int64_t cell = 0, scale = 1, rest = b;
-      for (int d = 0; d < D; d++) {
-        const int64_t g = (rest % B) * GM_TSNE_NODES + k[d];
-        rest /= B;
-        cell += g * scale;
-        scale *= d == 0 ? row : size;
-      }
-      for (int c = 0; c < C; c++)
-        s->grid[channel_plane(D, heavy, c) * cells + cell] = (float)acc[node][c];
+    switch (D) {
+      case 1: spread_box(s, y, b, 1); break;
+      case 2: spread_box(s, y, b, 2); break;
+      default: spread_box(s, y, b, 3); break;
     }
   }
 
   /* The kernel on the node offsets, embedded in a circulant grid of size^dims (the
-   * padding of the rows is zero everywhere). */
+   * padding of the rows is zero everywhere): the squared offset of each coordinate
+   * along an axis (-1 where the kernel is zero), then line by line along axis 0. */
   const double spacing = width / GM_TSNE_NODES;
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
-  for (int64_t cell = 0; cell < cells; cell++) {
-    int64_t rest = cell;
-    double r2 = 0;
-    int inside = 1;
-    for (int d = 0; d < D; d++) {
-      const int64_t extent = d == 0 ? row : size, g = rest % extent;
-      rest /= extent;
-      if (g >= size) inside = 0;
-      int64_t off = g < N ? g : (g > size - N ? size - g : -1);
-      if (off < 0) inside = 0;
-      r2 += (off * spacing) * (off * spacing);
-    }
-    if (heavy) {  /* w u for the forces, then w for Z */
-      s->kernel[cell] = inside ? (float)gm_tsne_heavy_wu(r2, s->df) : 0;
-      s->kernel[2 * cells + cell] = inside ? (float)gm_tsne_heavy_w(r2, s->df) : 0;
-      s->kernel[3 * cells + cell] = 0;
-    } else {
-      s->kernel[cell] = inside ? (float)gm_tsne_kernel2(r2) : 0;
-    }
-    s->kernel[cells + cell] = 0;
+  for (int64_t g = 0; g < row; g++) {
+    const int64_t off = g >= size ? -1 : (g < N ? g : (g > size - N ? size - g : -1));
+    s->offset2[g] = off < 0 ? -1.0 : (double)(off * off) * spacing * spacing;
   }
-  gm_fft_grid(&s->fft, s->kernel, D, size, 0, s->threads, s->scratch);
-  if (heavy) gm_fft_grid(&s->fft, s->kernel + 2 * cells, D, size, 0, s->threads, s->scratch);
+  const int64_t lines = cells / row;
+#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
+  for (int64_t line = 0; line < lines; line++) {
+    double across = 0; /* the squared offset along axes 1 .. D - 1 */
+    int inside = 1;
+    int64_t rest = line;
+    for (int d = 1; d < D; d++, rest /= size) {
+      const double o2 = s->offset2[rest % size];
+      inside &= o2 >= 0;
+      across += o2;
+    }
+    float *force = s->kernel + line * row, *imag = force + cells;
+    for (int64_t g = 0; g < row; g++) {
+      const double o2 = s->offset2[g], r2 = across + o2;
+      const int in = inside && o2 >= 0;
+      if (heavy) {  /* w u for the forces, then w for Z */
+        force[g] = in ? (float)gm_tsne_heavy_wu(r2, s->df) : 0;
+        force[2 * cells + g] = in ? (float)gm_tsne_heavy_w(r2, s->df) : 0;
+        force[3 * cells + g] = 0;
+      } else {
+        force[g] = in ? (float)gm_tsne_kernel2(r2) : 0;
+      }
+      imag[g] = 0;
+    }
+  }
+  gm_fft_even_spectrum(&s->fft, s->kernel, D, s->threads, s->scratch);
+  if (heavy) gm_fft_even_spectrum(&s->fft, s->kernel + 2 * cells, D, s->threads, s->scratch);
   const float norm = (float)(1.0 / (double)ipow(size, D));  /* the FFT round trip scales by size^D */
   for (int g = 0; g < grids; g++) {
     float *grid = s->grid + (size_t)g * 2 * cells;
     const float *spectrum = heavy && g == grids - 1 ? s->kernel + 2 * cells : s->kernel;
-    gm_fft_grid(&s->fft, grid, D, N, 0, s->threads, s->scratch);
-#pragma omp parallel for schedule(static) num_threads(s->threads) if (cells >= GM_TSNE_PARALLEL_MIN)
-    for (int64_t cell = 0; cell < cells; cell++) {
-      const float kr = spectrum[cell] * norm;
-      grid[cell] *= kr;
-      grid[cells + cell] *= kr;
-    }
-    gm_fft_grid(&s->fft, grid, D, N, 1, s->threads, s->scratch);
+    gm_fft_convolve(&s->fft, grid, spectrum, norm, D, N, s->threads, s->scratch);
   }
 
   /* Potentials at the points, then Z's terms and the repulsion. */
 #pragma omp parallel for schedule(static) num_threads(s->threads) if (n >= GM_TSNE_PARALLEL_MIN)
-  for (int64_t i = 0; i < n; i++) {
-    double phi[5] = {0, 0, 0, 0, 0};
-    const double *w = s->weight + (size_t)i * D * GM_TSNE_NODES;
-    int64_t rest = s->box[i];
-    int64_t base[3];
-    for (int d = 0; d < D; d++) {
-      base[d] = (rest % B) * GM_TSNE_NODES;
-      rest /= B;
+  for (int64_t i = 0; i < n; i++) switch (D) {
+      case 1: gather_point(s, y, i, 1); break;
+      case 2: gather_point(s, y, i, 2); break;
+      default: gather_point(s, y, i, 3); break;
     }
-    for (int node = 0; node < nodes; node++) {
-      int k[3];
-      const double v = node_weight(w, D, node, k);
-      int64_t cell = 0, scale = 1;
-      for (int d = 0; d < D; d++) {
-        cell += (base[d] + k[d]) * scale;
-        scale *= d == 0 ? row : size;
-      }
-      for (int c = 0; c < C; c++)
-        phi[c] += v * (double)s->grid[channel_plane(D, heavy, c) * cells + cell];
-    }
-    double sq = 0, dot = 0;
-    for (int d = 0; d < D; d++) {
-      const double yd = y[i + d * n];
-      sq += yd * yd;
-      dot += yd * phi[1 + d];
-      s->rep[i + d * n] = yd * phi[0] - phi[1 + d];
-    }
-    s->zrow[i] = heavy ? phi[D + 1] : (1 + sq) * phi[0] - 2 * dot + phi[D + 1];
-  }
   return GPUML_OK;
 }
 
@@ -802,8 +856,14 @@ gpuml_status gm_tsne_kl_cpu(const gm_csr *P, const double *y, int64_t n, int dim
 
 /* Measured on a 2-core AVX-512 machine (bench/RESULTS.md, 1000 iterations): exact
  * 9.7e-8 s x n^2, FFT about 13.9 s + 1.5e-4 s x n, equal near 12,700 points (auto keeps
- * 10,000). Half the lanes per instruction (AVX2) doubles the exact cost per pair:
- * equal near 8,900, so 8,000; a quarter (SSE2): near 6,200, so 6,000. */
+ * 10,000; that FFT predates its huge pages, fused convolution and even kernel spectrum).
+ * Measured on a 2-core AVX2 EPYC without AVX-512, one thread, 1000 iterations on
+ * Fashion-MNIST (PCA-50, perplexity 30), CPU seconds by perf stat, 2026-11-24:
+ *   points  3,000  3,500  4,000  6,000  8,000  10,000
+ *   exact     9.8   13.2   15.4   35.1   56.4    90.6
+ *   FFT      11.9   11.4   13.1   16.7   23.8    23.6
+ * equal between 3,000 and 3,500, so 3,000. Narrower vectors (SSE2, NEON) double the
+ * exact cost per pair again (a cost model, not measured): 2,000. */
 int64_t gm_tsne_exact_max_n_cpu(int dims, double df) {
   /* Heavy tails (df != 1) add a power per pair (GM_VF_POW): about 7.8 times the Cauchy
    * kernel's cost per pair (5,000 points, 300 iterations: 5.67 s against 0.73 s), equal
@@ -813,10 +873,10 @@ int64_t gm_tsne_exact_max_n_cpu(int dims, double df) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return widest;
-  if (__builtin_cpu_supports("avx2")) return widest * 4 / 5;
-  return widest * 3 / 5;
+  if (__builtin_cpu_supports("avx2")) return widest * 3 / 10;
+  return widest / 5;
 #else
-  return widest * 3 / 5;  /* 4-lane vectors (NEON) */
+  return widest / 5;  /* 4-lane vectors (NEON) */
 #endif
 }
 

@@ -464,8 +464,8 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
 typedef enum {
   GPUML_TSNE_AUTO = 0,  /* exact for n <= 10,000, else FFT (on 2 CPU cores the exact
                            method, each pair once, is the faster up to there); on a CPU
-                           without AVX-512 up to 8,000 (AVX2) or 6,000 points; with
-                           df != 1 on the CPU up to 2/5 of these */
+                           without AVX-512 up to 3,000 (AVX2, measured) or 2,000 points;
+                           with df != 1 on the CPU up to 2/5 of these */
   GPUML_TSNE_EXACT = 1, /* all pairs every iteration */
   GPUML_TSNE_FFT = 2    /* interpolation on a grid + FFT convolution */
 } gpuml_tsne_method;
