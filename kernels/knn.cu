@@ -883,9 +883,11 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
     rows.p = search.recheck.p;  // kept past the search, whose device resources go now
     search.recheck.p = nullptr;
   }
-  // "knn" done once the lists are final on the host (their copy and re-checks included)
+  // "knn" done once the lists are final on the host (their copy and re-checks included);
+  // a self-search is called with m = 0 and lists every point
+  const int64_t rows_out = query ? m : n;
   if (count == 0) {
-    gm_progress(opt, "knn", m, m);
+    gm_progress(opt, "knn", rows_out, rows_out);
     return GPUML_OK;
   }
   if (rechecked) *rechecked = count;
@@ -894,10 +896,10 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
     // (when it fits) rather than uploading the data again for the re-checks.
     ResidentPoints view;
     const bool on_device = rp && rp->gemm && fp64_view(*rp, opt, &view);
-    gpuml_status st = recheck_in_fp64(data, n, d, query, query ? m : n, k, rows.p, count, index,
+    gpuml_status st = recheck_in_fp64(data, n, d, query, rows_out, k, rows.p, count, index,
                                       dist, opt, on_device ? &view : nullptr);
     if (on_device) release_view(view);
-    if (!st) gm_progress(opt, "knn", m, m);
+    if (!st) gm_progress(opt, "knn", rows_out, rows_out);
     return st;
   }
   return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");
