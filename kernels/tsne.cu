@@ -278,7 +278,7 @@ struct TsneGpu {
   double *zpart = nullptr, *rpart = nullptr;
   int64_t chunks = 1, chunk = 0;
   // FFT
-  int boxes = 0, size = 0, max_boxes = 0, fit_boxes = 0;  // fit_boxes: the budget's
+  int boxes = 0, size = 0, max_boxes = 0;
   size_t used = 0, grid_cells = 0;  // bytes taken so far; cells the grids hold
   int32_t *key = nullptr, *key_sorted = nullptr, *index = nullptr, *order = nullptr;
   int32_t *start = nullptr, *end = nullptr;
@@ -361,14 +361,6 @@ struct TsneGpu {
                                                         (int32_t *)nullptr, (int)n, 0, bits,
                                                         ctx.stream()),
                        "sizing the radix sort"));
-      // automatic grids stay within the budget (a 3-D grid of 512^3 takes 4 GB; the
-      // smaller grids of the way there stay allocated, together less than the largest);
-      // a grid the caller fixes beyond it fails with a clear error (use_grid)
-      int cap = kFftMaxSize[D - 1];
-      fit_boxes = max_boxes;
-      while (cap > 32 &&
-             bytes_needed() + 2 * grid_bytes(gm_tsne_fft_size(fit_boxes)) > ctx.budget())
-        fit_boxes = gm_tsne_grid_boxes_within(INFINITY, cap /= 2);
     }
     const size_t need = used = bytes_needed();
     if (need > ctx.budget())
@@ -461,7 +453,16 @@ struct TsneGpu {
                                        ctx.stream()), "reading the spread"));
       GM_TRY(ctx.sync("reading the spread"));
       b = gm_tsne_grid_boxes_within(lohi[1] - lohi[0], kFftMaxSize[D - 1]);
-      if (b > fit_boxes) b = fit_boxes;
+      if (b > max_boxes) b = max_boxes;
+      // An automatic grid larger than the ones allocated must fit in what the budget has
+      // left, with as much again for cuFFT's work area; otherwise the largest grid that
+      // does (wider boxes: a coarser interpolation, as at the size caps), down to a 32-point
+      // side, below which use_grid's clear error is better. The smaller grids of the way
+      // stay allocated, so growth stops near the budget, not past it. A grid the caller
+      // fixes is taken as it is (use_grid fails clearly when it does not fit).
+      while (gm_tsne_fft_size(b) > 32 && (size_t)ipow64(gm_tsne_fft_size(b), D) > grid_cells &&
+             used + 2 * grid_bytes(gm_tsne_fft_size(b)) > ctx.budget())
+        b--;
     }
     if (b > max_boxes) b = max_boxes;
     return use_grid(b);
