@@ -763,6 +763,7 @@ typedef struct {
   int reg_regularises;
   const gm_gmm_spread *spread;
   const gm_hc_start *hc; /* NULL: k-means++ starts */
+  int refine;            /* the refinement's k-means++ starts (GM_GMM_REFINE_SEED) instead */
 } gm_sweep;
 
 /* One cell of the BIC table (a model and a G): its params->n_init starts, the best kept. */
@@ -780,6 +781,28 @@ static void cell_note_error(gm_cell *c) {
   snprintf(c->error_message, sizeof c->error_message, "%s", gpuml_last_error());
 }
 
+/* Start r of the refinement of G components: k-means++ from GM_GMM_REFINE_SEED, with
+ * the hierarchical start's rule that a start singular without reg is not fitted. */
+static gpuml_status refine_start(const gm_gmm_data *data, const gm_fit_setup *fs, int64_t G,
+                                 int64_t r, gm_fit_space *s) {
+  const int64_t d = data->d;
+  gpuml_status st = gm_gmm_kmeanspp_spread(
+      fs->spread, data->x, data->n, d, G,
+      gm_gmm_model_structure(fs->model) == GM_GMM_SPHERICAL_STRUCTURE, 0,
+      fit_seed(GM_GMM_REFINE_SEED, G, r), data->opt, s->w, s->mu, s->cov);
+  for (int64_t k = 0; !st && k < G; k++)
+    for (int64_t j = 0; j < d; j++) {
+      double *v = s->cov + k * d * d + j + j * d;
+      if (!(*v > 0) && !fs->reg_regularises) {
+        st = singular_start(data, fs, G);
+        break;
+      }
+      *v += fs->reg;
+    }
+  if (!st) memcpy(s->cov0, s->cov, (size_t)(d * d) * sizeof(double));
+  return st;
+}
+
 /* Fits cell (mi, gi) on `eng` with the work space s, ms (labels1: the start's d = 1
  * scratch). Runs are numbered across the sweep in cell order, n_init to a cell. */
 static void run_cell(gm_engine *eng, const gm_gmm_data *data, const gm_sweep *sw,
@@ -792,10 +815,13 @@ static void run_cell(gm_engine *eng, const gm_gmm_data *data, const gm_sweep *sw
   cell->failure = cell->fatal = GPUML_OK;
   cell->best_run = -1;
   gpuml_status st = use_model(eng, fs.model);
-  for (int64_t r = 0; !st && r < P->n_init; r++) {
+  const int64_t first = sw->refine ? 1 : 0, last = sw->refine ? GM_GMM_REFINE_STARTS : P->n_init - 1;
+  for (int64_t r = first; !st && r <= last; r++) {
     const int64_t run = (mi * P->nG + gi) * P->n_init + r;
     gm_fit_result fit = {0, 0, 0};
-    if (r == 0 && sw->hc) {
+    if (sw->refine) {
+      st = refine_start(data, &fs, G, r, s);
+    } else if (r == 0 && sw->hc) {
       const gm_partition part = hc_partition(data, sw->hc, G, labels1);
       st = partition_start(data, &fs, G, &part, s);
     } else {
@@ -872,12 +898,14 @@ static int by_cost(const void *a, const void *b) {
                             : (p->index > q->index) - (p->index < q->index);
 }
 
-/* Runs cells[mi * nG + gi] for every model and G on `threads` threads, an engine, work
- * space and options (one thread, the interrupt shared) each. Returns GPUML_ERR_NOMEM,
- * with nothing run, when those cannot be had; errors of the fits are the cells'. */
+/* Runs the cells c = mi * nG + gi of list[0 .. count) (NULL: every one of count) into
+ * cells[c] on `threads` threads, an engine, work space and options (one thread, the
+ * interrupt shared) each. Returns GPUML_ERR_NOMEM, with nothing run, when those cannot
+ * be had; errors of the fits are the cells'. */
 static gpuml_status run_cells_side_by_side(const gm_gmm_data *data, const gm_sweep *sw,
-                                           int64_t n_models, int threads, gm_cell *cells) {
-  const int64_t nG = sw->params->nG, count = n_models * nG, d = data->d, kmax = data->kmax;
+                                           const int64_t *list, int64_t count, int threads,
+                                           gm_cell *cells) {
+  const int64_t nG = sw->params->nG, d = data->d, kmax = data->kmax;
   const gpuml_options *caller = data->opt;
   gm_engine *eng = gm_alloc((size_t)threads, sizeof *eng);
   gm_fit_space *space = gm_alloc((size_t)threads, sizeof *space);
@@ -908,9 +936,10 @@ static gpuml_status run_cells_side_by_side(const gm_gmm_data *data, const gm_swe
          open_engine(datas + t, eng + t) == GPUML_OK;
   }
   if (ok) {
-    for (int64_t c = 0; c < count; c++) {
+    for (int64_t i = 0; i < count; i++) {
+      const int64_t c = list ? list[i] : i;
       const int full = gm_gmm_model_structure(sw->models[c / nG]) == GM_GMM_FULL_STRUCTURE;
-      order[c] = (gm_cell_order){2 * sw->params->G[c % nG] + full, c};
+      order[i] = (gm_cell_order){2 * sw->params->G[c % nG] + full, c};
     }
     qsort(order, (size_t)count, sizeof *order, by_cost);
     const int blas_threads = gm_blas_serial_begin();
@@ -932,14 +961,14 @@ static gpuml_status run_cells_side_by_side(const gm_gmm_data *data, const gm_swe
       int64_t now;
 #pragma omp atomic capture
       now = ++done;
-      if (t == 0) {
+      if (t == 0 && !sw->refine) { /* the refinement is not counted in the fits */
         gm_progress(caller, "gmm", now * sw->params->n_init, count * sw->params->n_init);
         reported = now;
       }
     }
     gm_blas_serial_end(blas_threads);
     /* the cells the other threads finished last */
-    if (reported < done) gm_progress(caller, "gmm", done * sw->params->n_init, count * sw->params->n_init);
+    if (reported < done && !sw->refine) gm_progress(caller, "gmm", done * sw->params->n_init, count * sw->params->n_init);
   }
   for (int t = 0; t < opened; t++) {
     close_engine(eng + t);
@@ -1060,6 +1089,7 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
   gm_kept *kept = NULL;
   gm_cell *sweep_cells = NULL; /* the sweep's results (their parameters owned) */
   int64_t sweep_count = 0;
+  int64_t *refine_list = gm_alloc((size_t)(params->nG * GPUML_GMM_N_MODELS), sizeof(int64_t));
   gm_engine eng = {NULL, NULL};
   const int ok_s = alloc_space(&s, n_local, d, gmax), ok_b = alloc_space(&best_g, 1, d, gmax);
   if (!ok_s || !ok_b || !gm_gmm_mstep_alloc(&ms, d, gmax))
@@ -1094,7 +1124,7 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
   int64_t best_run = -1, last_run = -1;
   gpuml_status last_failure = GPUML_OK;
   double best_bic = 0;
-  const gm_sweep sweep = {params, models, reg_regularises, spread, use_hc ? &hc : NULL};
+  const gm_sweep sweep = {params, models, reg_regularises, spread, use_hc ? &hc : NULL, 0};
   const int64_t n_cells = nG * n_models;
   const int side_threads = side_by_side_threads(&data, spread, n_cells);
   /* the cells' results: all of them when side by side, else one at a time (in best_g) */
@@ -1109,11 +1139,11 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
     sweep_cells[c].cov = gm_alloc((size_t)(d * d * G), sizeof(double));
     side = sweep_cells[c].w && sweep_cells[c].mu && sweep_cells[c].cov;
   }
-  if (side && run_cells_side_by_side(&data, &sweep, n_models, side_threads, sweep_cells)) {
+  if (side && run_cells_side_by_side(&data, &sweep, NULL, n_cells, side_threads, sweep_cells)) {
     gm_clear_error(); /* no memory for that: one after the other */
     side = 0;
   }
-  if (!sweep_cells) {
+  if (!sweep_cells || !refine_list) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture parameters");
     goto done;
   }
@@ -1225,50 +1255,38 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
    * k-means++ starts (drawn from fixed seeds, so that the default fit stays the same from
    * run to run): hierarchical starts can leave a whole G far below its optimum (mclust's
    * as well; bench/gmm_start.R), and it would never be compared with its neighbours. */
+  int64_t n_refine = 0;
   for (int64_t mi = 0; kept && mi < n_models; mi++) {
     int top = 0;
     for (int64_t c = 0; c < nG * GM_GMM_KEEP; c++) top |= kept[c].mi == mi && kept[c].refined;
-    if (!top) continue;
-    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms, spread};
-    const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
-    if ((st = use_model(&eng, fs.model))) goto done;
-    for (int64_t gi = 0; gi < nG; gi++)
-      for (int64_t r = 1; r <= GM_GMM_REFINE_STARTS; r++) {
-        const int64_t G = params->G[gi];
-        if (G < 2) continue;
-        gm_fit_result fit = {0, 0, 0};
-        /* the hierarchical start's rule: a start singular without reg is not fitted */
-        st = gm_gmm_kmeanspp_spread(spread, x, n_local, d, G,
-                                    structure == GM_GMM_SPHERICAL_STRUCTURE, 0,
-                                    fit_seed(GM_GMM_REFINE_SEED, G, r), &used, s.w, s.mu, s.cov);
-        for (int64_t k = 0; !st && k < G; k++)
-          for (int64_t j = 0; j < d; j++) {
-            double *v = s.cov + k * d * d + j + j * d;
-            if (!(*v > 0) && !fs.reg_regularises) {
-              st = singular_start(&data, &fs, G);
-              break;
-            }
-            *v += fs.reg;
-          }
-        if (!st) memcpy(s.cov0, s.cov, (size_t)(d * d) * sizeof(double));
-        if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
-        last_run = -2;
-        if (fit_failed(st)) {
-          st = GPUML_OK;
-          continue;
-        }
-        if (st) goto done;
-        const double b = bic_of(fit.loglik, fs.model, G, d, n);
-        double *cell = cells + gi + mi * nG;
-        if (!isnan(*cell) && !(b > *cell + 1e-9 * fabs(*cell))) continue;
-        *cell = b;
-        if (b > best_bic) {
-          best_bic = b;
-          best_run = -3;
-          if ((st = eng.ops->get_params(eng.e, G, best_g.w, best_g.mu, best_g.cov))) goto done;
-          choose(model, fs.model, G, d, &fit, best_g.w, best_g.mu, best_g.cov);
-        }
-      }
+    for (int64_t gi = 0; top && gi < nG; gi++)
+      if (params->G[gi] >= 2) refine_list[n_refine++] = mi * nG + gi;
+  }
+  const gm_sweep refinement = {params, models, reg_regularises, spread, NULL, 1};
+  /* side by side into the sweep's cells (their results are committed), else one by one */
+  side = side && side_by_side_threads(&data, spread, n_refine) > 1 &&
+         !run_cells_side_by_side(&data, &refinement, refine_list, n_refine, side_threads,
+                                 sweep_cells);
+  gm_clear_error();
+  for (int64_t i = 0; i < n_refine; i++) {
+    const int64_t mi = refine_list[i] / nG, gi = refine_list[i] % nG, G = params->G[gi];
+    gm_cell *c = side ? sweep_cells + refine_list[i] : &one_cell;
+    if (!side) run_cell(&eng, &data, &refinement, &s, &ms, labels1, mi, gi, c);
+    last_run = -2;
+    if (c->fatal) {
+      st = gm_fail(c->fatal, c->error_id, "%s", c->error_message);
+      goto done;
+    }
+    if (c->best_run < 0) continue;
+    const double b = bic_of(c->fit.loglik, models[mi], G, d, n);
+    double *cell = cells + gi + mi * nG;
+    if (!isnan(*cell) && !(b > *cell + 1e-9 * fabs(*cell))) continue;
+    *cell = b;
+    if (b > best_bic) {
+      best_bic = b;
+      best_run = -3;
+      choose(model, models[mi], G, d, &c->fit, c->w, c->mu, c->cov);
+    }
   }
 
   if (z || classification || uncertainty) {
@@ -1296,6 +1314,7 @@ done:
     free(sweep_cells[c].cov);
   }
   free(sweep_cells);
+  free(refine_list);
   close_engine(&eng);
   free_space(&s);
   free_space(&best_g);
