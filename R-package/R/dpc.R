@@ -20,7 +20,7 @@ gpu_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta 
   seed <- as_seed(seed)
   res <- .Call(gpuml_r_dpc, x, params, seed, as_backend(backend), verbose, gpuml_threads())
   fit <- structure(list(rho = res$rho, delta = res$delta, nearest = res$nearest,
-                        gamma = res$gamma, dc = res$dc, dc_estimated = is.null(dc),
+                        gamma = res$gamma, order = res$order, dc = res$dc, dc_estimated = is.null(dc),
                         gaussian = isTRUE(as_flag(gaussian, "gaussian")),
                         gaussian_cutoff = gaussian_cutoff, backend = res$backend, x = x, seed = seed,
                         peaks = NULL, clusters = NULL, halo = NULL, k = NULL,
@@ -49,7 +49,7 @@ dpc_clusters <- function(fit, k = NULL, rho = NULL, delta = NULL, backend = fit$
   if (!inherits(fit, "gpu_dpc"))
     stop("fit must be the result of gpu_dpc()", call. = FALSE)
   verbose <- as_flag(verbose, "verbose")
-  cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest,
+  cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest, fit$order,
                dpc_params(k = k, rho = rho, delta = delta), as_backend(backend), verbose,
                gpuml_threads())
   dpc_store_cut(fit, cut, k, rho, delta)

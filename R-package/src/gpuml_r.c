@@ -304,7 +304,7 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_params_defaults", (DL_FUNC)&gpuml_r_params_defaults, 1},
     /* density peaks (gpuml_r_dpc.c) */
     {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 6},
-    {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 9},
+    {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 10},
 
     /* t-SNE (gpuml_r_tsne.c) */
     {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 9},

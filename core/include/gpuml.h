@@ -416,6 +416,13 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
                            int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
                            int64_t *ncentres, int64_t *cluster);
 
+/* The density order of rho (the output of gpuml_dpc_density): order (caller-allocated,
+ * length n) receives the point indices (0-based) from the densest down, equal densities
+ * by index. O(n) (a radix sort on the densities) and O(n) memory. A front end that keeps
+ * it with a fit passes it to gpuml_dpc_recut(), whose cut then costs one pass over the
+ * points in this order. Errors: rho not finite and non-negative ("dpc:badInput"). */
+gpuml_status gpuml_dpc_order(const double *rho, int64_t n, int64_t *order);
+
 /* Density peaks in one call: the densities (as gpuml_dpc_density), then, when
  * params->select gives k or both thresholds, the centres and clusters (as
  * gpuml_dpc_cut) and the halo (as gpuml_dpc_halo), on the backend of opt. The selection
@@ -429,9 +436,11 @@ gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dp
 
 /* Recutting a fit: centres, clusters and halo (as gpuml_dpc_cut and gpuml_dpc_halo) for
  * the selection params->select, from the output of gpuml_dpc_fit or gpuml_dpc_density
- * (rho, delta, nearest and the dc used) and the same x. */
+ * (rho, delta, nearest and the dc used) and the same x. order: that of gpuml_dpc_order()
+ * for this rho, kept with the fit (checked: "dpc:badInput" when it is not the density
+ * order), or NULL to sort the densities here. The cut runs on the threads of opt. */
 gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, const double *rho,
-                             const double *delta, const int64_t *nearest,
+                             const double *delta, const int64_t *nearest, const int64_t *order,
                              const gpuml_dpc_params *params, int64_t *centres,
                              int64_t *ncentres, int64_t *cluster, int *halo,
                              const gpuml_options *opt, gpuml_dpc_result *result);

@@ -151,6 +151,28 @@ test_that("dpc_clusters recuts without recomputing, and the halo follows the pap
   expect_identical(sum(dpc_clusters(fit, k = 1)$halo), 0L)
 })
 
+test_that("a recut equals a fresh fit with the same k or thresholds, with or without the kept order", {
+  set.seed(35)
+  b <- dpc_blobs(n_each = 300, sd = 1.2)
+  fit <- gpu_dpc(b$x, backend = backend())
+  # the kept density order: densest first, equal densities by index
+  expect_identical(fit$order, order(-fit$rho, seq_along(fit$rho)))
+  thr <- c(rho = unname(quantile(fit$rho, 0.8)), delta = 1)
+  for (sel in list(list(k = 2), list(k = 5), list(rho = thr[["rho"]], delta = thr[["delta"]]))) {
+    fresh <- do.call(gpu_dpc, c(list(b$x, dc = fit$dc, backend = backend()), sel))
+    old <- fit
+    old$order <- NULL  # a fit saved before the order was kept
+    wrong <- fit
+    wrong$order <- rev(fit$order)  # not the density order: the recut sorts again
+    for (f in list(fit, old, wrong)) {
+      cut <- do.call(dpc_clusters, c(list(f), sel))
+      expect_identical(cut$peaks, fresh$peaks)
+      expect_identical(cut$clusters, fresh$clusters)
+      expect_identical(cut$halo, fresh$halo)
+    }
+  }
+})
+
 test_that("tie-heavy data: integer grid points and duplicates", {
   grid <- as.matrix(expand.grid(1:15, 1:12))
   for (dc in c(1, 1.5, 2.5)) {
