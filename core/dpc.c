@@ -329,8 +329,8 @@ static gpuml_status not_denser(int64_t i) {
 }
 
 /* The checks of a fit that read it in sequence (in parallel): finite non-negative rho and
- * delta, nearest a point or -1, exactly one -1. That each nearest is above its point is
- * checked where the cut follows them (assign_in_order). */
+ * delta, nearest (unless NULL) a point or -1, exactly one -1. That each nearest is above
+ * its point is checked where the cut follows them (assign_in_order). */
 static gpuml_status check_fit(const double *rho, const double *delta, const int64_t *nearest,
                               int64_t n, int threads) {
   int64_t tops = 0, bad_value = n, bad_near = n;
@@ -341,7 +341,7 @@ static gpuml_status check_fit(const double *rho, const double *delta, const int6
       bad_value = i < bad_value ? i : bad_value;
       continue;
     }
-    const int64_t j = nearest[i];
+    const int64_t j = nearest ? nearest[i] : -1;
     if (j == -1) tops++;
     else if (j < 0 || j >= n || j == i) bad_near = i < bad_near ? i : bad_near;
   }
@@ -351,7 +351,7 @@ static gpuml_status check_fit(const double *rho, const double *delta, const int6
                    "delta = %g): pass the output of the density peaks fit",
                    (long long)(bad_value + 1), rho[bad_value], delta[bad_value]);
   if (bad_near < n) return not_denser(bad_near);
-  if (tops != 1)
+  if (nearest && tops != 1)
     return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
                    "exactly one point (the densest) must have no nearest denser point, not "
                    "%lld: pass the output of the density peaks fit",
@@ -558,21 +558,12 @@ static double gamma_floor(const double *rho, const double *delta, int64_t n, int
   return floor_key;
 }
 
-/* gpuml_dpc_cut(), with the density order when given (else sorted here) and the
- * threads of the options. */
-static gpuml_status cut_impl(const double *rho, const double *delta, const int64_t *nearest,
-                             const int64_t *order, int64_t n, const gpuml_dpc_selection *sel,
-                             int64_t *centres, int64_t *ncentres, int64_t *cluster,
-                             int threads) {
-  if (!rho || !delta || !nearest)
-    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho, delta and nearest must not be NULL");
-  if (!centres || !ncentres || !cluster)
-    return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output arrays must not be NULL");
-  if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
-  gpuml_status st = check_selection(sel, n);
-  if (!st) st = check_fit(rho, delta, nearest, n, threads);
-  if (st) return st;
-
+/* The centres of a checked selection in their order (decreasing gamma, then the denser,
+ * then the smaller index): *k of them (k, or all that pass the thresholds) into
+ * centres. */
+static gpuml_status rank_centres(const double *rho, const double *delta, int64_t n,
+                                 const gpuml_dpc_selection *sel, int threads, int64_t *centres,
+                                 int64_t *k) {
   ranked *r = gm_alloc((size_t)n, sizeof *r);
   if (!r) {
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
@@ -614,9 +605,49 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
                    sel->rho_min, sel->delta_min, max_rho, max_delta);
   }
   qsort(r, (size_t)count, sizeof *r, compare_ranked);
-  const int64_t k = sel->has_k ? sel->k : count;
-  for (int64_t c = 0; c < k; c++) centres[c] = r[c].index;
+  *k = sel->has_k ? sel->k : count;
+  for (int64_t c = 0; c < *k; c++) centres[c] = r[c].index;
   free(r);
+  return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_rank(const double *rho, const double *delta, int64_t n, int64_t m,
+                            int64_t *top, const gpuml_options *opt) {
+  gm_clear_error();
+  if (!rho || !delta)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho and delta must not be NULL");
+  if (!top) return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output top must not be NULL");
+  if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
+  gpuml_dpc_selection sel;
+  gpuml_dpc_selection_init(&sel);
+  sel.has_k = 1;
+  sel.k = m;
+  gpuml_status st = check_selection(&sel, n);
+  if (!st) st = gm_check_options(opt);
+  if (st) return st;
+  const int threads = gm_threads(opt);
+  if ((st = check_fit(rho, delta, NULL, n, threads))) return st;
+  int64_t k = 0;
+  return rank_centres(rho, delta, n, &sel, threads, top, &k);
+}
+
+/* gpuml_dpc_cut(), with the density order when given (else sorted here) and the
+ * threads of the options. */
+static gpuml_status cut_impl(const double *rho, const double *delta, const int64_t *nearest,
+                             const int64_t *order, int64_t n, const gpuml_dpc_selection *sel,
+                             int64_t *centres, int64_t *ncentres, int64_t *cluster,
+                             int threads) {
+  if (!rho || !delta || !nearest)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho, delta and nearest must not be NULL");
+  if (!centres || !ncentres || !cluster)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output arrays must not be NULL");
+  if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
+  gpuml_status st = check_selection(sel, n);
+  if (!st) st = check_fit(rho, delta, nearest, n, threads);
+  if (st) return st;
+
+  int64_t k = 0;
+  if ((st = rank_centres(rho, delta, n, sel, threads, centres, &k))) return st;
   /* In the order kept with the fit; when that is not the density order (it names no
    * point, leaves one out, or reaches a point before its nearest), in the density order
    * sorted here. There, a point before its nearest is an error of the input. */

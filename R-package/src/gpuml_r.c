@@ -305,6 +305,7 @@ static const R_CallMethodDef call_methods[] = {
     /* density peaks (gpuml_r_dpc.c) */
     {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 6},
     {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 10},
+    {"gpuml_r_dpc_rank", (DL_FUNC)&gpuml_r_dpc_rank, 4},
 
     /* t-SNE (gpuml_r_tsne.c) */
     {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 9},

@@ -42,6 +42,7 @@ SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEX
 SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP order,
                      SEXP params,
                      SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_dpc_rank(SEXP rho, SEXP delta, SEXP m, SEXP threads);
 SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEXP verbose,
                   SEXP threads, SEXP input, SEXP nn_dist);
 SEXP gpuml_r_tsne_transform(SEXP x, SEXP y, SEXP newdata, SEXP params, SEXP backend,

@@ -127,3 +127,20 @@ SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP o
                                           NULL));
   return cut_list(centres, ncentres, cluster, halo, n);
 }
+
+/* The m points of largest gamma (gpuml_dpc_rank), 1-based, in the centres' order. */
+SEXP gpuml_r_dpc_rank(SEXP rho, SEXP delta, SEXP m, SEXP threads) {
+  gpuml_options opt;
+  gpuml_r_options(&opt, R_NilValue, Rf_ScalarLogical(0), threads);
+  const int64_t n = (int64_t)XLENGTH(rho);
+  if ((int64_t)XLENGTH(delta) != n)
+    Rf_error("the fit is inconsistent: rho and delta must describe the same points");
+  const double mm = Rf_asReal(m);
+  const int64_t k = R_FINITE(mm) && fabs(mm) < 9e18 ? (int64_t)mm : 0;
+  int64_t *top = (int64_t *)R_alloc(k > 0 && k <= n ? (size_t)k : 1, sizeof(int64_t));
+  gpuml_r_stop_on_failure(gpuml_dpc_rank(REAL(rho), REAL(delta), n, k, top, &opt));
+  SEXP res = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)k));
+  for (int64_t c = 0; c < k; c++) INTEGER(res)[c] = (int)(top[c] + 1);
+  UNPROTECT(1);
+  return res;
+}

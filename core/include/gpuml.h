@@ -416,6 +416,15 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
                            int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
                            int64_t *ncentres, int64_t *cluster);
 
+/* The m points of largest gamma = rho * delta (rho and delta from gpuml_dpc_density), in
+ * the order of the centres by k (decreasing gamma; equal gamma: the denser, then the
+ * smaller index): top (caller-allocated, length m) receives their indices (0-based), the
+ * centres gpuml_dpc_cut() takes for k = m; a decision graph marks them as the candidate
+ * centres. O(n) on the threads of opt, without sorting all points. Errors: m outside
+ * 1 .. n ("dpc:badK"), rho or delta not finite and non-negative ("dpc:badInput"). */
+gpuml_status gpuml_dpc_rank(const double *rho, const double *delta, int64_t n, int64_t m,
+                            int64_t *top, const gpuml_options *opt);
+
 /* The density order of rho (the output of gpuml_dpc_density): order (caller-allocated,
  * length n) receives the point indices (0-based) from the densest down, equal densities
  * by index. O(n) (a radix sort on the densities) and O(n) memory. A front end that keeps

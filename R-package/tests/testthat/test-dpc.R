@@ -36,12 +36,34 @@ test_that("gpu_dpc returns the documented structure, and prints, summarises, plo
                         type = "clusters"))
   expect_error(plot(bare, type = "clusters"), "no clusters yet")
   # Large fits draw a subset: evenly spaced rows, the peaks and the candidates.
-  rows <- gpuml:::dpc_plot_rows(fit, 20)
+  drawn <- gpuml:::dpc_plot_rows(fit, 20)
+  rows <- drawn$rows
   expect_true(length(rows) < length(fit$rho) && all(fit$peaks %in% rows))
   expect_true(which.max(fit$gamma) %in% rows)
+  # the candidates: the 100 largest gamma, in the order of the centres by k
+  expect_identical(drawn$candidates,
+                   order(-fit$gamma, -fit$rho, seq_along(fit$rho))[1:100])
+  expect_true(all(drawn$candidates %in% rows))
+  expect_match(drawn$note, sprintf("20 of %d points", length(fit$rho)))
+  expect_identical(dpc_clusters(fit, k = 7)$peaks, drawn$candidates[1:7])
   expect_invisible(plot(fit, max_points = 20))
   expect_invisible(plot(fit, type = "clusters", max_points = 20))
   expect_error(plot(fit, max_points = 0), "max_points")
+})
+
+test_that("the plots of a large fit draw a sample, the candidates and the peaks", {
+  set.seed(44)
+  n <- 200000
+  x <- matrix(runif(2 * n), n, 2)
+  fit <- gpu_dpc(x, dc = 0.004, k = 4, backend = backend())
+  drawn <- gpuml:::dpc_plot_rows(fit, 20000)
+  expect_lte(length(drawn$rows), 20000 + 100 + 4)
+  expect_true(all(c(fit$peaks, drawn$candidates) %in% drawn$rows))
+  expect_match(drawn$note, "20,000 of 200,000 points")
+  pdf(NULL)
+  on.exit(dev.off())
+  expect_invisible(plot(fit))
+  expect_invisible(plot(fit, type = "clusters"))
 })
 
 test_that("the truncated Gaussian follows its definition and the exact sum's bound", {
