@@ -743,6 +743,14 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
   int use_grid = gm_dpc_grid_usable(d);
   if (use_grid && !reused) st = grid_for(b, x, n, d, &used, grid);
   if (!st && use_grid && !gm_dpc_rows_fit(grid, cut, n)) use_grid = 0;
+  if (!st && use_grid && reused && grid->run_label) {
+    /* a kept index (gpuml_dpc_index) holds the runs of the previous cut's clusters */
+    free(grid->run_label);
+    free(grid->run_end);
+    free(grid->run_max);
+    grid->run_label = grid->run_end = NULL;
+    grid->run_max = NULL;
+  }
   if (!st && use_grid && b->dpc->sorts_index) grid->nclusters = ncentres;
   else if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
   if (!st) st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, border, &used);
@@ -767,6 +775,48 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
                             const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
   return halo_impl(x, n, d, dc, rho, cluster, ncentres, halo, opt, result, NULL);
+}
+
+/* ---- the index kept with a fit ---------------------------------------------------- */
+
+struct gpuml_dpc_index {
+  int64_t n, d;
+  gm_dpc_grid grid; /* ncells 0: the halo of these data runs on the tiles */
+};
+
+gpuml_status gpuml_dpc_index_build(const double *x, int64_t n, int64_t d, double dc,
+                                   const gpuml_options *opt, gpuml_dpc_index **out) {
+  gm_clear_error();
+  if (!out) return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output index must not be NULL");
+  *out = NULL;
+  gpuml_status st = check_data(x, n, d);
+  if (!st) st = check_dc(dc);
+  if (!st) st = gm_check_options(opt);
+  if (st) return st;
+  gpuml_dpc_index *ix = calloc(1, sizeof *ix);
+  if (!ix) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the density peaks index");
+  ix->n = n;
+  ix->d = d;
+  /* Only where the halo walks the index (the rule of halo_impl), the whole index. */
+  if (gm_dpc_grid_usable(d)) {
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(opt), &ix->grid);
+    if (gm_dpc_rows_fit(&ix->grid, gm_dpc_sq_threshold(dc, 0), n))
+      st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(opt), &ix->grid);
+    else
+      memset(&ix->grid, 0, sizeof ix->grid);
+  }
+  if (st) {
+    free(ix);
+    return st;
+  }
+  *out = ix;
+  return GPUML_OK;
+}
+
+void gpuml_dpc_index_free(gpuml_dpc_index *ix) {
+  if (!ix) return;
+  gm_dpc_grid_free(&ix->grid);
+  free(ix);
 }
 
 /* ---- density, centres, clusters and halo in one call ------------------------------- */
@@ -814,7 +864,8 @@ gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dp
 
 gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, const double *rho,
                              const double *delta, const int64_t *nearest, const int64_t *order,
-                             const gpuml_dpc_params *params, int64_t *centres,
+                             gpuml_dpc_index *index, const gpuml_dpc_params *params,
+                             int64_t *centres,
                              int64_t *ncentres, int64_t *cluster, int *halo,
                              const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
@@ -823,8 +874,17 @@ gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, c
     return gm_fail(GPUML_ERR_ARG, "dpc:badOutput",
                    "the outputs centres, ncentres, cluster and halo must not be NULL");
   gpuml_status st = gm_check_options(opt);
+  if (!st && index && (index->n != n || index->d != d))
+    st = gm_fail(GPUML_ERR_ARG, "dpc:badIndex",
+                 "the index was built for %lld x %lld data, not these %lld x %lld: pass the "
+                 "index of this fit, or none",
+                 (long long)index->n, (long long)index->d, (long long)n, (long long)d);
   if (!st) st = cut_impl(rho, delta, nearest, order, n, &params->select, centres, ncentres,
                          cluster, gm_threads(opt));
-  if (!st) st = gpuml_dpc_halo(x, n, d, dc, rho, cluster, *ncentres, halo, opt, result);
+  if (!st) {
+    gm_clear_error();
+    st = halo_impl(x, n, d, dc, rho, cluster, *ncentres, halo, opt, result,
+                   index ? &index->grid : NULL);
+  }
   return st;
 }

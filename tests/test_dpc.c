@@ -965,6 +965,10 @@ static void test_recut_order(void) {
     ok = a.rho[h] > a.rho[i] || (a.rho[h] == a.rho[i] && h < i);
   }
   CHECK(ok, "gpuml_dpc_order: densest first, equal densities by index (%s)", gpuml_last_error());
+  /* the index kept with the fit, reused by every recut below (its runs renewed each time) */
+  gpuml_dpc_index *ix = NULL;
+  CHECK(gpuml_dpc_index_build(x, n, d, r.dc, &opt, &ix) == GPUML_OK && ix,
+        "gpuml_dpc_index_build: %s", gpuml_last_error());
   /* selections: k, and thresholds from the fit's own values */
   double rho_sorted_mid = a.rho[order[n / 20]];
   for (int sel_case = 0; sel_case < 3; sel_case++) {
@@ -988,8 +992,9 @@ static void test_recut_order(void) {
       /* 0: the kept order, 1: none, 2: a wrong one (reversed), which the recut replaces */
       for (int64_t s = 0; s < n; s++) bad[s] = order[n - 1 - s];
       const int64_t *given = with == 0 ? order : with == 1 ? NULL : bad;
-      gpuml_status sb = gpuml_dpc_recut(x, n, d, r.dc, a.rho, a.delta, a.nearest, given, &fresh,
-                                        cb, &nb, lb, hb, &opt, NULL);
+      gpuml_status sb = gpuml_dpc_recut(x, n, d, r.dc, a.rho, a.delta, a.nearest, given,
+                                        with == 1 ? NULL : ix, &fresh, cb, &nb, lb, hb, &opt,
+                                        NULL);
       CHECK(sb == GPUML_OK && na == nb && !memcmp(ca, cb, sizeof(int64_t) * na) &&
                 !memcmp(la, lb, sizeof(int64_t) * n) && !memcmp(ha, hb, sizeof(int) * n),
             "recut (selection %d, order %d) equals a fresh fit with the same selection (%s)",
@@ -1006,12 +1011,19 @@ static void test_recut_order(void) {
   p.select.has_k = 1;
   p.select.k = 2;
   int64_t nb = 0;
-  st = gpuml_dpc_recut(x, n, d, r.dc, a.rho, a.delta, a.nearest, order, &p, cb, &nb, lb, hb, &opt,
-                       NULL);
+  st = gpuml_dpc_recut(x, n, d, r.dc, a.rho, a.delta, a.nearest, order, NULL, &p, cb, &nb, lb,
+                       hb, &opt, NULL);
   CHECK(st == GPUML_ERR_ARG && strstr(gpuml_last_error(), "is not a denser point"),
         "a nearest that is not denser is refused (%s)", gpuml_last_error());
   a.nearest[order[1]] = keep;
   (void)top;
+  /* an index of other data is refused */
+  st = gpuml_dpc_recut(x, n - 1, d, r.dc, a.rho, a.delta, a.nearest, NULL, ix, &p, cb, &nb, lb,
+                       hb, &opt, NULL);
+  CHECK(st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "dpc:badIndex") == 0,
+        "an index of other data is refused (%s)", gpuml_last_error());
+  gpuml_dpc_index_free(ix);
+  gpuml_dpc_index_free(NULL);
   CHECK(gpuml_dpc_order(NULL, n, order) == GPUML_ERR_ARG && gpuml_dpc_order(a.rho, 0, order) ==
             GPUML_ERR_ARG, "gpuml_dpc_order refuses NULL and no points");
   a.rho[5] = -1;

@@ -26,6 +26,9 @@ gpu_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta 
                         peaks = NULL, clusters = NULL, halo = NULL, k = NULL,
                         threshold = NULL),
                    class = "gpu_dpc")
+  # the cell index of the halo, kept for dpc_clusters() (n (d + 2) doubles; none where
+  # the halo runs on distance tiles)
+  fit$index <- .Call(gpuml_r_dpc_index, x, fit$dc, gpuml_threads())
   if (!is.null(res$cut)) fit <- dpc_store_cut(fit, res$cut, k, rho, delta)
   if (verbose)
     message(sprintf("dpc: %d points, dc = %.4g%s, on %s", nrow(x), fit$dc,
@@ -50,7 +53,7 @@ dpc_clusters <- function(fit, k = NULL, rho = NULL, delta = NULL, backend = fit$
     stop("fit must be the result of gpu_dpc()", call. = FALSE)
   verbose <- as_flag(verbose, "verbose")
   cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest, fit$order,
-               dpc_params(k = k, rho = rho, delta = delta), as_backend(backend), verbose,
+               fit$index, dpc_params(k = k, rho = rho, delta = delta), as_backend(backend), verbose,
                gpuml_threads())
   dpc_store_cut(fit, cut, k, rho, delta)
 }

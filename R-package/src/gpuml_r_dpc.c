@@ -34,6 +34,38 @@ static SEXP cut_list(const int64_t *centres, int64_t ncentres, const int64_t *cl
   return res;
 }
 
+/* The index kept with a fit (gpuml_dpc_index) as an R external pointer, freed by the
+ * garbage collector's finalizer; one restored from a saved session comes back empty and
+ * reaches the core as NULL (the recut then builds its own). */
+static SEXP dpc_index_tag(void) { return Rf_install("gpuml_dpc_index"); }
+
+static void dpc_index_finalizer(SEXP ptr) {
+  gpuml_dpc_index *ix = (gpuml_dpc_index *)R_ExternalPtrAddr(ptr);
+  if (!ix) return;
+  R_ClearExternalPtr(ptr);
+  gpuml_dpc_index_free(ix);
+}
+
+static gpuml_dpc_index *dpc_index_of(SEXP ptr) {
+  if (Rf_isNull(ptr)) return NULL;
+  if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != dpc_index_tag())
+    Rf_error("the fit's index is not a density peaks index: pass the fit of gpu_dpc()");
+  return (gpuml_dpc_index *)R_ExternalPtrAddr(ptr);
+}
+
+SEXP gpuml_r_dpc_index(SEXP x, SEXP dc, SEXP threads) {
+  gpuml_options opt;
+  gpuml_r_options(&opt, R_NilValue, Rf_ScalarLogical(0), threads);
+  SEXP ptr = PROTECT(R_MakeExternalPtr(NULL, dpc_index_tag(), R_NilValue));
+  R_RegisterCFinalizerEx(ptr, dpc_index_finalizer, TRUE);
+  gpuml_dpc_index *ix = NULL;
+  gpuml_r_stop_on_failure(gpuml_dpc_index_build(REAL(x), (int64_t)Rf_nrows(x),
+                                                (int64_t)Rf_ncols(x), Rf_asReal(dc), &opt, &ix));
+  R_SetExternalPtrAddr(ptr, ix);
+  UNPROTECT(1);
+  return ptr;
+}
+
 static int has_selection(const gpuml_dpc_params *p) {
   return p->select.has_k || p->select.has_rho || p->select.has_delta;
 }
@@ -92,11 +124,12 @@ SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEX
   return res;
 }
 
-/* Recuts a fit: x, dc, rho, delta, nearest (1-based, NA for the top point) and order
- * (1-based, or NULL: a fit saved before it was kept) as gpu_dpc() stored them; params:
+/* Recuts a fit: x, dc, rho, delta, nearest (1-based, NA for the top point), order
+ * (1-based, or NULL: a fit saved before it was kept) and index (an external pointer or
+ * NULL) as gpu_dpc() stored them; params:
  * the selection (k, rho, delta) by name. Returns list(peaks, clusters, halo). */
 SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP order,
-                     SEXP params, SEXP backend, SEXP verbose, SEXP threads) {
+                     SEXP index, SEXP params, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
   const int64_t n = (int64_t)XLENGTH(rho), d = (int64_t)Rf_ncols(x);
@@ -123,7 +156,7 @@ SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP o
   int *halo = (int *)R_alloc(len, sizeof(int));
   int64_t ncentres = 0;
   gpuml_r_stop_on_failure(gpuml_dpc_recut(REAL(x), n, d, Rf_asReal(dc), REAL(rho), REAL(delta),
-                                          nearest0, order0, &p, centres, &ncentres, cluster, halo, &opt,
+                                          nearest0, order0, dpc_index_of(index), &p, centres, &ncentres, cluster, halo, &opt,
                                           NULL));
   return cut_list(centres, ncentres, cluster, halo, n);
 }

@@ -184,9 +184,11 @@ test_that("a recut equals a fresh fit with the same k or thresholds, with or wit
     fresh <- do.call(gpu_dpc, c(list(b$x, dc = fit$dc, backend = backend()), sel))
     old <- fit
     old$order <- NULL  # a fit saved before the order was kept
+    old$index <- NULL  # nor its index: the recut builds one for the halo
     wrong <- fit
     wrong$order <- rev(fit$order)  # not the density order: the recut sorts again
-    for (f in list(fit, old, wrong)) {
+    restored <- unserialize(serialize(fit, NULL))  # the index's pointer comes back empty
+    for (f in list(fit, old, wrong, restored, fit)) {
       cut <- do.call(dpc_clusters, c(list(f), sel))
       expect_identical(cut$peaks, fresh$peaks)
       expect_identical(cut$clusters, fresh$clusters)
