@@ -203,6 +203,26 @@ gpuml_status device_context(int device, const char *id, DeviceContext **out) {
   return GPUML_OK;
 }
 
+void HeldBlock::release() {
+  if (!p_) return;
+  // By the device number, not a kept pointer: the context may have been released and made
+  // again since (the block itself stays valid: release() frees cached blocks only).
+  DeviceContext *dc = nullptr;
+  if (device_context(device_, "cuda", &dc) == GPUML_OK) {
+    std::lock_guard<std::recursive_mutex> call(dc->lock());
+    int previous = 0;
+    const bool restore = cudaGetDevice(&previous) == cudaSuccess;
+    if (cudaSetDevice(device_) == cudaSuccess) {
+      dc->free(p_, bytes_);
+      dc->trim(dc->cache_limit());
+    }
+    if (restore) cudaSetDevice(previous);
+    cudaGetLastError();
+  }
+  p_ = nullptr;
+  bytes_ = 0;
+}
+
 }  // namespace gm
 
 // Releases the contexts of one device (device >= 0) or of all (device < 0); each waits

@@ -88,6 +88,33 @@ class DeviceContext {
 // The context of `device`, created on first use and kept until gpuml_shutdown().
 gpuml_status device_context(int device, const char *id, DeviceContext **out);
 
+// A block of a device's pool that outlives the call that took it (Context::alloc_held):
+// one stage's output that a later call reads on the device, such as a t-SNE fit's
+// neighbour lists and P. The destructor gives it back to the pool, under the device's
+// lock (work queued on the device's stream before stays ordered before its next user).
+// Release it outside any Context: finding the device's context takes the registry's lock,
+// which gpuml_context_free() holds while it waits for the device's.
+class HeldBlock {
+ public:
+  HeldBlock() = default;
+  HeldBlock(const HeldBlock &) = delete;
+  HeldBlock &operator=(const HeldBlock &) = delete;
+  ~HeldBlock() { release(); }
+  void hold(int device, void *p, size_t bytes) {
+    release();
+    device_ = device;
+    p_ = p;
+    bytes_ = bytes;
+  }
+  void *get() const { return p_; }
+  void release();
+
+ private:
+  int device_ = -1;
+  void *p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 }  // namespace gm
 
 #endif

@@ -218,6 +218,21 @@ class Context {
     return GPUML_OK;
   }
 
+  // Device memory from the pool that this call does not give back: `held` keeps it (and
+  // gives it back when it goes) for a later call on the same device.
+  template <typename P>
+  gpuml_status alloc_held(HeldBlock &held, P **p, size_t count, const char *what) {
+    *p = NULL;
+    if (count == 0) count = 1;
+    if (count > SIZE_MAX / sizeof(P))
+      return gm_fail(GPUML_ERR_NOMEM, id_, "%s is too large for the GPU", what);
+    void *q = NULL;
+    GM_TRY(dc_->alloc(id_, what, count * sizeof(P), &q));
+    held.hold(dc_->device(), q, count * sizeof(P));
+    *p = (P *)q;
+    return GPUML_OK;
+  }
+
  private:
   static constexpr int kMax = 64;
   static constexpr int kMaxStreams = 4;
