@@ -116,9 +116,9 @@ class Context {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
   size_t budget() const { return budget_; }
-  // The device's context: its properties, its pinned staging ring, its solver handle.
+  // The device's context: its pinned staging ring, its solver handle.
   DeviceContext &device() const { return *dc_; }
-  const cudaDeviceProp &props() const { return dc_->props(); }
+  int sm_count() const { return dc_->sm_count(); }
   gpuml_status solver(cusolverDnHandle_t *out) { return dc_->solver(id_, out); }
   gpuml_status pinned(int slot, size_t bytes, void **out) {
     return dc_->pinned(id_, slot, bytes, out);

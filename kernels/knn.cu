@@ -490,7 +490,7 @@ struct KnnSearch {
                      (long long)k);
     K = (int)p.K;
     GM_TRY(ctx.init(opt, p.gemm));
-    p.sm_count = ctx.props().multiProcessorCount;
+    p.sm_count = ctx.sm_count();
     if (p.fused && (plan_knn(p, n, d, m, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
       p.fused = false;  // the data do not fit on the device: tile by tile instead
       p.tile = p.gemm || !p.small;
