@@ -272,6 +272,7 @@ struct TsneGpu {
   int64_t *row = nullptr;
   int32_t *col = nullptr;
   double *val = nullptr;
+  bool p_on_device = false;  // row, col, val are a resident P's (not this call's)
   double *y = nullptr, *uy = nullptr, *gains = nullptr, *attr = nullptr, *rep = nullptr,
          *zrow = nullptr, *partial = nullptr, *scal = nullptr;
   // exact
@@ -316,8 +317,9 @@ struct TsneGpu {
   }
 
   size_t bytes_needed() const {
-    // P (row pointers, 32-bit columns, values) and the buffer its columns pass through
-    size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
+    // P (row pointers, 32-bit columns, values) and the buffer its columns pass through,
+    // unless P is on the device already
+    size_t b = p_on_device ? 0 : (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
     b += (size_t)n * D * 8 * 5 + (size_t)n * 8 + (size_t)kReduceBlocks * 8 * 4 + 1024;
     if (method == GPUML_TSNE_EXACT) {
       b += (size_t)chunks * n * 8 * (1 + D);
@@ -330,15 +332,17 @@ struct TsneGpu {
     return b;
   }
 
-  gpuml_status init(const int64_t *h_row, const int64_t *h_col, const double *h_val, int64_t n_,
-                    int dims, gpuml_tsne_method m, double df_) {
+  // P from the host (uploaded here), or the device's own (P->resident: used in place).
+  gpuml_status init(const gm_csr *P, int64_t n_, int dims, gpuml_tsne_method m, double df_) {
     n = n_;
     D = dims;
     df = df_;
     heavy = df != 1.0;
     charged = fixed > 0 ? fixed : n;
     method = m;
-    nnz = h_row[n];
+    const DeviceCsr *resident = (const DeviceCsr *)P->resident;
+    p_on_device = resident != nullptr;
+    nnz = p_on_device ? resident->nnz : P->row[n];
     if (method == GPUML_TSNE_EXACT && fixed > 0) {
       // a placement: the columns (fixed points) split by their count alone, so that a
       // new point's sums, and its place, do not depend on the other new points
@@ -368,12 +372,17 @@ struct TsneGpu {
                      "t-SNE of %lld points needs %.1f MB of GPU memory but the budget is %.1f MB: "
                      "free GPU memory, raise gpu_memory_limit or use backend \"cpu\"",
                      (long long)n, (double)need / 1e6, (double)ctx.budget() / 1e6);
-    GM_TRY(ctx.alloc(&row, (size_t)n + 1, "P (rows)"));
-    GM_TRY(ctx.alloc(&col, (size_t)nnz, "P (columns)"));
-    GM_TRY(ctx.alloc(&val, (size_t)nnz, "P (values)"));
-    GM_TRY(ctx.check(cudaMemcpyAsync(row, h_row, ((size_t)n + 1) * 8, cudaMemcpyHostToDevice,
-                                     ctx.stream()), "copying P"));
-    {
+    if (p_on_device) {
+      row = resident->row;
+      col = resident->col;
+      val = resident->val;
+    } else {
+      const int64_t *h_row = P->row, *h_col = P->col;
+      GM_TRY(ctx.alloc(&row, (size_t)n + 1, "P (rows)"));
+      GM_TRY(ctx.alloc(&col, (size_t)nnz, "P (columns)"));
+      GM_TRY(ctx.alloc(&val, (size_t)nnz, "P (values)"));
+      GM_TRY(ctx.check(cudaMemcpyAsync(row, h_row, ((size_t)n + 1) * 8, cudaMemcpyHostToDevice,
+                                       ctx.stream()), "copying P"));
       // the columns narrowed to 32 bits on the device, through a bounded buffer (a host
       // loop over the 10^8 entries of a million points took a good part of a second)
       const int64_t chunk = column_chunk();
@@ -386,9 +395,9 @@ struct TsneGpu {
         narrow_kernel<<<grid_1d(len, kThreads), kThreads, 0, ctx.stream()>>>(c64, len, col + e0);
         GM_TRY(ctx.launched("P's columns"));
       }
+      GM_TRY(ctx.check(cudaMemcpyAsync(val, P->val, (size_t)nnz * 8, cudaMemcpyHostToDevice,
+                                       ctx.stream()), "copying P"));
     }
-    GM_TRY(ctx.check(cudaMemcpyAsync(val, h_val, (size_t)nnz * 8, cudaMemcpyHostToDevice,
-                                     ctx.stream()), "copying P"));
     const size_t nd = (size_t)n * D;
     GM_TRY(ctx.alloc(&y, nd, "the embedding"));
     GM_TRY(ctx.alloc(&uy, nd, "the momentum"));
@@ -726,12 +735,10 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
                                               double *y, double *itercosts,
                                               gpuml_tsne_result *result,
                                               const gpuml_options *opt) {
-  const int64_t *row = P->row, *col = P->col;
-  const double *val = P->val;
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, run->n, run->dims, run->method, run->df));
+  GM_TRY(t.init(P, run->n, run->dims, run->method, run->df));
   const size_t nd = (size_t)run->n * run->dims;
   GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
                    "copying the initial embedding"));
@@ -761,7 +768,7 @@ extern "C" gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
   t.fixed = run->n_fixed;  // only the points from n_fixed on move, and only the fixed repel
-  GM_TRY(t.init(P->row, P->col, P->val, run->n, run->dims, run->method, run->df));
+  GM_TRY(t.init(P, run->n, run->dims, run->method, run->df));
   const size_t nd = (size_t)run->n * run->dims;
   GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
                    "copying the embedding"));
@@ -782,13 +789,11 @@ extern "C" gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, 
                                               int dims, gpuml_tsne_method method, int boxes,
                                               double exaggeration, double df, double *grad,
                                               double *z, const gpuml_options *opt) {
-  const int64_t *row = P->row, *col = P->col;
-  const double *val = P->val;
   if (dims < 1 || dims > 3) return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %d must be 1, 2 or 3", dims);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, n, dims, method, df));
+  GM_TRY(t.init(P, n, dims, method, df));
   const size_t nd = (size_t)n * dims;
   double *g = nullptr;
   GM_TRY(ctx.alloc(&g, nd, "the gradient"));
