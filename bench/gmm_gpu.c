@@ -9,6 +9,9 @@
  *   build/bench/gmm_gpu --sanitize   small runs of every path, each checked against the
  *                                    CPU backend (for compute-sanitizer; also run it with
  *                                    GPUML_CUDA_TILE=500 for the tiled data path)
+ *   build/bench/gmm_gpu --case N D G MODEL ITER   one case (MODEL: VVV, VVI, ...; the
+ *                                    fused kernels as GPUML_GMM_FUSED says), e.g. under
+ *                                    ncu for the kernels of ITER iterations
  *
  * Build (as tools/gpu-run.sh builds bench/knn_gpu.c):
  *   gcc -O2 -std=c11 -fopenmp -Icore/include -I$CUDA_INC bench/gmm_gpu.c build/libgpuml.a \
@@ -227,6 +230,16 @@ int main(int argc, char **argv) {
     runs += 4;
     printf("sanitize runs: %d, failed: %d\n", runs, failed);
     return failed ? 1 : 0;
+  }
+  if (argc == 7 && strcmp(argv[1], "--case") == 0) {
+    gpuml_gmm_covariance cov;
+    if (gpuml_gmm_parse_covariance(argv[5], &cov) != GPUML_OK) {
+      fprintf(stderr, "unknown model %s\n", argv[5]);
+      return 2;
+    }
+    bench_case(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), cov, atoi(argv[6]),
+               getenv("GPUML_GMM_FUSED"));
+    return 0;
   }
   dgemm_ceiling();
   int failed = 0;
