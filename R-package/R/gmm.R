@@ -14,7 +14,7 @@ as_whole_numbers <- function(x, what, single = TRUE) {
 
 gpu_gmm <- function(data, G = 1:9, modelNames = NULL, init = "hc", max_iter = 1000,
                     tol = 1e-5, reg = 0, n_init = 1, seed = NULL, verbose = FALSE,
-                    backend = "auto") {
+                    backend = "auto", devices = getOption("gpuml.devices")) {
   cl <- match.call()
   data <- as_double_matrix(data, "data")
   params <- given_args(cl, environment(), c("G", "init", "max_iter", "tol", "reg", "n_init"))
@@ -27,7 +27,7 @@ gpu_gmm <- function(data, G = 1:9, modelNames = NULL, init = "hc", max_iter = 10
   seed <- as_seed(seed)
   verbose <- as_flag(verbose, "verbose")
   res <- .Call(gpuml_r_gmm_fit, data, params, seed, as_backend(backend), verbose,
-               gpuml_threads())
+               gpuml_threads(), as_devices(devices))
   vars <- colnames(data)
   d <- ncol(data)
   mean <- res$mean

@@ -50,6 +50,14 @@ void gpuml_r_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP thread
   opt->callback_ctx = NULL;
 }
 
+void gpuml_r_devices(gpuml_options *opt, SEXP devices) {
+  if (Rf_isNull(devices)) return;
+  gpuml_status st = TYPEOF(devices) == STRSXP
+                        ? gpuml_options_set_devices_word(opt, CHAR(STRING_ELT(devices, 0)))
+                        : gpuml_options_set_devices(opt, REAL(devices), (int64_t)XLENGTH(devices));
+  if (st) Rf_error("%s", gpuml_last_error());
+}
+
 void gpuml_r_words(gpuml_options *opt, SEXP precision, SEXP metric) {
   if (!Rf_isNull(precision) &&
       gpuml_parse_precision(CHAR(STRING_ELT(precision, 0)), &opt->precision) != GPUML_OK)
@@ -198,13 +206,15 @@ SEXP gpuml_r_knn_list(SEXP idx, SEXP dist, const int64_t *index0,
   return res;
 }
 
-/* data, query: double matrices (query may be NULL for a self-search); k: a double.
+/* data, query: double matrices (query may be NULL for a self-search); k: a double;
+ * devices as gpuml_r_devices takes them.
  * Returns list(nn.index = m x k integer (1-based), nn.dist = m x k double, backend,
  * rechecked). */
 SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
-                 SEXP verbose, SEXP threads) {
+                 SEXP verbose, SEXP threads, SEXP devices) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_r_devices(&opt, devices);
   gpuml_r_words(&opt, precision, metric);
   const int64_t n = nrows_of(data), d = ncols_of(data);
   const int has_query = !Rf_isNull(query);
@@ -294,7 +304,7 @@ SEXP gpuml_r_info(void) {
 
 static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 7},
-    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 8},
+    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 9},
     /* the kNN index (gpuml_r_knn_index.c) */
     {"gpuml_r_knn_index_build", (DL_FUNC)&gpuml_r_knn_index_build, 6},
     {"gpuml_r_knn_index_search", (DL_FUNC)&gpuml_r_knn_index_search, 5},
@@ -311,7 +321,7 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_tsne_transform", (DL_FUNC)&gpuml_r_tsne_transform, 7},
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
-    {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 6},
+    {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 7},
     {"gpuml_r_gmm_predict", (DL_FUNC)&gpuml_r_gmm_predict, 8},
 
     {NULL, NULL, 0}};

@@ -12,6 +12,9 @@
  * logical) and threads (an integer, NA = default), with R's interrupt check and the
  * default progress printer. */
 void gpuml_r_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP threads);
+/* The device list: NULL (none), a double vector of CUDA ordinals or one string ("all"),
+ * as R/coerce.R's as_devices() gives it; the core checks the values. */
+void gpuml_r_devices(gpuml_options *opt, SEXP devices);
 /* The precision and metric words (each a string, or NULL to keep the default). */
 void gpuml_r_words(gpuml_options *opt, SEXP precision, SEXP metric);
 /* A search's outputs as R's list(nn.index (1-based), nn.dist, backend, rechecked);
@@ -45,7 +48,8 @@ SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEX
                   SEXP threads, SEXP input, SEXP nn_dist);
 SEXP gpuml_r_tsne_transform(SEXP x, SEXP y, SEXP newdata, SEXP params, SEXP backend,
                             SEXP verbose, SEXP threads);
-SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads,
+                     SEXP devices);
 SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covariance, SEXP x,
                          SEXP backend, SEXP verbose, SEXP threads);
 

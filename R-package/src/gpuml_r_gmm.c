@@ -41,9 +41,11 @@ static void outputs(const double *z, const int64_t *cls, const double *unc, int6
 
 /* x: double matrix; params: a named list of the parameters the user gave, by the core's
  * names (G, models, init, max_iter, tol, reg, n_init); the core holds the defaults. */
-SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
+SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads,
+                     SEXP devices) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_r_devices(&opt, devices);
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
   const int64_t n = Rf_nrows(x), d = Rf_ncols(x);
   gpuml_gmm_params p;
