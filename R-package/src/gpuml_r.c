@@ -206,6 +206,20 @@ SEXP gpuml_r_knn_list(SEXP idx, SEXP dist, const int64_t *index0,
   return res;
 }
 
+int gpuml_r_knn_call(gpuml_options *opt, SEXP data, SEXP query, SEXP backend, SEXP precision,
+                     SEXP metric, SEXP verbose, SEXP threads, int64_t *n, int64_t *d,
+                     int64_t *m) {
+  gpuml_r_options(opt, backend, verbose, threads);
+  gpuml_r_words(opt, precision, metric);
+  *n = nrows_of(data);
+  *d = ncols_of(data);
+  const int has_query = !Rf_isNull(query);
+  *m = has_query ? nrows_of(query) : *n;
+  if (has_query)
+    gpuml_r_stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", *d));
+  return has_query;
+}
+
 /* data, query: double matrices (query may be NULL for a self-search); k: a double;
  * devices as gpuml_r_devices takes them.
  * Returns list(nn.index = m x k integer (1-based), nn.dist = m x k double, backend,
@@ -213,13 +227,10 @@ SEXP gpuml_r_knn_list(SEXP idx, SEXP dist, const int64_t *index0,
 SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
                  SEXP verbose, SEXP threads, SEXP devices) {
   gpuml_options opt;
-  gpuml_r_options(&opt, backend, verbose, threads);
+  int64_t n, d, m;
+  const int has_query = gpuml_r_knn_call(&opt, data, query, backend, precision, metric,
+                                         verbose, threads, &n, &d, &m);
   gpuml_r_devices(&opt, devices);
-  gpuml_r_words(&opt, precision, metric);
-  const int64_t n = nrows_of(data), d = ncols_of(data);
-  const int has_query = !Rf_isNull(query);
-  const int64_t m = has_query ? nrows_of(query) : n;
-  if (has_query) gpuml_r_stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", d));
   const int64_t kk = gpuml_r_int64(Rf_asReal(k));
   gpuml_r_stop_on_failure(gpuml_knn_check(n, d, has_query ? m : -1, kk, &opt));
   SEXP idx = PROTECT(Rf_allocMatrix(INTSXP, (int)m, (int)kk));
@@ -248,7 +259,7 @@ SEXP gpuml_r_info(void) {
                         "cuda_compiled", "cuda_runtime",   "cuda_driver",
                         "device_count",  "device_name",    "compute_capability",
                         "device_memory_gb", "cuda_message", "cuda_architectures",
-                        "compiler",      "environment"};
+                        "compiler",      "environment",    "mpi"};
   const int nk = (int)(sizeof keys / sizeof keys[0]);
   SEXP res = PROTECT(Rf_allocVector(VECSXP, nk));
   SEXP names = PROTECT(Rf_allocVector(STRSXP, nk));
@@ -295,6 +306,7 @@ SEXP gpuml_r_info(void) {
   }
   Rf_setAttrib(env, R_NamesSymbol, env_names);
   SET_VECTOR_ELT(res, 13, env);
+  SET_VECTOR_ELT(res, 14, Rf_ScalarLogical(gpuml_r_mpi_built()));
   Rf_setAttrib(res, R_NamesSymbol, names);
   UNPROTECT(4);
   return res;
@@ -322,6 +334,10 @@ static const R_CallMethodDef call_methods[] = {
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
     {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 7},
+    {"gpuml_r_mpi_start", (DL_FUNC)&gpuml_r_mpi_start, 0},
+    {"gpuml_r_mpi_finalize", (DL_FUNC)&gpuml_r_mpi_finalize, 0},
+    {"gpuml_r_mpi_knn", (DL_FUNC)&gpuml_r_mpi_knn, 8},
+    {"gpuml_r_mpi_gmm_fit", (DL_FUNC)&gpuml_r_mpi_gmm_fit, 6},
     {"gpuml_r_gmm_predict", (DL_FUNC)&gpuml_r_gmm_predict, 8},
 
     {NULL, NULL, 0}};

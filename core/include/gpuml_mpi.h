@@ -21,6 +21,14 @@ extern "C" {
 #endif
 
 /*
+ * The global row count of a call, for front ends that size their outputs before calling
+ * (a collective: every rank of comm calls it): *n_total receives the sum of the ranks'
+ * n_local. Errors (every rank gets the same status): "mpi:mismatch" when the ranks
+ * disagree on d, "mpi:error" when MPI is not initialised or fails.
+ */
+gpuml_status gpuml_mpi_rows(MPI_Comm comm, int64_t n_local, int64_t d, int64_t *n_total);
+
+/*
  * Exact kNN across the ranks of comm (double precision).
  *   data: this rank's n_local x d rows (n_local may be 0); d the same on every rank.
  *   query: m x d queries, the same on every rank; then index and dist (m x k, global
@@ -52,7 +60,9 @@ gpuml_status gpuml_mpi_knn_search(MPI_Comm comm, const double *data, int64_t n_l
  * d = 1 the whole column) and the rows k-means++ draws are gathered from their owners;
  * components that collapse are re-seeded at the worst-fitted rows of all ranks. The fit
  * is then the one-process fit up to the order of the sums (the tests ask for the same
- * model, G and classification and log-likelihoods within 1e-10).
+ * model, G and classification and log-likelihoods within 1e-10). The seed is rank 0's
+ * opt->seed on every rank (a front end that draws one from each rank's generator still
+ * fits one model).
  * The ranks agree on the status after every step one of them could fail alone; the
  * interrupt callback is not polled (a rank cannot stop alone), progress is each rank's.
  * Errors as gpuml_gmm_fit, "mpi:mismatch" when the ranks disagree on d or the parameters'
