@@ -112,6 +112,18 @@ typedef struct gm_tsne_ops {
   /* New points placed into a fixed embedding (see gm_tsne_place_cpu()). */
   gpuml_status (*place)(const gm_csr *P, const gm_tsne_place_run *run, double *y,
                         const gpuml_options *opt);
+  /* The fit's P from the data x (n x d) without a round trip through the host: the
+   * self-search for k neighbours as knn() does it (Euclidean, one device), then P as
+   * affinities() builds it from those lists, kept in the backend's memory for its
+   * optimize() (P->resident, n and nnz set). Where that memory is too small, P comes
+   * back on the host as affinities() gives it. NULL: the core searches, then calls
+   * affinities() (the CPU, where the lists and P are in host memory anyway). */
+  gpuml_status (*fit_affinities)(const double *x, int64_t n, int64_t d, int64_t k,
+                                 const double *perplexities, int64_t scales, gm_csr *P,
+                                 const gpuml_options *opt);
+  /* Copies a resident P (fit_affinities) into newly allocated P->row, col, val (the
+   * tests compare it with the CPU's); NULL with fit_affinities. */
+  gpuml_status (*resident_to_host)(gm_csr *P, const gpuml_options *opt);
 } gm_tsne_ops;
 
 /* Gaussian mixtures: an engine (core/gmm.h) opened on the data. */

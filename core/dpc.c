@@ -335,26 +335,37 @@ static int compare_ranked(const void *pa, const void *pb) {
   return (a->index > b->index) - (a->index < b->index);
 }
 
+static gpuml_status not_denser(int64_t i) {
+  return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                 "the nearest denser point of point %lld is not a denser point: pass the "
+                 "output of the density peaks fit",
+                 (long long)(i + 1));
+}
+
+/* The checks of a fit that read it in sequence (in parallel): finite non-negative rho and
+ * delta, nearest (unless NULL) a point or -1, exactly one -1. That each nearest is above
+ * its point is checked where the cut follows them (assign_in_order). */
 static gpuml_status check_fit(const double *rho, const double *delta, const int64_t *nearest,
-                              int64_t n) {
-  int64_t tops = 0;
+                              int64_t n, int threads) {
+  int64_t tops = 0, bad_value = n, bad_near = n;
+#pragma omp parallel for reduction(+ : tops) reduction(min : bad_value, bad_near) \
+    num_threads(threads)
   for (int64_t i = 0; i < n; i++) {
-    if (!isfinite(rho[i]) || rho[i] < 0 || !isfinite(delta[i]) || delta[i] < 0)
-      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
-                     "rho and delta must be finite and non-negative (point %lld has rho = %g, "
-                     "delta = %g): pass the output of the density peaks fit",
-                     (long long)(i + 1), rho[i], delta[i]);
-    const int64_t j = nearest[i];
-    if (j == -1) {
-      tops++;
-    } else if (j < 0 || j >= n || !gm_dpc_above(rho[j], j, rho[i], i)) {
-      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
-                     "the nearest denser point of point %lld is not a denser point: pass the "
-                     "output of the density peaks fit",
-                     (long long)(i + 1));
+    if (!isfinite(rho[i]) || rho[i] < 0 || !isfinite(delta[i]) || delta[i] < 0) {
+      bad_value = i < bad_value ? i : bad_value;
+      continue;
     }
+    const int64_t j = nearest ? nearest[i] : -1;
+    if (j == -1) tops++;
+    else if (j < 0 || j >= n || j == i) bad_near = i < bad_near ? i : bad_near;
   }
-  if (tops != 1)
+  if (bad_value < n && bad_value <= bad_near)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                   "rho and delta must be finite and non-negative (point %lld has rho = %g, "
+                   "delta = %g): pass the output of the density peaks fit",
+                   (long long)(bad_value + 1), rho[bad_value], delta[bad_value]);
+  if (bad_near < n) return not_denser(bad_near);
+  if (nearest && tops != 1)
     return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
                    "exactly one point (the densest) must have no nearest denser point, not "
                    "%lld: pass the output of the density peaks fit",
@@ -395,44 +406,205 @@ gpuml_status gpuml_dpc_check_selection(const gpuml_dpc_selection *sel, int64_t n
   return check_selection(sel, n);
 }
 
-gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t *nearest,
-                                int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
-                                int64_t *ncentres, int64_t *cluster) {
-  gm_clear_error();
-  if (!rho || !delta || !nearest)
-    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho, delta and nearest must not be NULL");
-  if (!centres || !ncentres || !cluster)
-    return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output arrays must not be NULL");
-  if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
-  gpuml_status st = check_selection(sel, n);
-  if (!st) st = check_fit(rho, delta, nearest, n);
-  if (st) return st;
+/* ---- the density order ------------------------------------------------------------ */
 
-  ranked *r = gm_alloc((size_t)n, sizeof *r);
-  double *keys = gm_alloc((size_t)n, sizeof *keys);
-  if (!r || !keys) {
-    free(r);
-    free(keys);
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
-                   (double)n * (sizeof *r + sizeof *keys) / 1e6);
+/* rho as a key whose ascending order is the density order: rho >= 0 (0 and -0 alike),
+ * so its bits grow with it; complemented, they fall. */
+static inline uint64_t order_key(double rho) {
+  uint64_t bits = 0;
+  if (rho != 0) memcpy(&bits, &rho, sizeof bits);
+  return ~bits;
+}
+
+/* The density order by a stable radix sort on the keys (a byte a pass; passes whose
+ * byte is the same for every point are skipped, so that counts, whose low bytes are all
+ * zero, take about three): equal densities keep the index order. */
+static gpuml_status density_order(const double *rho, int64_t n, int64_t *order) {
+  uint64_t *key = gm_alloc((size_t)n, sizeof *key), *key2 = gm_alloc((size_t)n, sizeof *key2);
+  int64_t *tmp = gm_alloc((size_t)n, sizeof *tmp);
+  if (!key || !key2 || !tmp) {
+    free(key);
+    free(key2);
+    free(tmp);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to sort the densities",
+                   (double)n * 24 / 1e6);
   }
-  /* With k, only the points whose gamma reaches the k-th largest are ranked (found in
-   * O(n) by selection), so the cut stays O(n) at any n. */
-  double floor_key = -INFINITY;
-  if (sel->has_k) {
-    for (int64_t i = 0; i < n; i++) keys[i] = rho[i] * delta[i];
-    floor_key = select_kth(keys, n, n - sel->k);
-  }
-  free(keys);
-  int64_t count = 0;
   for (int64_t i = 0; i < n; i++) {
-    if (!sel->has_k && !(rho[i] > sel->rho_min && delta[i] > sel->delta_min)) continue;
-    const double key = rho[i] * delta[i];
-    if (key < floor_key) continue;
-    r[count].key = key;
-    r[count].rho = rho[i];
-    r[count].index = i;
-    count++;
+    key[i] = order_key(rho[i]);
+    order[i] = i;
+  }
+  int64_t *src = order, *dst = tmp;
+  for (int shift = 0; shift < 64; shift += 8) {
+    int64_t count[257] = {0};
+    for (int64_t i = 0; i < n; i++) count[((key[i] >> shift) & 0xff) + 1]++;
+    int trivial = 0;
+    for (int b = 1; b <= 256; b++)
+      if (count[b] == n) trivial = 1;
+    if (trivial) continue;
+    for (int b = 1; b <= 256; b++) count[b] += count[b - 1];
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t at = count[(key[i] >> shift) & 0xff]++;
+      key2[at] = key[i];
+      dst[at] = src[i];
+    }
+    uint64_t *kt = key;
+    key = key2;
+    key2 = kt;
+    int64_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != order) memcpy(order, src, (size_t)n * sizeof *order);
+  free(key);
+  free(key2);
+  free(tmp);
+  return GPUML_OK;
+}
+
+static gpuml_status check_rho(const double *rho, int64_t n) {
+  int64_t bad = n;
+#pragma omp parallel for reduction(min : bad)
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(rho[i]) || rho[i] < 0) bad = i < bad ? i : bad;
+  if (bad < n)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                   "rho must be finite and non-negative (point %lld has rho = %g): pass the "
+                   "output of the density peaks fit",
+                   (long long)(bad + 1), rho[bad]);
+  return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_order(const double *rho, int64_t n, int64_t *order) {
+  gm_clear_error();
+  if (!rho) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho must not be NULL");
+  if (!order) return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output order must not be NULL");
+  if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
+  gpuml_status st = check_rho(rho, n);
+  if (st) return st;
+  return density_order(rho, n, order);
+}
+
+/* Each point not yet in a cluster joins that of its nearest denser point, in the order
+ * given: in the density order, that point has its cluster already (each point once,
+ * O(n); the steps do not wait on each other's reads). Returns n when every point got a
+ * cluster, else the first position where the order names no point, or a point whose
+ * nearest has no cluster yet (with the density order: a nearest that is not denser, or
+ * the top point not a centre), or n + 1 when the order left a point out. */
+static int64_t assign_in_order(const int64_t *order, const int64_t *nearest, int64_t n,
+                               int64_t ncentres, int64_t *cluster) {
+  int64_t assigned = ncentres;
+  for (int64_t s = 0; s < n; s++) {
+    const int64_t i = order[s];
+    if (i < 0 || i >= n) return s;
+    if (cluster[i] >= 0) continue;
+    const int64_t j = nearest[i];
+    const int64_t c = j >= 0 ? cluster[j] : -1;
+    if (c < 0) return s;
+    cluster[i] = c;
+    assigned++;
+  }
+  return assigned == n ? n : n + 1;
+}
+
+/* Up to GM_DPC_RANK_SAMPLE evenly spaced gammas bound the k-th largest from below, so
+ * that the ranking looks at a few more than k points instead of all n. */
+#define GM_DPC_RANK_SAMPLE 65536
+
+/* The points that may be centres (with k: gamma at least a bound of the k-th largest;
+ * with thresholds: rho > rho_min and delta > delta_min), in r, *count of them; in
+ * parallel, in index order. */
+#define GM_DPC_CUT_PARTS 256
+static void candidates(const double *rho, const double *delta, int64_t n,
+                       const gpuml_dpc_selection *sel, double floor_key, int threads, ranked *r,
+                       int64_t *count) {
+  int64_t found[GM_DPC_CUT_PARTS + 1] = {0};
+  const int np = threads < 1 ? 1 : threads < GM_DPC_CUT_PARTS ? threads : GM_DPC_CUT_PARTS;
+  const int64_t chunk = (n + np - 1) / np;
+#pragma omp parallel num_threads(np)
+  {
+#pragma omp for schedule(static, 1)
+    for (int part = 0; part < np; part++) {
+      const int64_t i1 = (part + 1) * chunk < n ? (part + 1) * chunk : n;
+      int64_t c = 0;
+      for (int64_t i = part * chunk; i < i1; i++) {
+        if (!sel->has_k && !(rho[i] > sel->rho_min && delta[i] > sel->delta_min)) continue;
+        if (rho[i] * delta[i] >= floor_key) c++;
+      }
+      found[part + 1] = c;
+    }
+#pragma omp single
+    for (int part = 0; part < np; part++) found[part + 1] += found[part];
+#pragma omp for schedule(static, 1)
+    for (int part = 0; part < np; part++) {
+      const int64_t i1 = (part + 1) * chunk < n ? (part + 1) * chunk : n;
+      int64_t c = found[part];
+      for (int64_t i = part * chunk; i < i1; i++) {
+        if (!sel->has_k && !(rho[i] > sel->rho_min && delta[i] > sel->delta_min)) continue;
+        const double key = rho[i] * delta[i];
+        if (key < floor_key) continue;
+        r[c].key = key;
+        r[c].rho = rho[i];
+        r[c].index = i;
+        c++;
+      }
+    }
+  }
+  *count = found[np];
+}
+
+/* A bound below the k-th largest gamma from an evenly spaced sample: the sample's
+ * (k m / n + margin)-th largest, -INFINITY when that runs past the sample. Only a bound:
+ * the ranking checks that at least k points reach it. */
+static double gamma_floor(const double *rho, const double *delta, int64_t n, int64_t k) {
+  if (n <= GM_DPC_RANK_SAMPLE) return -INFINITY;
+  const int64_t m = GM_DPC_RANK_SAMPLE;
+  const double expect = (double)k * (double)m / (double)n;
+  const int64_t rank = (int64_t)(expect + 4 * sqrt(expect) + 16);
+  if (rank >= m) return -INFINITY;
+  double *v = gm_alloc((size_t)m, sizeof *v);
+  if (!v) return -INFINITY;
+  for (int64_t t = 0; t < m; t++) {
+    const int64_t i = (int64_t)((double)t * (double)n / (double)m);
+    v[t] = rho[i] * delta[i];
+  }
+  const double floor_key = select_kth(v, m, m - 1 - rank);
+  free(v);
+  return floor_key;
+}
+
+/* The centres of a checked selection in their order (decreasing gamma, then the denser,
+ * then the smaller index): *k of them (k, or all that pass the thresholds) into
+ * centres. */
+static gpuml_status rank_centres(const double *rho, const double *delta, int64_t n,
+                                 const gpuml_dpc_selection *sel, int threads, int64_t *centres,
+                                 int64_t *k) {
+  ranked *r = gm_alloc((size_t)n, sizeof *r);
+  if (!r) {
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
+                   (double)n * sizeof *r / 1e6);
+  }
+  /* With k, only the points whose gamma reaches a bound of the k-th largest are ranked
+   * (all of them when fewer than k do), then those that reach the k-th largest itself
+   * (found in O(count) by selection), so the cut stays O(n) at any n. */
+  int64_t count = 0;
+  if (sel->has_k) {
+    candidates(rho, delta, n, sel, gamma_floor(rho, delta, n, sel->k), threads, r, &count);
+    if (count < sel->k) candidates(rho, delta, n, sel, -INFINITY, threads, r, &count);
+    double *keys = gm_alloc((size_t)count, sizeof *keys);
+    if (!keys) {
+      free(r);
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to rank the points",
+                     (double)count * 8 / 1e6);
+    }
+    for (int64_t c = 0; c < count; c++) keys[c] = r[c].key;
+    const double kth = select_kth(keys, count, count - sel->k);
+    free(keys);
+    int64_t kept = 0;
+    for (int64_t c = 0; c < count; c++)
+      if (r[c].key >= kth) r[kept++] = r[c];
+    count = kept;
+  } else {
+    candidates(rho, delta, n, sel, -INFINITY, threads, r, &count);
   }
   if (count == 0) {
     double max_rho = 0, max_delta = 0;
@@ -447,37 +619,92 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
                    sel->rho_min, sel->delta_min, max_rho, max_delta);
   }
   qsort(r, (size_t)count, sizeof *r, compare_ranked);
-  const int64_t k = sel->has_k ? sel->k : count;
-  for (int64_t i = 0; i < n; i++) cluster[i] = -1;
-  for (int64_t c = 0; c < k; c++) {
-    centres[c] = r[c].index;
-    cluster[r[c].index] = c;
-  }
+  *k = sel->has_k ? sel->k : count;
+  for (int64_t c = 0; c < *k; c++) centres[c] = r[c].index;
   free(r);
-  /* Each point joins the cluster of its nearest denser point: follow the chain up to
-   * the first assigned point, then label the chain on the way back (each point once,
-   * O(n)). The chains end at the top point, always a centre (its gamma and, with
-   * thresholds, its rho and delta are the largest). */
-  int64_t *chain = gm_alloc((size_t)n, sizeof *chain);
-  if (!chain)
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to assign the clusters",
-                   (double)n * 8 / 1e6);
-  for (int64_t i0 = 0; i0 < n; i0++) {
-    int64_t len = 0, i = i0;
-    while (cluster[i] < 0) {
-      if (nearest[i] < 0 || len == n) {
-        free(chain);
-        return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
-                       "the densest point is not a centre: pass the output of the density peaks fit");
-      }
-      chain[len++] = i;
-      i = nearest[i];
+  return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_rank(const double *rho, const double *delta, int64_t n, int64_t m,
+                            int64_t *top, const gpuml_options *opt) {
+  gm_clear_error();
+  if (!rho || !delta)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho and delta must not be NULL");
+  if (!top) return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output top must not be NULL");
+  if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
+  gpuml_dpc_selection sel;
+  gpuml_dpc_selection_init(&sel);
+  sel.has_k = 1;
+  sel.k = m;
+  gpuml_status st = check_selection(&sel, n);
+  if (!st) st = gm_check_options(opt);
+  if (st) return st;
+  const int threads = gm_threads(opt);
+  if ((st = check_fit(rho, delta, NULL, n, threads))) return st;
+  int64_t k = 0;
+  return rank_centres(rho, delta, n, &sel, threads, top, &k);
+}
+
+/* gpuml_dpc_cut(), with the density order when given (else sorted here) and the
+ * threads of the options. */
+static gpuml_status cut_impl(const double *rho, const double *delta, const int64_t *nearest,
+                             const int64_t *order, int64_t n, const gpuml_dpc_selection *sel,
+                             int64_t *centres, int64_t *ncentres, int64_t *cluster,
+                             int threads) {
+  if (!rho || !delta || !nearest)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho, delta and nearest must not be NULL");
+  if (!centres || !ncentres || !cluster)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output arrays must not be NULL");
+  if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
+  gpuml_status st = check_selection(sel, n);
+  if (!st) st = check_fit(rho, delta, nearest, n, threads);
+  if (st) return st;
+
+  int64_t k = 0;
+  if ((st = rank_centres(rho, delta, n, sel, threads, centres, &k))) return st;
+  /* In the order kept with the fit; when that is not the density order (it names no
+   * point, leaves one out, or reaches a point before its nearest), in the density order
+   * sorted here. There, a point before its nearest is an error of the input. */
+  int64_t *own_order = NULL;
+  for (int pass = order ? 0 : 1; pass < 2; pass++) {
+    if (pass == 1) {
+      own_order = gm_alloc((size_t)n, sizeof *own_order);
+      if (!own_order)
+        return gm_fail(GPUML_ERR_NOMEM, "noMemory",
+                       "cannot allocate %.1f MB for the density order", (double)n * 8 / 1e6);
+      if ((st = density_order(rho, n, own_order))) break;
+      order = own_order;
     }
-    while (len > 0) cluster[chain[--len]] = cluster[i];
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++) cluster[i] = -1;
+    for (int64_t c = 0; c < k; c++) cluster[centres[c]] = c;
+    const int64_t at = assign_in_order(order, nearest, n, k, cluster);
+    if (at == n) break;
+    if (pass == 1) {
+      /* the top point has no nearest: it is always a centre in a fit (its gamma and,
+       * with thresholds, its rho and delta are the largest) */
+      const int64_t i = at < n ? order[at] : 0;
+      st = at < n && nearest[i] < 0
+               ? gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                         "the densest point is not a centre: pass the output of the density "
+                         "peaks fit")
+               : not_denser(i);
+    }
   }
-  free(chain);
+  free(own_order);
+  if (st) return st;
   *ncentres = k;
   return GPUML_OK;
+}
+
+gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t *nearest,
+                           int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
+                           int64_t *ncentres, int64_t *cluster) {
+  gm_clear_error();
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  return cut_impl(rho, delta, nearest, NULL, n, sel, centres, ncentres, cluster,
+                  gm_threads(&opt));
 }
 
 /* ---- halo ---------------------------------------------------------------------- */
@@ -530,6 +757,14 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
   int use_grid = gm_dpc_grid_usable(d);
   if (use_grid && !reused) st = grid_for(b, x, n, d, &used, grid);
   if (!st && use_grid && !gm_dpc_rows_fit(grid, cut, n)) use_grid = 0;
+  if (!st && use_grid && reused && grid->run_label) {
+    /* a kept index (gpuml_dpc_index) holds the runs of the previous cut's clusters */
+    free(grid->run_label);
+    free(grid->run_end);
+    free(grid->run_max);
+    grid->run_label = grid->run_end = NULL;
+    grid->run_max = NULL;
+  }
   if (!st && use_grid && b->dpc->sorts_index) grid->nclusters = ncentres;
   else if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
   if (!st) st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, border, &used);
@@ -554,6 +789,48 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
                             const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
   return halo_impl(x, n, d, dc, rho, cluster, ncentres, halo, opt, result, NULL);
+}
+
+/* ---- the index kept with a fit ---------------------------------------------------- */
+
+struct gpuml_dpc_index {
+  int64_t n, d;
+  gm_dpc_grid grid; /* ncells 0: the halo of these data runs on the tiles */
+};
+
+gpuml_status gpuml_dpc_index_build(const double *x, int64_t n, int64_t d, double dc,
+                                   const gpuml_options *opt, gpuml_dpc_index **out) {
+  gm_clear_error();
+  if (!out) return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output index must not be NULL");
+  *out = NULL;
+  gpuml_status st = check_data(x, n, d);
+  if (!st) st = check_dc(dc);
+  if (!st) st = gm_check_options(opt);
+  if (st) return st;
+  gpuml_dpc_index *ix = calloc(1, sizeof *ix);
+  if (!ix) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the density peaks index");
+  ix->n = n;
+  ix->d = d;
+  /* Only where the halo walks the index (the rule of halo_impl), the whole index. */
+  if (gm_dpc_grid_usable(d)) {
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(opt), &ix->grid);
+    if (gm_dpc_rows_fit(&ix->grid, gm_dpc_sq_threshold(dc, 0), n))
+      st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(opt), &ix->grid);
+    else
+      memset(&ix->grid, 0, sizeof ix->grid);
+  }
+  if (st) {
+    free(ix);
+    return st;
+  }
+  *out = ix;
+  return GPUML_OK;
+}
+
+void gpuml_dpc_index_free(gpuml_dpc_index *ix) {
+  if (!ix) return;
+  gm_dpc_grid_free(&ix->grid);
+  free(ix);
 }
 
 /* ---- density, centres, clusters and halo in one call ------------------------------- */
@@ -595,7 +872,8 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
     return st;
   }
   const gpuml_run_info run = result->run;
-  st = gpuml_dpc_cut(rho, delta, nearest, n, &params->select, centres, ncentres, cluster);
+  st = cut_impl(rho, delta, nearest, NULL, n, &params->select, centres, ncentres, cluster,
+                gm_threads(opt));
   if (!st) {
     gm_clear_error();
     st = halo_impl(x, n, d, result->dc, rho, cluster, *ncentres, halo, opt, result, &index);
@@ -608,8 +886,9 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
 }
 
 gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, const double *rho,
-                             const double *delta, const int64_t *nearest,
-                             const gpuml_dpc_params *params, int64_t *centres,
+                             const double *delta, const int64_t *nearest, const int64_t *order,
+                             gpuml_dpc_index *index, const gpuml_dpc_params *params,
+                             int64_t *centres,
                              int64_t *ncentres, int64_t *cluster, int *halo,
                              const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
@@ -617,7 +896,18 @@ gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, c
   if (!centres || !ncentres || !cluster || !halo)
     return gm_fail(GPUML_ERR_ARG, "dpc:badOutput",
                    "the outputs centres, ncentres, cluster and halo must not be NULL");
-  gpuml_status st = gpuml_dpc_cut(rho, delta, nearest, n, &params->select, centres, ncentres, cluster);
-  if (!st) st = gpuml_dpc_halo(x, n, d, dc, rho, cluster, *ncentres, halo, opt, result);
+  gpuml_status st = gm_check_options(opt);
+  if (!st && index && (index->n != n || index->d != d))
+    st = gm_fail(GPUML_ERR_ARG, "dpc:badIndex",
+                 "the index was built for %lld x %lld data, not these %lld x %lld: pass the "
+                 "index of this fit, or none",
+                 (long long)index->n, (long long)index->d, (long long)n, (long long)d);
+  if (!st) st = cut_impl(rho, delta, nearest, order, n, &params->select, centres, ncentres,
+                         cluster, gm_threads(opt));
+  if (!st) {
+    gm_clear_error();
+    st = halo_impl(x, n, d, dc, rho, cluster, *ncentres, halo, opt, result,
+                   index ? &index->grid : NULL);
+  }
   return st;
 }

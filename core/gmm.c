@@ -3,6 +3,7 @@
  * driving the CPU or the CUDA engine (gmm.h) through the same steps. */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
+#include <stdio.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -753,6 +754,239 @@ static int fit_failed(gpuml_status st) {
          (st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "gmm:badG") == 0);
 }
 
+/* ---- the sweep: every model and G from its start ------------------------------------ */
+
+/* What every cell of the sweep needs. */
+typedef struct {
+  const gpuml_gmm_params *params;
+  const gpuml_gmm_covariance *models;
+  int reg_regularises;
+  const gm_gmm_spread *spread;
+  const gm_hc_start *hc; /* NULL: k-means++ starts */
+  int refine;            /* the refinement's k-means++ starts (GM_GMM_REFINE_SEED) instead */
+} gm_sweep;
+
+/* One cell of the BIC table (a model and a G): its params->n_init starts, the best kept. */
+typedef struct {
+  gpuml_status failure; /* the last start that could not be fitted (fit_failed), or OK */
+  gpuml_status fatal;   /* an error that ends the call, or OK */
+  char error_id[64], error_message[1024]; /* the error of the later of the two */
+  int64_t best_run;     /* the run (start) of the best fit; -1: none was fitted */
+  gm_fit_result fit;
+  double *w, *mu, *cov; /* its parameters */
+} gm_cell;
+
+static void cell_note_error(gm_cell *c) {
+  snprintf(c->error_id, sizeof c->error_id, "%s", gpuml_last_error_id());
+  snprintf(c->error_message, sizeof c->error_message, "%s", gpuml_last_error());
+}
+
+/* Start r of the refinement of G components: k-means++ from GM_GMM_REFINE_SEED, with
+ * the hierarchical start's rule that a start singular without reg is not fitted. */
+static gpuml_status refine_start(const gm_gmm_data *data, const gm_fit_setup *fs, int64_t G,
+                                 int64_t r, gm_fit_space *s) {
+  const int64_t d = data->d;
+  gpuml_status st = gm_gmm_kmeanspp_spread(
+      fs->spread, data->x, data->n, d, G,
+      gm_gmm_model_structure(fs->model) == GM_GMM_SPHERICAL_STRUCTURE, 0,
+      fit_seed(GM_GMM_REFINE_SEED, G, r), data->opt, s->w, s->mu, s->cov);
+  for (int64_t k = 0; !st && k < G; k++)
+    for (int64_t j = 0; j < d; j++) {
+      double *v = s->cov + k * d * d + j + j * d;
+      if (!(*v > 0) && !fs->reg_regularises) {
+        st = singular_start(data, fs, G);
+        break;
+      }
+      *v += fs->reg;
+    }
+  if (!st) memcpy(s->cov0, s->cov, (size_t)(d * d) * sizeof(double));
+  return st;
+}
+
+/* Fits cell (mi, gi) on `eng` with the work space s, ms (labels1: the start's d = 1
+ * scratch). Runs are numbered across the sweep in cell order, n_init to a cell. */
+static void run_cell(gm_engine *eng, const gm_gmm_data *data, const gm_sweep *sw,
+                     gm_fit_space *s, gm_gmm_mstep *ms, int32_t *labels1, int64_t mi,
+                     int64_t gi, gm_cell *cell) {
+  const gpuml_gmm_params *P = sw->params;
+  const gm_fit_setup fs = {sw->models[mi], P->reg, sw->reg_regularises, ms, sw->spread};
+  const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
+  const int64_t G = P->G[gi], d = data->d;
+  cell->failure = cell->fatal = GPUML_OK;
+  cell->best_run = -1;
+  gpuml_status st = use_model(eng, fs.model);
+  const int64_t first = sw->refine ? 1 : 0, last = sw->refine ? GM_GMM_REFINE_STARTS : P->n_init - 1;
+  for (int64_t r = first; !st && r <= last; r++) {
+    const int64_t run = (mi * P->nG + gi) * P->n_init + r;
+    gm_fit_result fit = {0, 0, 0};
+    if (sw->refine) {
+      st = refine_start(data, &fs, G, r, s);
+    } else if (r == 0 && sw->hc) {
+      const gm_partition part = hc_partition(data, sw->hc, G, labels1);
+      st = partition_start(data, &fs, G, &part, s);
+    } else {
+      st = gm_gmm_kmeanspp_spread(sw->spread, data->x, data->n, d, G,
+                                  structure == GM_GMM_SPHERICAL_STRUCTURE, fs.reg,
+                                  fit_seed(data->opt->seed, G, r), data->opt, s->w, s->mu,
+                                  s->cov);
+      if (!st) memcpy(s->cov0, s->cov, (size_t)(d * d) * sizeof(double));
+    }
+    if (!st) st = em_fit(eng, data, &fs, G, P, s, &fit);
+    if (fit_failed(st)) {
+      cell->failure = st;
+      cell_note_error(cell);
+      st = GPUML_OK;
+    } else if (!st && (cell->best_run < 0 || fit.loglik > cell->fit.loglik)) {
+      cell->fit = fit;
+      cell->best_run = run;
+      st = eng->ops->get_params(eng->e, G, cell->w, cell->mu, cell->cov);
+    }
+  }
+  if (st) {
+    cell->fatal = st;
+    cell_note_error(cell);
+  }
+}
+
+/* The cells of the sweep side by side: on the CPU a fit of a few thousand rows splits
+ * each E- and M-step over threads that meet several times an iteration, and on a busy
+ * machine every meeting waits for a thread that lost its core (measured: the default
+ * sweep 3-7x slower than on one thread while another job ran). Whole fits on threads of
+ * their own meet once. Each fit computes what it would on the one engine (the CPU
+ * engine's values do not depend on its threads). The number of threads this takes, 1
+ * where the cells run one after the other: another backend, rows spread over processes
+ * or shards, fewer than two cells a thread, or engines above 256 MB in all. */
+#define GM_GMM_SIDE_BY_SIDE_BYTES 256e6
+static int side_by_side_threads(const gm_gmm_data *data, const gm_gmm_spread *spread,
+                                int64_t cells) {
+  const int threads = gm_threads(data->opt);
+  if (spread || data->opt->backend != GPUML_BACKEND_CPU || threads < 2 || cells < 2 * threads)
+    return 1;
+  gm_shard_plan plan;
+  if (gm_shard_plan_make(data->opt, data->n, &plan) || plan.count > 1) {
+    gm_clear_error();
+    return 1;
+  }
+  const double bytes = (double)threads * 8 *
+                       ((double)data->n * (double)(data->kmax + 2) +
+                        (double)data->d * (double)data->d * (double)data->kmax * 4);
+  return bytes <= GM_GMM_SIDE_BY_SIDE_BYTES ? threads : 1;
+}
+
+/* The interrupt callback of a side-by-side fit: the caller's thread asks the caller's
+ * callback (only it may), and every fit stops once it said so. */
+typedef struct {
+  const gpuml_options *caller;
+  volatile int *stop;
+  int polls;
+} gm_side_poll;
+
+static int side_interrupted(void *ctx) {
+  gm_side_poll *p = ctx;
+  if (p->polls && !*p->stop && gm_interrupted(p->caller)) *p->stop = 1;
+  return *p->stop;
+}
+
+/* Larger G first, full covariances before the others: the long fits start early and
+ * the short ones fill the end. */
+typedef struct {
+  int64_t cost, index; /* cost: 2 G, plus 1 for full covariances */
+} gm_cell_order;
+static int by_cost(const void *a, const void *b) {
+  const gm_cell_order *p = a, *q = b;
+  return p->cost != q->cost ? (p->cost > q->cost ? -1 : 1)
+                            : (p->index > q->index) - (p->index < q->index);
+}
+
+/* Runs the cells c = mi * nG + gi of list[0 .. count) (NULL: every one of count) into
+ * cells[c] on `threads` threads, an engine, work space and options (one thread, the
+ * interrupt shared) each. Returns GPUML_ERR_NOMEM, with nothing run, when those cannot
+ * be had; errors of the fits are the cells'. */
+static gpuml_status run_cells_side_by_side(const gm_gmm_data *data, const gm_sweep *sw,
+                                           const int64_t *list, int64_t count, int threads,
+                                           gm_cell *cells) {
+  const int64_t nG = sw->params->nG, d = data->d, kmax = data->kmax;
+  const gpuml_options *caller = data->opt;
+  gm_engine *eng = gm_alloc((size_t)threads, sizeof *eng);
+  gm_fit_space *space = gm_alloc((size_t)threads, sizeof *space);
+  gm_gmm_mstep *ms = gm_alloc((size_t)threads, sizeof *ms);
+  gpuml_options *opts = gm_alloc((size_t)threads, sizeof *opts);
+  gm_gmm_data *datas = gm_alloc((size_t)threads, sizeof *datas);
+  gm_side_poll *polls = gm_alloc((size_t)threads, sizeof *polls);
+  int32_t **labels1 = gm_alloc((size_t)threads, sizeof *labels1);
+  gm_cell_order *order = gm_alloc((size_t)count, sizeof *order);
+  volatile int stop = 0;
+  int ok = eng && space && ms && opts && datas && polls && labels1 && order;
+  int opened = 0;
+  for (int t = 0; ok && t < threads; t++, opened++) {
+    opts[t] = *caller;
+    opts[t].threads = 1;
+    opts[t].verbose = 0;
+    opts[t].progress = NULL;
+    polls[t] = (gm_side_poll){caller, &stop, t == 0};
+    opts[t].interrupted = side_interrupted;
+    opts[t].callback_ctx = polls + t;
+    datas[t] = *data;
+    datas[t].opt = opts + t;
+    eng[t] = (gm_engine){NULL, NULL};
+    memset(ms + t, 0, sizeof ms[t]);
+    labels1[t] = d == 1 && sw->hc ? gm_alloc((size_t)sw->hc->m, sizeof(int32_t)) : NULL;
+    const int ok_space = alloc_space(space + t, data->n, d, kmax);
+    ok = ok_space && gm_gmm_mstep_alloc(ms + t, d, kmax) && (labels1[t] || d != 1 || !sw->hc) &&
+         open_engine(datas + t, eng + t) == GPUML_OK;
+  }
+  if (ok) {
+    for (int64_t i = 0; i < count; i++) {
+      const int64_t c = list ? list[i] : i;
+      const int full = gm_gmm_model_structure(sw->models[c / nG]) == GM_GMM_FULL_STRUCTURE;
+      order[i] = (gm_cell_order){2 * sw->params->G[c % nG] + full, c};
+    }
+    qsort(order, (size_t)count, sizeof *order, by_cost);
+    const int blas_threads = gm_blas_serial_begin();
+    int64_t done = 0, reported = 0;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t o = 0; o < count; o++) {
+      const int64_t c = order[o].index;
+      const int t = gm_thread_id();
+      gm_cell *cell = cells + c;
+      if (stop) {
+        cell->fatal = GPUML_ERR_INTERRUPTED;
+        snprintf(cell->error_id, sizeof cell->error_id, "interrupted");
+        snprintf(cell->error_message, sizeof cell->error_message,
+                 "Gaussian mixture fit interrupted");
+        continue;
+      }
+      run_cell(eng + t, datas + t, sw, space + t, ms + t, labels1[t], c / nG, c % nG, cell);
+      if (cell->fatal) stop = 1;
+      int64_t now;
+#pragma omp atomic capture
+      now = ++done;
+      if (t == 0 && !sw->refine) { /* the refinement is not counted in the fits */
+        gm_progress(caller, "gmm", now * sw->params->n_init, count * sw->params->n_init);
+        reported = now;
+      }
+    }
+    gm_blas_serial_end(blas_threads);
+    /* the cells the other threads finished last */
+    if (reported < done && !sw->refine) gm_progress(caller, "gmm", done * sw->params->n_init, count * sw->params->n_init);
+  }
+  for (int t = 0; t < opened; t++) {
+    close_engine(eng + t);
+    free_space(space + t);
+    gm_gmm_mstep_free(ms + t);
+    free(labels1[t]);
+  }
+  free(eng);
+  free(space);
+  free(ms);
+  free(opts);
+  free(datas);
+  free(polls);
+  free(labels1);
+  free(order);
+  return ok ? GPUML_OK : gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate side-by-side fits");
+}
+
 /* The sums of column_stats over the rows of every process: the column means, then the
  * average column variance about them. */
 static gpuml_status spread_column_stats(const gm_gmm_spread *spread, const double *x,
@@ -853,6 +1087,9 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
   int32_t *labels1 = NULL, *lab_t = NULL, *lab_s = NULL;
   int *map = NULL;
   gm_kept *kept = NULL;
+  gm_cell *sweep_cells = NULL; /* the sweep's results (their parameters owned) */
+  int64_t sweep_count = 0;
+  int64_t *refine_list = gm_alloc((size_t)(params->nG * GPUML_GMM_N_MODELS), sizeof(int64_t));
   gm_engine eng = {NULL, NULL};
   const int ok_s = alloc_space(&s, n_local, d, gmax), ok_b = alloc_space(&best_g, 1, d, gmax);
   if (!ok_s || !ok_b || !gm_gmm_mstep_alloc(&ms, d, gmax))
@@ -884,65 +1121,75 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
   if (!st && !cells) st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the BIC table");
   if ((st = gm_gmm_agree(spread, st))) goto done;
   const int reg_regularises = params->reg >= GM_GMM_MIN_REG_FRACTION * avg_var;
-  int64_t fits_done = 0, best_run = -1, last_run = -1, run = 0;
+  int64_t best_run = -1, last_run = -1;
   gpuml_status last_failure = GPUML_OK;
   double best_bic = 0;
+  const gm_sweep sweep = {params, models, reg_regularises, spread, use_hc ? &hc : NULL, 0};
+  const int64_t n_cells = nG * n_models;
+  const int side_threads = side_by_side_threads(&data, spread, n_cells);
+  /* the cells' results: all of them when side by side, else one at a time (in best_g) */
+  sweep_count = side_threads > 1 ? n_cells : 1;
+  if ((sweep_cells = gm_alloc((size_t)sweep_count, sizeof *sweep_cells)))
+    memset(sweep_cells, 0, (size_t)sweep_count * sizeof *sweep_cells);
+  int side = side_threads > 1 && sweep_cells;
+  for (int64_t c = 0; side && c < n_cells; c++) {
+    const int64_t G = params->G[c % nG];
+    sweep_cells[c].w = gm_alloc((size_t)G, sizeof(double));
+    sweep_cells[c].mu = gm_alloc((size_t)(d * G), sizeof(double));
+    sweep_cells[c].cov = gm_alloc((size_t)(d * d * G), sizeof(double));
+    side = sweep_cells[c].w && sweep_cells[c].mu && sweep_cells[c].cov;
+  }
+  if (side && run_cells_side_by_side(&data, &sweep, NULL, n_cells, side_threads, sweep_cells)) {
+    gm_clear_error(); /* no memory for that: one after the other */
+    side = 0;
+  }
+  if (!sweep_cells || !refine_list) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the mixture parameters");
+    goto done;
+  }
+  gm_cell one_cell = {.w = best_g.w, .mu = best_g.mu, .cov = best_g.cov};
   for (int64_t mi = 0; mi < n_models; mi++) {
-    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms, spread};
-    const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
-    if ((st = use_model(&eng, fs.model))) goto done;
+    const gpuml_gmm_covariance cell_model = models[mi];
     for (int64_t gi = 0; gi < nG; gi++) {
       const int64_t G = params->G[gi];
-      gm_fit_result best_fit = {0, 0, 0};
-      int64_t best_fit_run = -1;
-      for (int64_t r = 0; r < params->n_init; r++, run++) {
-        gm_fit_result fit = {0, 0, 0};
-        if (r == 0 && use_hc) {
-          const gm_partition part = hc_partition(&data, &hc, G, labels1);
-          st = partition_start(&data, &fs, G, &part, &s);
-        } else {
-          st = gm_gmm_kmeanspp_spread(spread, x, n_local, d, G,
-                                      structure == GM_GMM_SPHERICAL_STRUCTURE, fs.reg,
-                                      fit_seed(used.seed, G, r), &used, s.w, s.mu, s.cov);
-          if (!st) memcpy(s.cov0, s.cov, (size_t)(d * d) * sizeof(double));
-        }
-        if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
-        last_run = run;
-        if (fit_failed(st)) {
-          last_failure = st;
-          st = GPUML_OK;
-        } else if (st) {
-          goto done;
-        } else if (best_fit_run < 0 || fit.loglik > best_fit.loglik) {
-          best_fit = fit;
-          best_fit_run = run;
-          if ((st = eng.ops->get_params(eng.e, G, best_g.w, best_g.mu, best_g.cov))) goto done;
-        }
-        gm_progress(&used, "gmm", ++fits_done, total_fits);
+      gm_cell *c = side ? sweep_cells + mi * nG + gi : &one_cell;
+      if (!side) {
+        run_cell(&eng, &data, &sweep, &s, &ms, labels1, mi, gi, c);
+        last_run = (mi * nG + gi + 1) * params->n_init - 1;
+        gm_progress(&used, "gmm", (mi * nG + gi + 1) * params->n_init, total_fits);
+      }
+      if (c->failure) {
+        last_failure = c->failure;
+        gm_fail(c->failure, c->error_id, "%s", c->error_message);
+      }
+      if (c->fatal) {
+        st = gm_fail(c->fatal, c->error_id, "%s", c->error_message);
+        goto done;
       }
       double *cell = cells + gi + mi * nG;
-      if (best_fit_run < 0) {
+      if (c->best_run < 0) {
         *cell = NAN;
         continue;
       }
-      const double b = bic_of(best_fit.loglik, fs.model, G, d, n);
+      const double b = bic_of(c->fit.loglik, cell_model, G, d, n);
       *cell = b;
       gm_kept *slot = kept ? kept_slot(kept + gi * GM_GMM_KEEP, b) : NULL;
       if (slot) {
         slot->mi = mi;
         slot->bic = b;
-        slot->fit = best_fit;
-        memcpy(slot->w, best_g.w, (size_t)G * sizeof(double));
-        memcpy(slot->mu, best_g.mu, (size_t)(d * G) * sizeof(double));
-        memcpy(slot->cov, best_g.cov, (size_t)(d * d * G) * sizeof(double));
+        slot->fit = c->fit;
+        memcpy(slot->w, c->w, (size_t)G * sizeof(double));
+        memcpy(slot->mu, c->mu, (size_t)(d * G) * sizeof(double));
+        memcpy(slot->cov, c->cov, (size_t)(d * d * G) * sizeof(double));
       }
       if (best_run < 0 || b > best_bic) {
         best_bic = b;
-        best_run = best_fit_run;
-        choose(model, fs.model, G, d, &best_fit, best_g.w, best_g.mu, best_g.cov);
+        best_run = c->best_run;
+        choose(model, cell_model, G, d, &c->fit, c->w, c->mu, c->cov);
       }
     }
   }
+  if (side) last_run = -2; /* the fits ran on engines of their own */
   if (best_run < 0) {
     st = last_failure;  /* its message is the last error */
     goto done;
@@ -1008,50 +1255,38 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
    * k-means++ starts (drawn from fixed seeds, so that the default fit stays the same from
    * run to run): hierarchical starts can leave a whole G far below its optimum (mclust's
    * as well; bench/gmm_start.R), and it would never be compared with its neighbours. */
+  int64_t n_refine = 0;
   for (int64_t mi = 0; kept && mi < n_models; mi++) {
     int top = 0;
     for (int64_t c = 0; c < nG * GM_GMM_KEEP; c++) top |= kept[c].mi == mi && kept[c].refined;
-    if (!top) continue;
-    const gm_fit_setup fs = {models[mi], params->reg, reg_regularises, &ms, spread};
-    const gm_gmm_structure structure = gm_gmm_model_structure(fs.model);
-    if ((st = use_model(&eng, fs.model))) goto done;
-    for (int64_t gi = 0; gi < nG; gi++)
-      for (int64_t r = 1; r <= GM_GMM_REFINE_STARTS; r++) {
-        const int64_t G = params->G[gi];
-        if (G < 2) continue;
-        gm_fit_result fit = {0, 0, 0};
-        /* the hierarchical start's rule: a start singular without reg is not fitted */
-        st = gm_gmm_kmeanspp_spread(spread, x, n_local, d, G,
-                                    structure == GM_GMM_SPHERICAL_STRUCTURE, 0,
-                                    fit_seed(GM_GMM_REFINE_SEED, G, r), &used, s.w, s.mu, s.cov);
-        for (int64_t k = 0; !st && k < G; k++)
-          for (int64_t j = 0; j < d; j++) {
-            double *v = s.cov + k * d * d + j + j * d;
-            if (!(*v > 0) && !fs.reg_regularises) {
-              st = singular_start(&data, &fs, G);
-              break;
-            }
-            *v += fs.reg;
-          }
-        if (!st) memcpy(s.cov0, s.cov, (size_t)(d * d) * sizeof(double));
-        if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
-        last_run = -2;
-        if (fit_failed(st)) {
-          st = GPUML_OK;
-          continue;
-        }
-        if (st) goto done;
-        const double b = bic_of(fit.loglik, fs.model, G, d, n);
-        double *cell = cells + gi + mi * nG;
-        if (!isnan(*cell) && !(b > *cell + 1e-9 * fabs(*cell))) continue;
-        *cell = b;
-        if (b > best_bic) {
-          best_bic = b;
-          best_run = -3;
-          if ((st = eng.ops->get_params(eng.e, G, best_g.w, best_g.mu, best_g.cov))) goto done;
-          choose(model, fs.model, G, d, &fit, best_g.w, best_g.mu, best_g.cov);
-        }
-      }
+    for (int64_t gi = 0; top && gi < nG; gi++)
+      if (params->G[gi] >= 2) refine_list[n_refine++] = mi * nG + gi;
+  }
+  const gm_sweep refinement = {params, models, reg_regularises, spread, NULL, 1};
+  /* side by side into the sweep's cells (their results are committed), else one by one */
+  side = side && side_by_side_threads(&data, spread, n_refine) > 1 &&
+         !run_cells_side_by_side(&data, &refinement, refine_list, n_refine, side_threads,
+                                 sweep_cells);
+  gm_clear_error();
+  for (int64_t i = 0; i < n_refine; i++) {
+    const int64_t mi = refine_list[i] / nG, gi = refine_list[i] % nG, G = params->G[gi];
+    gm_cell *c = side ? sweep_cells + refine_list[i] : &one_cell;
+    if (!side) run_cell(&eng, &data, &refinement, &s, &ms, labels1, mi, gi, c);
+    last_run = -2;
+    if (c->fatal) {
+      st = gm_fail(c->fatal, c->error_id, "%s", c->error_message);
+      goto done;
+    }
+    if (c->best_run < 0) continue;
+    const double b = bic_of(c->fit.loglik, models[mi], G, d, n);
+    double *cell = cells + gi + mi * nG;
+    if (!isnan(*cell) && !(b > *cell + 1e-9 * fabs(*cell))) continue;
+    *cell = b;
+    if (b > best_bic) {
+      best_bic = b;
+      best_run = -3;
+      choose(model, models[mi], G, d, &c->fit, c->w, c->mu, c->cov);
+    }
   }
 
   if (z || classification || uncertainty) {
@@ -1073,6 +1308,13 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
   gm_clear_error();
   if (result) gm_run_info_fill(&result->run, &used, GM_F64, t0);
 done:
+  for (int64_t c = 0; sweep_cells && c < sweep_count; c++) {
+    free(sweep_cells[c].w);
+    free(sweep_cells[c].mu);
+    free(sweep_cells[c].cov);
+  }
+  free(sweep_cells);
+  free(refine_list);
   close_engine(&eng);
   free_space(&s);
   free_space(&best_g);

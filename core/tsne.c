@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "params.h"
 #include "rng.h"
+#include "shards.h"
 
 /* Standard deviation of the PCA or random initial embedding (first component). */
 #define GM_TSNE_INIT_SD 1e-4
@@ -111,6 +112,9 @@ void gm_csr_free(gm_csr *P) {
   free(P->val);
   P->row = P->col = NULL;
   P->val = NULL;
+  if (P->resident && P->resident_free) P->resident_free(P->resident);
+  P->resident = NULL;
+  P->resident_free = NULL;
 }
 
 int gm_tsne_grid_boxes(double spread, int dims) {
@@ -444,9 +448,36 @@ static void make_run(const gpuml_tsne_params *params, int64_t n, const gm_backen
   run->df = params->df;
 }
 
-/* The steps after the neighbours, shared by every input: P from the k neighbours of each
- * point (idx, dist: n x k), the start (from the principal components pcs, n x have, when
- * there are any), the optimiser. */
+/* The perplexities of a fit: its list (multiscale), else the one perplexity. */
+static int64_t fit_scales(const gpuml_tsne_params *params, const double **perplexities) {
+  *perplexities = params->n_perplexities > 0 ? params->perplexities : &params->perplexity;
+  return params->n_perplexities > 0 ? params->n_perplexities : 1;
+}
+
+/* The steps after P, shared by every input: the start (from the principal components
+ * pcs, n x have, when there are any), the optimiser. */
+static gpuml_status fit_from_affinities(const gm_csr *P, int64_t n,
+                                        const gpuml_tsne_params *params, const double *pcs,
+                                        int64_t have, double *y, double *itercosts,
+                                        const gpuml_options *used, const gm_backend *b,
+                                        double t_start, gpuml_tsne_result *result) {
+  result->nnz = P->nnz;
+  gm_tsne_run run;
+  make_run(params, n, b, &run);
+  double *y0 = gm_alloc((size_t)n * (size_t)params->dims, sizeof *y0);
+  if (!y0) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
+  initial_embedding(params, n, pcs, have, y0, used->seed);
+  const double t_opt = gm_seconds();
+  result->seconds_affinities = t_opt - t_start;
+  const gpuml_status st = b->tsne->optimize(P, &run, y0, itercosts, result, used);
+  result->seconds_optimisation = gm_seconds() - t_opt;
+  gm_run_info_fill(&result->run, used, GM_F64, t_start);
+  if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
+  free(y0);
+  return st;
+}
+
+/* The steps after the neighbours (idx, dist: n x k): P, then fit_from_affinities. */
 static gpuml_status fit_from_neighbours(const int64_t *idx, const double *dist, int64_t n,
                                        int64_t k, const gpuml_tsne_params *params,
                                        const double *pcs, int64_t have, double *y,
@@ -454,31 +485,39 @@ static gpuml_status fit_from_neighbours(const int64_t *idx, const double *dist, 
                                        const gm_backend *b, double t_start,
                                        gpuml_tsne_result *result) {
   gm_csr P = {0};
-  double *y0 = NULL;
-  const int64_t scales = params->n_perplexities > 0 ? params->n_perplexities : 1;
-  const double *perplexities = params->n_perplexities > 0 ? params->perplexities
-                                                          : &params->perplexity;
+  const double *perplexities;
+  const int64_t scales = fit_scales(params, &perplexities);
   gpuml_status st = gm_tsne_affinities_multiscale(idx, dist, n, k, perplexities, scales, &P,
                                                   NULL, used);
-  if (st) return st;
-  result->nnz = P.nnz;
-  gm_tsne_run run;
-  make_run(params, n, b, &run);
-  y0 = gm_alloc((size_t)n * (size_t)params->dims, sizeof *y0);
-  if (!y0) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the embedding");
-    goto done;
-  }
-  initial_embedding(params, n, pcs, have, y0, used->seed);
-  const double t_opt = gm_seconds();
-  result->seconds_affinities = t_opt - t_start;
-  st = b->tsne->optimize(&P, &run, y0, itercosts, result, used);
-  result->seconds_optimisation = gm_seconds() - t_opt;
-  gm_run_info_fill(&result->run, used, GM_F64, t_start);
-  if (!st) memcpy(y, y0, sizeof *y * (size_t)n * (size_t)params->dims);
-done:
-  free(y0);
+  if (!st)
+    st = fit_from_affinities(&P, n, params, pcs, have, y, itercosts, used, b, t_start, result);
   gm_csr_free(&P);
+  return st;
+}
+
+gpuml_status gm_tsne_fit_affinities(const double *x, int64_t n, int64_t d, int64_t k,
+                                    const double *perplexities, int64_t scales, gm_csr *P,
+                                    const gpuml_options *opt) {
+  memset(P, 0, sizeof *P);
+  const gm_backend *b = gm_backend_used(opt);
+  gm_shard_plan plan;
+  gpuml_status st = gm_shard_plan_make(opt, n, &plan);
+  if (st) return st;
+  /* the backend's own path searches one device with the plain Euclidean distance */
+  if (b->tsne->fit_affinities && plan.count == 1 && opt->metric == GPUML_METRIC_EUCLIDEAN) {
+    st = b->tsne->fit_affinities(x, n, d, k, perplexities, scales, P, opt);
+    if (!st) gm_progress(opt, "affinities", n, n);
+    return st;
+  }
+  int64_t *idx = gm_alloc((size_t)n * (size_t)k, sizeof *idx);
+  double *dist = gm_alloc((size_t)n * (size_t)k, sizeof *dist);
+  if (!idx || !dist)
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the neighbours",
+                 (double)n * k * 16 / 1e6);
+  if (!st) st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, opt, NULL);
+  if (!st) st = gm_tsne_affinities_multiscale(idx, dist, n, k, perplexities, scales, P, NULL, opt);
+  free(idx);
+  free(dist);
   return st;
 }
 
@@ -526,8 +565,8 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
   if (k > n - 1) k = n - 1;
   result->neighbours = k;
 
-  double *reduced = NULL, *init_pcs = NULL, *dist = NULL;
-  int64_t *idx = NULL;
+  double *reduced = NULL, *init_pcs = NULL;
+  gm_csr P = {0};
   const double *data = x;
   int64_t init_have = 0;
   const int want_pca_init = params->init == GPUML_TSNE_INIT_PCA;
@@ -556,21 +595,16 @@ gpuml_status gpuml_tsne_fit(const double *x, int64_t n, int64_t d,
     init_have = ncomp;
   }
 
-  idx = gm_alloc((size_t)n * (size_t)k, sizeof *idx);
-  dist = gm_alloc((size_t)n * (size_t)k, sizeof *dist);
-  if (!idx || !dist) {
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the neighbours",
-                 (double)n * k * 16 / 1e6);
+  const double *perplexities;
+  const int64_t scales = fit_scales(params, &perplexities);
+  if ((st = gm_tsne_fit_affinities(data, n, d_used, k, perplexities, scales, &P, &used)))
     goto done;
-  }
-  if ((st = gpuml_knn_search(data, n, d_used, NULL, 0, k, idx, dist, &used, NULL))) goto done;
-  st = fit_from_neighbours(idx, dist, n, k, params, reduce_to ? reduced : init_pcs, init_have, y,
+  st = fit_from_affinities(&P, n, params, reduce_to ? reduced : init_pcs, init_have, y,
                            itercosts, &used, b, t_start, result);
 done:
   free(reduced);
   free(init_pcs);
-  free(idx);
-  free(dist);
+  gm_csr_free(&P);
   return st;
 }
 

@@ -38,8 +38,15 @@ typedef struct {
   int64_t *row; /* n + 1 */
   int64_t *col; /* nnz */
   double *val;  /* nnz */
+  /* P kept in the memory of the backend that built it (gm_tsne_ops.fit_affinities: the
+   * GPU's), for that backend's optimize(); row, col and val are NULL then (until
+   * gm_tsne_ops.resident_to_host fills them). gm_csr_free() gives it back through
+   * resident_free. NULL: P is on the host only. */
+  void *resident;
+  void (*resident_free)(void *resident);
 } gm_csr;
 
+/* Frees the host arrays and the backend's copy of P. */
 void gm_csr_free(gm_csr *P);
 
 /* Boxes per dimension of the FFT grid for an embedding whose coordinates span
@@ -66,6 +73,14 @@ gpuml_status gm_tsne_affinities(const int64_t *idx, const double *dist, int64_t 
 gpuml_status gm_tsne_affinities_multiscale(const int64_t *idx, const double *dist, int64_t n,
                                            int64_t k, const double *perplexities, int64_t scales,
                                            gm_csr *P, double *entropy, const gpuml_options *opt);
+
+/* P as gpuml_tsne_fit() builds it from the (reduced) data x (n x d): the backend's
+ * fit_affinities where it has one and one device searches with the Euclidean metric (P
+ * then stays in the backend's memory, P->resident), else the self-search for k
+ * neighbours on the host followed by gm_tsne_affinities_multiscale(). */
+gpuml_status gm_tsne_fit_affinities(const double *x, int64_t n, int64_t d, int64_t k,
+                                    const double *perplexities, int64_t scales, gm_csr *P,
+                                    const gpuml_options *opt);
 
 /* The affinities on the host (the CPU backend's, and the GPU's when its memory budget
  * is too small): the backend's conditional affinities, each row sorted by column, then

@@ -17,7 +17,8 @@ static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density, gm_cuda_dpc_rho, gm_cud
 static const gm_tsne_ops cuda_tsne = {gm_cuda_tsne_conditional, gm_cuda_tsne_affinities,
                                       gm_cuda_tsne_pca,
                                       gm_cuda_tsne_optimize, gm_cuda_tsne_gradient,
-                                      gm_cuda_tsne_exact_max_n, gm_cuda_tsne_place};
+                                      gm_cuda_tsne_exact_max_n, gm_cuda_tsne_place,
+                                      gm_cuda_tsne_fit_affinities, gm_cuda_tsne_resident_to_host};
 
 extern "C" const gm_backend gm_cuda_backend = {GPUML_BACKEND_CUDA, "cuda", GPUML_CUDA_ARCHS,
                                                CUDART_VERSION, gm_cuda_probe, gm_cuda_release,

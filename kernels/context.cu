@@ -18,11 +18,16 @@ static gpuml_status cuda_failure(const char *id, cudaError_t e, const char *what
 
 gpuml_status DeviceContext::open(const char *id) {
   if (open_) return GPUML_OK;
-  cudaError_t e = cudaGetDeviceProperties(&props_, device_);
-  if (e != cudaSuccess) return cuda_failure(id, e, "cudaGetDeviceProperties");
+  // Attributes one by one: cudaGetDeviceProperties fills every field, some at a cost
+  // (the CUDA guide's advice), where a call needs two.
+  cudaError_t e = cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_);
+  if (e != cudaSuccess) return cuda_failure(id, e, "cudaDeviceGetAttribute");
+  size_t free_bytes = 0, total_bytes = 0;
+  e = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (e != cudaSuccess) return cuda_failure(id, e, "cudaMemGetInfo");
   e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
   if (e != cudaSuccess) return cuda_failure(id, e, "cudaStreamCreate");
-  cache_limit_ = props_.totalGlobalMem / 4;
+  cache_limit_ = total_bytes / 4;
   const char *env = getenv("GPUML_CUDA_POOL_CACHE");
   size_t bytes = 0;
   if (env && *env) {
@@ -201,6 +206,26 @@ gpuml_status device_context(int device, const char *id, DeviceContext **out) {
   }
   *out = registry[device].get();
   return GPUML_OK;
+}
+
+void HeldBlock::release() {
+  if (!p_) return;
+  // By the device number, not a kept pointer: the context may have been released and made
+  // again since (the block itself stays valid: release() frees cached blocks only).
+  DeviceContext *dc = nullptr;
+  if (device_context(device_, "cuda", &dc) == GPUML_OK) {
+    std::lock_guard<std::recursive_mutex> call(dc->lock());
+    int previous = 0;
+    const bool restore = cudaGetDevice(&previous) == cudaSuccess;
+    if (cudaSetDevice(device_) == cudaSuccess) {
+      dc->free(p_, bytes_);
+      dc->trim(dc->cache_limit());
+    }
+    if (restore) cudaSetDevice(previous);
+    cudaGetLastError();
+  }
+  p_ = nullptr;
+  bytes_ = 0;
 }
 
 }  // namespace gm

@@ -33,9 +33,9 @@ class DeviceContext {
 
   // Everything below expects the caller to hold lock() with the device current.
 
-  // Creates the stream and reads the properties, once.
+  // Creates the stream and reads the two properties the calls use, once.
   gpuml_status open(const char *id);
-  const cudaDeviceProp &props() const { return props_; }
+  int sm_count() const { return sm_count_; }
   cudaStream_t stream() const { return stream_; }
   // Library handles, created on first use, bound to stream().
   gpuml_status blas(const char *id, cublasHandle_t *out);
@@ -73,7 +73,7 @@ class DeviceContext {
   int device_;
   std::recursive_mutex lock_;
   bool open_ = false;
-  cudaDeviceProp props_{};
+  int sm_count_ = 1;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cusolverDnHandle_t solver_ = nullptr;
@@ -87,6 +87,33 @@ class DeviceContext {
 
 // The context of `device`, created on first use and kept until gpuml_shutdown().
 gpuml_status device_context(int device, const char *id, DeviceContext **out);
+
+// A block of a device's pool that outlives the call that took it (Context::alloc_held):
+// one stage's output that a later call reads on the device, such as a t-SNE fit's
+// neighbour lists and P. The destructor gives it back to the pool, under the device's
+// lock (work queued on the device's stream before stays ordered before its next user).
+// Release it outside any Context: finding the device's context takes the registry's lock,
+// which gpuml_context_free() holds while it waits for the device's.
+class HeldBlock {
+ public:
+  HeldBlock() = default;
+  HeldBlock(const HeldBlock &) = delete;
+  HeldBlock &operator=(const HeldBlock &) = delete;
+  ~HeldBlock() { release(); }
+  void hold(int device, void *p, size_t bytes) {
+    release();
+    device_ = device;
+    p_ = p;
+    bytes_ = bytes;
+  }
+  void *get() const { return p_; }
+  void release();
+
+ private:
+  int device_ = -1;
+  void *p_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 }  // namespace gm
 

@@ -116,9 +116,9 @@ class Context {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
   size_t budget() const { return budget_; }
-  // The device's context: its properties, its pinned staging ring, its solver handle.
+  // The device's context: its pinned staging ring, its solver handle.
   DeviceContext &device() const { return *dc_; }
-  const cudaDeviceProp &props() const { return dc_->props(); }
+  int sm_count() const { return dc_->sm_count(); }
   gpuml_status solver(cusolverDnHandle_t *out) { return dc_->solver(id_, out); }
   gpuml_status pinned(int slot, size_t bytes, void **out) {
     return dc_->pinned(id_, slot, bytes, out);
@@ -214,6 +214,21 @@ class Context {
     GM_TRY(dc_->alloc(id_, what, count * sizeof(P), &q));
     dev_[ndev_] = q;
     dev_bytes_[ndev_++] = count * sizeof(P);
+    *p = (P *)q;
+    return GPUML_OK;
+  }
+
+  // Device memory from the pool that this call does not give back: `held` keeps it (and
+  // gives it back when it goes) for a later call on the same device.
+  template <typename P>
+  gpuml_status alloc_held(HeldBlock &held, P **p, size_t count, const char *what) {
+    *p = NULL;
+    if (count == 0) count = 1;
+    if (count > SIZE_MAX / sizeof(P))
+      return gm_fail(GPUML_ERR_NOMEM, id_, "%s is too large for the GPU", what);
+    void *q = NULL;
+    GM_TRY(dc_->alloc(id_, what, count * sizeof(P), &q));
+    held.hold(dc_->device(), q, count * sizeof(P));
     *p = (P *)q;
     return GPUML_OK;
   }

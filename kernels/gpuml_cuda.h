@@ -68,6 +68,12 @@ gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, int64_t n, 
 int64_t gm_cuda_tsne_exact_max_n(int dims, double df);
 gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_run *run, double *y,
                                 const gpuml_options *opt);
+gpuml_status gm_cuda_tsne_fit_affinities(const double *x, int64_t n, int64_t d, int64_t k,
+                                         const double *perplexities, int64_t scales, gm_csr *P,
+                                         const gpuml_options *opt);
+gpuml_status gm_cuda_tsne_resident_to_host(gm_csr *P, const gpuml_options *opt);
+/* Gives a resident P's device memory back (gm_csr.resident_free). */
+void gm_cuda_tsne_resident_free(void *resident);
 
 /* kernels/gmm.cu: the mixtures' engine on the device (data, responsibilities and
  * parameters stay there between the steps of EM). */

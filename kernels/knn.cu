@@ -33,6 +33,7 @@
 #include <new>
 #include "gpuml_cuda.h"
 #include "knn_fused.cuh"
+#include "knn_lists.cuh"
 
 namespace gm {
 namespace {
@@ -429,6 +430,10 @@ struct KnnSearch {
   void *cub_tmp = nullptr;
   size_t cub_bytes = 0;
   bool big_final = false, overlap = false, prefetch = false, full_out = false;
+  // Set by the caller: the whole lists stay on the device in these blocks (index and dist
+  // unused); lists_fit turns false, and nothing is searched, when they do not fit.
+  HeldBlock *keep_idx = nullptr, *keep_dist = nullptr;
+  bool lists_fit = true;
   int64_t splits = 1, fused_per = 0, gemm_count = 0;
   // precision auto: the largest reference norm, each tile's certificate flags, and the
   // queries whose lists were not certified (searched again in fp64 afterwards)
@@ -485,7 +490,7 @@ struct KnnSearch {
                      (long long)k);
     K = (int)p.K;
     GM_TRY(ctx.init(opt, p.gemm));
-    p.sm_count = ctx.props().multiProcessorCount;
+    p.sm_count = ctx.sm_count();
     if (p.fused && (plan_knn(p, n, d, m, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
       p.fused = false;  // the data do not fit on the device: tile by tile instead
       p.tile = p.gemm || !p.small;
@@ -582,8 +587,18 @@ struct KnnSearch {
     full_out = plan_bytes(p, n, d, k, self, qt, nullptr) + ((size_t)m - (size_t)qt) * out_bytes <=
                ctx.budget();
     const size_t out_rows = full_out ? (size_t)m : (size_t)qt;
-    GM_TRY(ctx.alloc(&out_idx, out_rows * (size_t)k, "the neighbour indices"));
-    GM_TRY(ctx.alloc(&out_dist, out_rows * (size_t)k, "the neighbour distances"));
+    if (keep_idx) {
+      if (!full_out) {
+        lists_fit = false;
+        return GPUML_OK;
+      }
+      GM_TRY(ctx.alloc_held(*keep_idx, &out_idx, out_rows * (size_t)k, "the neighbour indices"));
+      GM_TRY(ctx.alloc_held(*keep_dist, &out_dist, out_rows * (size_t)k,
+                            "the neighbour distances"));
+    } else {
+      GM_TRY(ctx.alloc(&out_idx, out_rows * (size_t)k, "the neighbour indices"));
+      GM_TRY(ctx.alloc(&out_dist, out_rows * (size_t)k, "the neighbour distances"));
+    }
     if (big_final) {
       GM_TRY(ctx.alloc(&offsets, (size_t)qt + 1, "segment offsets"));
       HostArray<int64_t> h_off;
@@ -757,6 +772,7 @@ struct KnnSearch {
   gpuml_status run() {
     GM_TRY(plan());
     GM_TRY(load());
+    if (!lists_fit) return GPUML_OK;
     if (prefetch) GM_TRY(load_queries(0, 0));
     for (int64_t q0 = 0, tile = 0; q0 < m; q0 += qt, tile++) {
       const int64_t qn = m - q0 < qt ? m - q0 : qt;
@@ -780,7 +796,7 @@ struct KnnSearch {
       // the last tile's report waits for the copy and the re-checks (knn_run)
       if (q0 + qn < m) gm_progress(opt, "knn", q0 + qn, m);
     }
-    if (!full_out) return GPUML_OK;
+    if (!full_out || keep_idx) return GPUML_OK;  // (each tile synced: the lists are final)
     GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)m * (size_t)k * 8,
                                      cudaMemcpyDeviceToHost, ctx.stream()),
                      "copying neighbour indices to the host"));
@@ -830,9 +846,9 @@ bool fp64_view(const ResidentPoints &src, const gpuml_options *opt, ResidentPoin
 }
 
 // The queries listed in `rows` (of the m x d query matrix, or of the data in a
-// self-search), searched again with the fp64 GEMM; their rows of the output replaced.
-// In a self-search each is a query against all n points for k + 1 neighbours, its own
-// index then dropped (or, when duplicates with smaller indices push it beyond k + 1, the
+// self-search), searched again with the fp64 GEMM: query rows[i]'s k neighbours into
+// row i of the count x k lists index and dist (column-major). In a self-search each is
+// a query against all n points for k + 1 neighbours, its own index then dropped (or, when duplicates with smaller indices push it beyond k + 1, the
 // last one): the first k of the others in the order (distance, index).
 // rp (may be NULL): an index's points in the fp64 form (fp64_view), searched instead of
 // uploading the data again.
@@ -861,8 +877,8 @@ gpuml_status recheck_in_fp64(const double *data, int64_t n, int64_t d, const dou
     for (int64_t j = 0, out = 0; j < kk && out < k; j++) {
       const int64_t nb = sub_idx.p[i + j * count];
       if (self && nb == row) continue;
-      index[row + out * m] = nb;
-      dist[row + out * m] = sub_dist.p[i + j * count];
+      index[i + out * count] = nb;
+      dist[i + out * count] = sub_dist.p[i + j * count];
       out++;
     }
   }
@@ -896,16 +912,105 @@ gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int6
     // (when it fits) rather than uploading the data again for the re-checks.
     ResidentPoints view;
     const bool on_device = rp && rp->gemm && fp64_view(*rp, opt, &view);
-    gpuml_status st = recheck_in_fp64(data, n, d, query, rows_out, k, rows.p, count, index,
-                                      dist, opt, on_device ? &view : nullptr);
+    HostArray<int64_t> sub_idx;
+    HostArray<double> sub_dist;
+    gpuml_status st = GPUML_OK;
+    if (!sub_idx.alloc((size_t)count * (size_t)k) || !sub_dist.alloc((size_t)count * (size_t)k))
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the re-checked lists");
+    if (!st)
+      st = recheck_in_fp64(data, n, d, query, rows_out, k, rows.p, count, sub_idx.p, sub_dist.p,
+                           opt, on_device ? &view : nullptr);
     if (on_device) release_view(view);
+    for (int64_t i = 0; !st && i < count; i++)
+      for (int64_t t = 0; t < k; t++) {
+        index[rows.p[i] + t * rows_out] = sub_idx.p[i + t * count];
+        dist[rows.p[i] + t * rows_out] = (In)sub_dist.p[i + t * count];
+      }
     if (!st) gm_progress(opt, "knn", rows_out, rows_out);
     return st;
   }
   return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");
 }
 
+// Row rows[i] of the m x k lists (index, dist) replaced by row i of the count x k ones.
+__global__ void replace_rows_kernel(const int64_t *__restrict__ rows, int64_t count, int64_t k,
+                                    const int64_t *__restrict__ sub_idx,
+                                    const double *__restrict__ sub_dist, int64_t m,
+                                    int64_t *__restrict__ index, double *__restrict__ dist) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= count * k) return;
+  const int64_t i = e % count, t = e / count, at = rows[i] + t * m;
+  index[at] = sub_idx[e];
+  dist[at] = sub_dist[e];
+}
+
+// knn_self_lists (knn_lists.cuh) in compute type T: knn_run's search and re-checks, the
+// lists left in the held blocks and the re-checked rows replaced there.
+template <typename T>
+gpuml_status self_lists(const double *data, int64_t n, int64_t d, int64_t k,
+                        const gpuml_options *opt, HeldBlock &held_idx, HeldBlock &held_dist,
+                        bool *fits) {
+  *fits = false;
+  HostArray<int64_t> rows;
+  int64_t count = 0;
+  {
+    KnnSearch<T, double> search(data, n, d, nullptr, 0, k, nullptr, nullptr, opt);
+    search.keep_idx = &held_idx;
+    search.keep_dist = &held_dist;
+    GM_TRY(search.run());
+    if (!search.lists_fit) return GPUML_OK;
+    count = search.recheck_count;
+    rows.p = search.recheck.p;
+    search.recheck.p = nullptr;
+  }
+  *fits = true;
+  if (count > 0) {
+    if constexpr (sizeof(T) != 4)
+      return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");
+    const size_t ck = (size_t)count * (size_t)k;
+    HostArray<int64_t> sub_idx;
+    HostArray<double> sub_dist;
+    if (!sub_idx.alloc(ck) || !sub_dist.alloc(ck))
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the re-checked lists");
+    GM_TRY(recheck_in_fp64(data, n, d, nullptr, n, k, rows.p, count, sub_idx.p, sub_dist.p, opt,
+                           nullptr));
+    Context ctx{"knn:cuda"};
+    GM_TRY(ctx.init(opt, 0));
+    int64_t *rows_d = nullptr, *idx_d = nullptr;
+    double *dist_d = nullptr;
+    GM_TRY(ctx.alloc(&rows_d, (size_t)count, "the re-checked rows"));
+    GM_TRY(ctx.alloc(&idx_d, ck, "the re-checked lists"));
+    GM_TRY(ctx.alloc(&dist_d, ck, "the re-checked lists"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(rows_d, rows.p, (size_t)count * 8, cudaMemcpyHostToDevice,
+                                     ctx.stream()), "copying the re-checked rows"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(idx_d, sub_idx.p, ck * 8, cudaMemcpyHostToDevice,
+                                     ctx.stream()), "copying the re-checked lists"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(dist_d, sub_dist.p, ck * 8, cudaMemcpyHostToDevice,
+                                     ctx.stream()), "copying the re-checked lists"));
+    replace_rows_kernel<<<grid_1d((int64_t)ck, 256), 256, 0, ctx.stream()>>>(
+        rows_d, count, k, idx_d, dist_d, n, (int64_t *)held_idx.get(), (double *)held_dist.get());
+    GM_TRY(ctx.launched("replacing the re-checked lists"));
+    GM_TRY(ctx.sync("replacing the re-checked lists"));
+  }
+  gm_progress(opt, "knn", n, n);
+  return GPUML_OK;
+}
+
 }  // namespace
+
+gpuml_status knn_self_lists(const double *data, int64_t n, int64_t d, int64_t k,
+                            const gpuml_options *opt, HeldBlock &index, HeldBlock &dist,
+                            bool *fits) {
+  gpuml_status st = opt->precision == GPUML_PRECISION_SINGLE || certified_search<float, double>(opt, d)
+                        ? self_lists<float>(data, n, d, k, opt, index, dist, fits)
+                        : self_lists<double>(data, n, d, k, opt, index, dist, fits);
+  if (st || !*fits) {
+    index.release();
+    dist.release();
+  }
+  return st;
+}
+
 }  // namespace gm
 
 extern "C" gpuml_status gm_cuda_knn(const gm_matrix *dm, const gm_matrix *qm, int64_t k,

@@ -272,13 +272,14 @@ struct TsneGpu {
   int64_t *row = nullptr;
   int32_t *col = nullptr;
   double *val = nullptr;
+  bool p_on_device = false;  // row, col, val are a resident P's (not this call's)
   double *y = nullptr, *uy = nullptr, *gains = nullptr, *attr = nullptr, *rep = nullptr,
          *zrow = nullptr, *partial = nullptr, *scal = nullptr;
   // exact
   double *zpart = nullptr, *rpart = nullptr;
   int64_t chunks = 1, chunk = 0;
   // FFT
-  int boxes = 0, size = 0, max_boxes = 0, fit_boxes = 0;  // fit_boxes: the budget's
+  int boxes = 0, size = 0, max_boxes = 0;
   size_t used = 0, grid_cells = 0;  // bytes taken so far; cells the grids hold
   int32_t *key = nullptr, *key_sorted = nullptr, *index = nullptr, *order = nullptr;
   int32_t *start = nullptr, *end = nullptr;
@@ -316,8 +317,9 @@ struct TsneGpu {
   }
 
   size_t bytes_needed() const {
-    // P (row pointers, 32-bit columns, values) and the buffer its columns pass through
-    size_t b = (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
+    // P (row pointers, 32-bit columns, values) and the buffer its columns pass through,
+    // unless P is on the device already
+    size_t b = p_on_device ? 0 : (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
     b += (size_t)n * D * 8 * 5 + (size_t)n * 8 + (size_t)kReduceBlocks * 8 * 4 + 1024;
     if (method == GPUML_TSNE_EXACT) {
       b += (size_t)chunks * n * 8 * (1 + D);
@@ -330,15 +332,17 @@ struct TsneGpu {
     return b;
   }
 
-  gpuml_status init(const int64_t *h_row, const int64_t *h_col, const double *h_val, int64_t n_,
-                    int dims, gpuml_tsne_method m, double df_) {
+  // P from the host (uploaded here), or the device's own (P->resident: used in place).
+  gpuml_status init(const gm_csr *P, int64_t n_, int dims, gpuml_tsne_method m, double df_) {
     n = n_;
     D = dims;
     df = df_;
     heavy = df != 1.0;
     charged = fixed > 0 ? fixed : n;
     method = m;
-    nnz = h_row[n];
+    const DeviceCsr *resident = (const DeviceCsr *)P->resident;
+    p_on_device = resident != nullptr;
+    nnz = p_on_device ? resident->nnz : P->row[n];
     if (method == GPUML_TSNE_EXACT && fixed > 0) {
       // a placement: the columns (fixed points) split by their count alone, so that a
       // new point's sums, and its place, do not depend on the other new points
@@ -361,14 +365,6 @@ struct TsneGpu {
                                                         (int32_t *)nullptr, (int)n, 0, bits,
                                                         ctx.stream()),
                        "sizing the radix sort"));
-      // automatic grids stay within the budget (a 3-D grid of 512^3 takes 4 GB; the
-      // smaller grids of the way there stay allocated, together less than the largest);
-      // a grid the caller fixes beyond it fails with a clear error (use_grid)
-      int cap = kFftMaxSize[D - 1];
-      fit_boxes = max_boxes;
-      while (cap > 32 &&
-             bytes_needed() + 2 * grid_bytes(gm_tsne_fft_size(fit_boxes)) > ctx.budget())
-        fit_boxes = gm_tsne_grid_boxes_within(INFINITY, cap /= 2);
     }
     const size_t need = used = bytes_needed();
     if (need > ctx.budget())
@@ -376,12 +372,17 @@ struct TsneGpu {
                      "t-SNE of %lld points needs %.1f MB of GPU memory but the budget is %.1f MB: "
                      "free GPU memory, raise gpu_memory_limit or use backend \"cpu\"",
                      (long long)n, (double)need / 1e6, (double)ctx.budget() / 1e6);
-    GM_TRY(ctx.alloc(&row, (size_t)n + 1, "P (rows)"));
-    GM_TRY(ctx.alloc(&col, (size_t)nnz, "P (columns)"));
-    GM_TRY(ctx.alloc(&val, (size_t)nnz, "P (values)"));
-    GM_TRY(ctx.check(cudaMemcpyAsync(row, h_row, ((size_t)n + 1) * 8, cudaMemcpyHostToDevice,
-                                     ctx.stream()), "copying P"));
-    {
+    if (p_on_device) {
+      row = resident->row;
+      col = resident->col;
+      val = resident->val;
+    } else {
+      const int64_t *h_row = P->row, *h_col = P->col;
+      GM_TRY(ctx.alloc(&row, (size_t)n + 1, "P (rows)"));
+      GM_TRY(ctx.alloc(&col, (size_t)nnz, "P (columns)"));
+      GM_TRY(ctx.alloc(&val, (size_t)nnz, "P (values)"));
+      GM_TRY(ctx.check(cudaMemcpyAsync(row, h_row, ((size_t)n + 1) * 8, cudaMemcpyHostToDevice,
+                                       ctx.stream()), "copying P"));
       // the columns narrowed to 32 bits on the device, through a bounded buffer (a host
       // loop over the 10^8 entries of a million points took a good part of a second)
       const int64_t chunk = column_chunk();
@@ -394,9 +395,9 @@ struct TsneGpu {
         narrow_kernel<<<grid_1d(len, kThreads), kThreads, 0, ctx.stream()>>>(c64, len, col + e0);
         GM_TRY(ctx.launched("P's columns"));
       }
+      GM_TRY(ctx.check(cudaMemcpyAsync(val, P->val, (size_t)nnz * 8, cudaMemcpyHostToDevice,
+                                       ctx.stream()), "copying P"));
     }
-    GM_TRY(ctx.check(cudaMemcpyAsync(val, h_val, (size_t)nnz * 8, cudaMemcpyHostToDevice,
-                                     ctx.stream()), "copying P"));
     const size_t nd = (size_t)n * D;
     GM_TRY(ctx.alloc(&y, nd, "the embedding"));
     GM_TRY(ctx.alloc(&uy, nd, "the momentum"));
@@ -461,7 +462,16 @@ struct TsneGpu {
                                        ctx.stream()), "reading the spread"));
       GM_TRY(ctx.sync("reading the spread"));
       b = gm_tsne_grid_boxes_within(lohi[1] - lohi[0], kFftMaxSize[D - 1]);
-      if (b > fit_boxes) b = fit_boxes;
+      if (b > max_boxes) b = max_boxes;
+      // An automatic grid larger than the ones allocated must fit in what the budget has
+      // left, with as much again for cuFFT's work area; otherwise the largest grid that
+      // does (wider boxes: a coarser interpolation, as at the size caps), down to a 32-point
+      // side, below which use_grid's clear error is better. The smaller grids of the way
+      // stay allocated, so growth stops near the budget, not past it. A grid the caller
+      // fixes is taken as it is (use_grid fails clearly when it does not fit).
+      while (gm_tsne_fft_size(b) > 32 && (size_t)ipow64(gm_tsne_fft_size(b), D) > grid_cells &&
+             used + 2 * grid_bytes(gm_tsne_fft_size(b)) > ctx.budget())
+        b--;
     }
     if (b > max_boxes) b = max_boxes;
     return use_grid(b);
@@ -725,12 +735,10 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
                                               double *y, double *itercosts,
                                               gpuml_tsne_result *result,
                                               const gpuml_options *opt) {
-  const int64_t *row = P->row, *col = P->col;
-  const double *val = P->val;
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, run->n, run->dims, run->method, run->df));
+  GM_TRY(t.init(P, run->n, run->dims, run->method, run->df));
   const size_t nd = (size_t)run->n * run->dims;
   GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
                    "copying the initial embedding"));
@@ -760,7 +768,7 @@ extern "C" gpuml_status gm_cuda_tsne_place(const gm_csr *P, const gm_tsne_place_
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
   t.fixed = run->n_fixed;  // only the points from n_fixed on move, and only the fixed repel
-  GM_TRY(t.init(P->row, P->col, P->val, run->n, run->dims, run->method, run->df));
+  GM_TRY(t.init(P, run->n, run->dims, run->method, run->df));
   const size_t nd = (size_t)run->n * run->dims;
   GM_TRY(ctx.check(cudaMemcpyAsync(t.y, y, nd * 8, cudaMemcpyHostToDevice, ctx.stream()),
                    "copying the embedding"));
@@ -781,13 +789,11 @@ extern "C" gpuml_status gm_cuda_tsne_gradient(const gm_csr *P, const double *y, 
                                               int dims, gpuml_tsne_method method, int boxes,
                                               double exaggeration, double df, double *grad,
                                               double *z, const gpuml_options *opt) {
-  const int64_t *row = P->row, *col = P->col;
-  const double *val = P->val;
   if (dims < 1 || dims > 3) return gm_fail(GPUML_ERR_ARG, "tsne:badDims", "dims = %d must be 1, 2 or 3", dims);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);
-  GM_TRY(t.init(row, col, val, n, dims, method, df));
+  GM_TRY(t.init(P, n, dims, method, df));
   const size_t nd = (size_t)n * dims;
   double *g = nullptr;
   GM_TRY(ctx.alloc(&g, nd, "the gradient"));

@@ -4,6 +4,8 @@
 #ifndef GPUML_CHECK_H
 #define GPUML_CHECK_H
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 
 static int check_passed, check_failed, check_skipped;
 
@@ -26,6 +28,22 @@ static int check_passed, check_failed, check_skipped;
     fprintf(stderr, "SKIP %s:%d: ", __FILE__, __LINE__);               \
     fprintf(stderr, __VA_ARGS__);                                      \
     fprintf(stderr, "\n");                                             \
+  } while (0)
+
+/* RUN(f): calls the test function f; with GPUML_TEST_TRACE set, says on stderr when it
+ * starts and how long it took, so that a run stopped by a time limit shows where. */
+static inline double check_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+#define RUN(f)                                                                         \
+  do {                                                                                 \
+    const int trace_ = getenv("GPUML_TEST_TRACE") != NULL;                             \
+    const double t0_ = check_seconds();                                                \
+    if (trace_) fprintf(stderr, "run %s\n", #f);                                       \
+    f();                                                                               \
+    if (trace_) fprintf(stderr, "done %s %.2f s\n", #f, check_seconds() - t0_);        \
   } while (0)
 
 static inline int check_summary(const char *suite) {

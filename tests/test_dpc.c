@@ -942,6 +942,106 @@ static void test_fit_one_call(void) {
   free(x);
 }
 
+/* The density order (gpuml_dpc_order) and the recut that follows it: a recut with the
+ * kept order, without one, and with a wrong one gives the fit's answer with the same k or
+ * thresholds. */
+static void test_recut_order(void) {
+  const int64_t n = 4000, d = 2;
+  double *x = blobs(n, d, 4, 0.5, NULL);
+  fit a = fit_alloc(n);
+  int64_t *order = malloc(sizeof(int64_t) * n), *bad = malloc(sizeof(int64_t) * n);
+  int64_t *ca = malloc(sizeof(int64_t) * n), *cb = malloc(sizeof(int64_t) * n);
+  int64_t *la = malloc(sizeof(int64_t) * n), *lb = malloc(sizeof(int64_t) * n);
+  int *ha = malloc(sizeof(int) * n), *hb = malloc(sizeof(int) * n);
+  gpuml_options opt = options();
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  gpuml_dpc_result r;
+  gpuml_status st = gpuml_dpc_density(x, n, d, &p, a.rho, a.delta, a.nearest, a.gamma, &opt, &r);
+  if (!st) st = gpuml_dpc_order(a.rho, n, order);
+  int ok = st == GPUML_OK;
+  for (int64_t s = 1; ok && s < n; s++) {
+    const int64_t h = order[s - 1], i = order[s];
+    ok = a.rho[h] > a.rho[i] || (a.rho[h] == a.rho[i] && h < i);
+  }
+  CHECK(ok, "gpuml_dpc_order: densest first, equal densities by index (%s)", gpuml_last_error());
+  /* the index kept with the fit, reused by every recut below (its runs renewed each time) */
+  gpuml_dpc_index *ix = NULL;
+  CHECK(gpuml_dpc_index_build(x, n, d, r.dc, &opt, &ix) == GPUML_OK && ix,
+        "gpuml_dpc_index_build: %s", gpuml_last_error());
+  /* selections: k, and thresholds from the fit's own values */
+  double rho_sorted_mid = a.rho[order[n / 20]];
+  for (int sel_case = 0; sel_case < 3; sel_case++) {
+    gpuml_dpc_params fresh;
+    gpuml_dpc_params_init(&fresh);
+    fresh.estimate_dc = 0;
+    fresh.dc = r.dc;
+    if (sel_case < 2) {
+      fresh.select.has_k = 1;
+      fresh.select.k = sel_case == 0 ? 4 : 9;
+    } else {
+      fresh.select.has_rho = fresh.select.has_delta = 1;
+      fresh.select.rho_min = rho_sorted_mid;
+      fresh.select.delta_min = 0.5;
+    }
+    int64_t na = 0, nb = 0;
+    fit f = fit_alloc(n);
+    st = gpuml_dpc_fit(x, n, d, &fresh, f.rho, f.delta, f.nearest, NULL, ca, &na, la, ha, &opt,
+                       NULL);
+    for (int with = 0; !st && with < 3; with++) {
+      /* 0: the kept order, 1: none, 2: a wrong one (reversed), which the recut replaces */
+      for (int64_t s = 0; s < n; s++) bad[s] = order[n - 1 - s];
+      const int64_t *given = with == 0 ? order : with == 1 ? NULL : bad;
+      gpuml_status sb = gpuml_dpc_recut(x, n, d, r.dc, a.rho, a.delta, a.nearest, given,
+                                        with == 1 ? NULL : ix, &fresh, cb, &nb, lb, hb, &opt,
+                                        NULL);
+      CHECK(sb == GPUML_OK && na == nb && !memcmp(ca, cb, sizeof(int64_t) * na) &&
+                !memcmp(la, lb, sizeof(int64_t) * n) && !memcmp(ha, hb, sizeof(int) * n),
+            "recut (selection %d, order %d) equals a fresh fit with the same selection (%s)",
+            sel_case, with, gpuml_last_error());
+    }
+    CHECK(st == GPUML_OK, "fresh fit: %s", gpuml_last_error());
+    fit_free(&f);
+  }
+  /* a nearest that is not denser is refused, whatever the order given */
+  const int64_t top = order[0], low = order[n - 1];
+  const int64_t keep = a.nearest[order[1]];
+  a.nearest[order[1]] = low;
+  gpuml_dpc_params_init(&p);
+  p.select.has_k = 1;
+  p.select.k = 2;
+  int64_t nb = 0;
+  st = gpuml_dpc_recut(x, n, d, r.dc, a.rho, a.delta, a.nearest, order, NULL, &p, cb, &nb, lb,
+                       hb, &opt, NULL);
+  CHECK(st == GPUML_ERR_ARG && strstr(gpuml_last_error(), "is not a denser point"),
+        "a nearest that is not denser is refused (%s)", gpuml_last_error());
+  a.nearest[order[1]] = keep;
+  (void)top;
+  /* an index of other data is refused */
+  st = gpuml_dpc_recut(x, n - 1, d, r.dc, a.rho, a.delta, a.nearest, NULL, ix, &p, cb, &nb, lb,
+                       hb, &opt, NULL);
+  CHECK(st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "dpc:badIndex") == 0,
+        "an index of other data is refused (%s)", gpuml_last_error());
+  gpuml_dpc_index_free(ix);
+  gpuml_dpc_index_free(NULL);
+  CHECK(gpuml_dpc_order(NULL, n, order) == GPUML_ERR_ARG && gpuml_dpc_order(a.rho, 0, order) ==
+            GPUML_ERR_ARG, "gpuml_dpc_order refuses NULL and no points");
+  a.rho[5] = -1;
+  CHECK(gpuml_dpc_order(a.rho, n, order) == GPUML_ERR_ARG &&
+            strcmp(gpuml_last_error_id(), "dpc:badInput") == 0,
+        "gpuml_dpc_order refuses a negative rho");
+  fit_free(&a);
+  free(order);
+  free(bad);
+  free(ca);
+  free(cb);
+  free(la);
+  free(lb);
+  free(ha);
+  free(hb);
+  free(x);
+}
+
 static void test_backend_choice(void) {
   gpuml_info info;
   gpuml_backend_info(&info);
@@ -983,6 +1083,7 @@ int main(void) {
     test_clusters();
     test_callbacks();
     test_fit_one_call();
+    test_recut_order();
   }
   return check_summary("C");
 }

@@ -1,6 +1,7 @@
 /* C tests of t-SNE: the public gpuml_tsne_fit() and the internals it is built from (P,
  * PCA, the gradient), on every backend of the parity harness (tests/harness.h); on the
  * CUDA backend the results are also compared with the CPU backend's. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -176,6 +177,84 @@ static void test_affinities(void) {
   }
   free(x);
   free(entropy);
+}
+
+/* P as gpuml_tsne_fit builds it (gm_tsne_fit_affinities) on the backend under test; on
+ * CUDA the kNN lists and P stay on the device (P.resident), and P copied back must be
+ * the CPU's: the same pattern and values to 1e-10 (in double precision, where the
+ * neighbours are the CPU's). Cases: the default search (d = 20: the certified fp32 GEMM
+ * of precision auto), every list re-checked in fp64 (GPUML_CUDA_KNN_RECHECK=all: the
+ * re-checked rows replaced on the device), two perplexities, and a 4 MB memory limit
+ * under which P is built on the host from lists copied out. */
+static void test_fit_affinities(void) {
+  const int64_t n = 900, d = 20;
+  double *x = blobs(n, d, 5, 8, NULL);
+  const double single[1] = {20}, multi[2] = {6, 20};
+  const int64_t k = 60;
+  int64_t *idx = malloc(sizeof(int64_t) * n * k);
+  double *dist = malloc(sizeof(double) * n * k);
+  gpuml_options co = options(GPUML_BACKEND_CPU);
+  gpuml_status st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, &co, NULL);
+  CHECK(!st, "CPU neighbours: %s", gpuml_last_error());
+  const char *forced = getenv("GPUML_CUDA_KNN_RECHECK");
+  char saved[64] = "";
+  if (forced) snprintf(saved, sizeof saved, "%s", forced);
+  /* a memory limit or logical shards may send P the host's way */
+  const int limited = getenv("GPUML_GPU_MEMORY_LIMIT") != NULL || getenv("GPUML_SHARDS") != NULL;
+  for (int c = 0; !st && c < 4; c++) {
+    const double *perplexities = c == 2 ? multi : single;
+    const int64_t scales = c == 2 ? 2 : 1;
+    const char *what = c == 0 ? "default" : c == 1 ? "all re-checked" : c == 2 ? "multiscale" : "4 MB";
+    gpuml_options opt = options(test_backend);
+    if (c == 3) opt.gpu_memory_limit = (size_t)4 << 20;
+    if (c == 1) setenv("GPUML_CUDA_KNN_RECHECK", "all", 1);
+    gm_csr Pc = {0}, Pf = {0};
+    gpuml_status a = gm_tsne_affinities_multiscale(idx, dist, n, k, perplexities, scales, &Pc,
+                                                   NULL, &co);
+    gpuml_status b = gm_tsne_fit_affinities(x, n, d, k, perplexities, scales, &Pf, &opt);
+    if (c == 1) {
+      if (saved[0]) setenv("GPUML_CUDA_KNN_RECHECK", saved, 1);
+      else unsetenv("GPUML_CUDA_KNN_RECHECK");
+    }
+    CHECK(!a && !b, "fit's P (%s): %s", what, gpuml_last_error());
+    if (!a && !b && Pf.resident) {
+      const gm_tsne_ops *ops = gm_backend_get(test_backend)->tsne;
+      CHECK(ops->resident_to_host && ops->resident_to_host(&Pf, &opt) == GPUML_OK,
+            "fit's P (%s) copied from the device: %s", what, gpuml_last_error());
+    }
+    if (test_backend == GPUML_BACKEND_CUDA && c < 3 && !limited)
+      CHECK(Pf.resident != NULL, "fit's P (%s) stays on the device", what);
+    if (test_backend == GPUML_BACKEND_CPU)
+      CHECK(Pf.resident == NULL, "fit's P on the CPU is on the host");
+    if (!a && !b && Pf.row) {
+      int same = Pc.nnz == Pf.nnz && Pf.n == n;
+      double worst = 0, sum = 0;
+      for (int64_t i = 0; same && i <= n; i++) same &= Pc.row[i] == Pf.row[i];
+      for (int64_t e = 0; same && e < Pc.nnz; e++) {
+        same &= Pc.col[e] == Pf.col[e];
+        worst = fmax(worst, fabs(Pc.val[e] - Pf.val[e]) / Pc.val[e]);
+        sum += Pf.val[e];
+      }
+      if (test_precision != GPUML_PRECISION_SINGLE) {
+        CHECK(same, "fit's P (%s) has the CPU's pattern (nnz %lld vs %lld)", what,
+              (long long)Pf.nnz, (long long)Pc.nnz);
+        CHECK(same && worst < 1e-10 && fabs(sum - 1) < 1e-12,
+              "fit's P (%s) is the CPU's: largest relative difference %g, sum %.15g", what,
+              worst, sum);
+      } else {
+        double total = 0;
+        for (int64_t e = 0; e < Pf.nnz; e++) total += Pf.val[e];
+        CHECK(fabs(total - 1) < 1e-12 && Pf.row[n] == Pf.nnz, "fit's P (%s) sums to %.15g",
+              what, total);
+      }
+    }
+    gm_csr_free(&Pc);
+    gm_csr_free(&Pf);
+    CHECK(Pf.resident == NULL && Pf.row == NULL, "gm_csr_free releases P");
+  }
+  free(x);
+  free(idx);
+  free(dist);
 }
 
 /* Duplicated points: zero distances in the bisection and coincident points in Q. */
@@ -1406,6 +1485,7 @@ int main(void) {
     test_backend = b->id;
     test_bad_input();
     test_affinities();
+    test_fit_affinities();
     test_duplicates();
     test_pca();
     test_gradient_finite_differences();

@@ -20,12 +20,15 @@ gpu_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta 
   seed <- as_seed(seed)
   res <- .Call(gpuml_r_dpc, x, params, seed, as_backend(backend), verbose, gpuml_threads())
   fit <- structure(list(rho = res$rho, delta = res$delta, nearest = res$nearest,
-                        gamma = res$gamma, dc = res$dc, dc_estimated = is.null(dc),
+                        gamma = res$gamma, order = res$order, dc = res$dc, dc_estimated = is.null(dc),
                         gaussian = isTRUE(as_flag(gaussian, "gaussian")),
                         gaussian_cutoff = gaussian_cutoff, backend = res$backend, x = x, seed = seed,
                         peaks = NULL, clusters = NULL, halo = NULL, k = NULL,
                         threshold = NULL),
                    class = "gpu_dpc")
+  # the cell index of the halo, kept for dpc_clusters() (n (d + 2) doubles; none where
+  # the halo runs on distance tiles)
+  fit$index <- .Call(gpuml_r_dpc_index, x, fit$dc, gpuml_threads())
   if (!is.null(res$cut)) fit <- dpc_store_cut(fit, res$cut, k, rho, delta)
   if (verbose)
     message(sprintf("dpc: %d points, dc = %.4g%s, on %s", nrow(x), fit$dc,
@@ -49,8 +52,8 @@ dpc_clusters <- function(fit, k = NULL, rho = NULL, delta = NULL, backend = fit$
   if (!inherits(fit, "gpu_dpc"))
     stop("fit must be the result of gpu_dpc()", call. = FALSE)
   verbose <- as_flag(verbose, "verbose")
-  cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest,
-               dpc_params(k = k, rho = rho, delta = delta), as_backend(backend), verbose,
+  cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest, fit$order,
+               fit$index, dpc_params(k = k, rho = rho, delta = delta), as_backend(backend), verbose,
                gpuml_threads())
   dpc_store_cut(fit, cut, k, rho, delta)
 }
@@ -115,30 +118,39 @@ print.summary.gpu_dpc <- function(x, ...) {
 }
 
 
-# The points a plot draws: all up to max_points, else max_points of them evenly spaced
-# by row (no random numbers drawn), always with the peaks and the candidates (the
-# largest gamma), so that the plots stay instant at 10^7 points.
-dpc_plot_rows <- function(x, max_points) {
+# The points a plot draws, so that the plots stay instant at 10^7 points: all up to
+# max_points, else max_points of them evenly spaced by row (a systematic sample: no
+# random numbers drawn, the same rows every time), and always the peaks and the
+# candidate centres (the `candidates` largest gamma, ranked by the core). Returns the
+# rows, the candidates and a sentence saying what was drawn.
+dpc_plot_rows <- function(x, max_points, candidates = 100L) {
   n <- length(x$rho)
   if (!is.numeric(max_points) || length(max_points) != 1L || is.na(max_points) ||
       max_points < 1)
     stop("max_points must be a positive number", call. = FALSE)
-  if (n <= max_points) return(seq_len(n))
-  m <- min(n, 100L)
-  cut <- sort(x$gamma, partial = n - m + 1L)[n - m + 1L]
-  sort(unique(c(round(seq(1, n, length.out = max_points)), which(x$gamma >= cut), x$peaks)))
+  top <- .Call(gpuml_r_dpc_rank, x$rho, x$delta, min(n, candidates), gpuml_threads())
+  if (n <= max_points)
+    return(list(rows = seq_len(n), candidates = top, note = ""))
+  sample <- unique(round(seq(1, n, length.out = max_points)))
+  list(rows = sort(unique(c(sample, top, x$peaks))), candidates = top,
+       note = sprintf("%s of %s points (evenly spaced rows) and the %d largest gamma",
+                      format(length(sample), big.mark = ","), format(n, big.mark = ","),
+                      length(top)))
 }
 
-plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), max_points = 50000,
+plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), max_points = 20000,
                          ...) {
   type <- match.arg(type)
-  rows <- dpc_plot_rows(x, max_points)
-  n <- length(x$rho)
-  sampled <- if (length(rows) < n) sprintf(" (%d of %d points drawn)", length(rows), n) else ""
+  drawn <- dpc_plot_rows(x, max_points)
+  rows <- drawn$rows
+  sampled <- if (nzchar(drawn$note)) paste0("drawn: ", drawn$note) else NULL
   if (type == "decision") {
     graphics::plot(x$rho[rows], x$delta[rows], xlab = expression(rho ~ "(local density)"),
                    ylab = expression(delta ~ "(distance to a denser point)"),
-                   main = paste0("Decision graph", sampled), pch = 20, col = "grey40", ...)
+                   main = "Decision graph", sub = sampled, pch = 20, col = "grey40", ...)
+    # the candidate centres (largest gamma = rho * delta) stand out of the sample
+    top <- drawn$candidates
+    graphics::points(x$rho[top], x$delta[top], pch = 20, col = "black")
     if (!is.null(x$peaks)) {
       col <- gpuml_palette(length(x$peaks))
       graphics::points(x$rho[x$peaks], x$delta[x$peaks], pch = 21, bg = col, cex = 1.8)
@@ -173,8 +185,8 @@ plot.gpu_dpc <- function(x, y = NULL, type = c("decision", "clusters"), max_poin
   if (is.null(lab)) lab <- c("x1", "x2")
   col <- gpuml_palette(length(x$peaks))[clusters]
   graphics::plot(data[, 1], data[, 2], type = "n", xlab = lab[1], ylab = lab[2],
-                 main = sprintf("%d clusters, %d halo points%s", length(x$peaks),
-                                sum(x$halo), sampled), ...)
+                 main = sprintf("%d clusters, %d halo points", length(x$peaks), sum(x$halo)),
+                 sub = sampled, ...)
   if (any(halo))
     graphics::points(data[halo, 1], data[halo, 2], pch = 1, cex = 0.6,
                      col = grDevices::adjustcolor(col[halo], alpha.f = 0.6))

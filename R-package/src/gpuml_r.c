@@ -326,7 +326,9 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_params_defaults", (DL_FUNC)&gpuml_r_params_defaults, 1},
     /* density peaks (gpuml_r_dpc.c) */
     {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 6},
-    {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 9},
+    {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 11},
+    {"gpuml_r_dpc_index", (DL_FUNC)&gpuml_r_dpc_index, 3},
+    {"gpuml_r_dpc_rank", (DL_FUNC)&gpuml_r_dpc_rank, 4},
 
     /* t-SNE (gpuml_r_tsne.c) */
     {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 9},

@@ -59,8 +59,10 @@ SEXP gpuml_r_knn_index_search(SEXP index, SEXP query, SEXP k, SEXP verbose, SEXP
 SEXP gpuml_r_knn_index_info(SEXP index);
 SEXP gpuml_r_knn_index_free(SEXP index);
 SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
-SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP params,
-                     SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP order,
+                     SEXP index, SEXP params, SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_dpc_index(SEXP x, SEXP dc, SEXP threads);
+SEXP gpuml_r_dpc_rank(SEXP rho, SEXP delta, SEXP m, SEXP threads);
 SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEXP verbose,
                   SEXP threads, SEXP input, SEXP nn_dist);
 SEXP gpuml_r_tsne_transform(SEXP x, SEXP y, SEXP newdata, SEXP params, SEXP backend,

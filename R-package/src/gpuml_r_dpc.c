@@ -34,6 +34,38 @@ static SEXP cut_list(const int64_t *centres, int64_t ncentres, const int64_t *cl
   return res;
 }
 
+/* The index kept with a fit (gpuml_dpc_index) as an R external pointer, freed by the
+ * garbage collector's finalizer; one restored from a saved session comes back empty and
+ * reaches the core as NULL (the recut then builds its own). */
+static SEXP dpc_index_tag(void) { return Rf_install("gpuml_dpc_index"); }
+
+static void dpc_index_finalizer(SEXP ptr) {
+  gpuml_dpc_index *ix = (gpuml_dpc_index *)R_ExternalPtrAddr(ptr);
+  if (!ix) return;
+  R_ClearExternalPtr(ptr);
+  gpuml_dpc_index_free(ix);
+}
+
+static gpuml_dpc_index *dpc_index_of(SEXP ptr) {
+  if (Rf_isNull(ptr)) return NULL;
+  if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != dpc_index_tag())
+    Rf_error("the fit's index is not a density peaks index: pass the fit of gpu_dpc()");
+  return (gpuml_dpc_index *)R_ExternalPtrAddr(ptr);
+}
+
+SEXP gpuml_r_dpc_index(SEXP x, SEXP dc, SEXP threads) {
+  gpuml_options opt;
+  gpuml_r_options(&opt, R_NilValue, Rf_ScalarLogical(0), threads);
+  SEXP ptr = PROTECT(R_MakeExternalPtr(NULL, dpc_index_tag(), R_NilValue));
+  R_RegisterCFinalizerEx(ptr, dpc_index_finalizer, TRUE);
+  gpuml_dpc_index *ix = NULL;
+  gpuml_r_stop_on_failure(gpuml_dpc_index_build(REAL(x), (int64_t)Rf_nrows(x),
+                                                (int64_t)Rf_ncols(x), Rf_asReal(dc), &opt, &ix));
+  R_SetExternalPtrAddr(ptr, ix);
+  UNPROTECT(1);
+  return ptr;
+}
+
 static int has_selection(const gpuml_dpc_params *p) {
   return p->select.has_k || p->select.has_rho || p->select.has_delta;
 }
@@ -41,7 +73,8 @@ static int has_selection(const gpuml_dpc_params *p) {
 /* x: double matrix; params: a named list of the parameters the user gave, by the core's
  * names (dc, neighbor_rate, kernel, k, rho, delta); seed: a double (the dc sample).
  * Returns list(rho, delta, nearest (1-based, NA for the top point), gamma, dc, backend,
- * cut), cut being NULL without a selection, else list(peaks, clusters, halo). */
+ * cut, order), cut being NULL without a selection, else list(peaks, clusters, halo), and
+ * order the density order (gpuml_dpc_order, 1-based). */
 SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
@@ -68,11 +101,15 @@ SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEX
                                         &result));
   for (int64_t i = 0; i < n; i++)
     INTEGER(nearest)[i] = nearest0[i] < 0 ? NA_INTEGER : (int)(nearest0[i] + 1);
+  /* the density order, kept with the fit for recutting (nearest0 is free again) */
+  gpuml_r_stop_on_failure(gpuml_dpc_order(REAL(rho), n, nearest0));
+  SEXP order = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)len));
+  for (int64_t s = 0; s < n; s++) INTEGER(order)[s] = (int)(nearest0[s] + 1);
   SEXP cuts = cut ? cut_list(centres, ncentres, cluster, halo, n) : R_NilValue;
   PROTECT(cuts);
-  const char *keys[] = {"rho", "delta", "nearest", "gamma", "dc", "backend", "cut"};
-  SEXP res = PROTECT(Rf_allocVector(VECSXP, 7));
-  SEXP names = PROTECT(Rf_allocVector(STRSXP, 7));
+  const char *keys[] = {"rho", "delta", "nearest", "gamma", "dc", "backend", "cut", "order"};
+  SEXP res = PROTECT(Rf_allocVector(VECSXP, 8));
+  SEXP names = PROTECT(Rf_allocVector(STRSXP, 8));
   SET_VECTOR_ELT(res, 0, rho);
   SET_VECTOR_ELT(res, 1, delta);
   SET_VECTOR_ELT(res, 2, nearest);
@@ -80,22 +117,26 @@ SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEX
   SET_VECTOR_ELT(res, 4, Rf_ScalarReal(result.dc));
   SET_VECTOR_ELT(res, 5, Rf_mkString(gpuml_backend_name(result.run.backend)));
   SET_VECTOR_ELT(res, 6, cuts);
-  for (int i = 0; i < 7; i++) SET_STRING_ELT(names, i, Rf_mkChar(keys[i]));
+  SET_VECTOR_ELT(res, 7, order);
+  for (int i = 0; i < 8; i++) SET_STRING_ELT(names, i, Rf_mkChar(keys[i]));
   Rf_setAttrib(res, R_NamesSymbol, names);
-  UNPROTECT(7);
+  UNPROTECT(8);
   return res;
 }
 
-/* Recuts a fit: x, dc, rho, delta, nearest (1-based, NA for the top point) as gpu_dpc()
- * stored them; params: the selection (k, rho, delta) by name. Returns
- * list(peaks, clusters, halo). */
-SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP params,
-                     SEXP backend, SEXP verbose, SEXP threads) {
+/* Recuts a fit: x, dc, rho, delta, nearest (1-based, NA for the top point), order
+ * (1-based, or NULL: a fit saved before it was kept) and index (an external pointer or
+ * NULL) as gpu_dpc() stored them; params:
+ * the selection (k, rho, delta) by name. Returns list(peaks, clusters, halo). */
+SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP order,
+                     SEXP index, SEXP params, SEXP backend, SEXP verbose, SEXP threads) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
   const int64_t n = (int64_t)XLENGTH(rho), d = (int64_t)Rf_ncols(x);
-  if ((int64_t)Rf_nrows(x) != n || (int64_t)XLENGTH(delta) != n || (int64_t)XLENGTH(nearest) != n)
-    Rf_error("the fit is inconsistent: x, rho, delta and nearest must describe the same points");
+  const int has_order = !Rf_isNull(order);
+  if ((int64_t)Rf_nrows(x) != n || (int64_t)XLENGTH(delta) != n || (int64_t)XLENGTH(nearest) != n ||
+      (has_order && (int64_t)XLENGTH(order) != n))
+    Rf_error("the fit is inconsistent: x, rho, delta, nearest and order must describe the same points");
   gpuml_dpc_params p;
   gpuml_dpc_params_init(&p);
   gpuml_r_set_params(GPUML_PARAMS_DPC, &p, params);
@@ -105,12 +146,34 @@ SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP p
     const int v = INTEGER(nearest)[i];
     nearest0[i] = v == NA_INTEGER ? -1 : (int64_t)v - 1;
   }
+  int64_t *order0 = has_order ? (int64_t *)R_alloc(len, sizeof(int64_t)) : NULL;
+  for (int64_t s = 0; has_order && s < n; s++) {
+    const int v = INTEGER(order)[s];
+    order0[s] = v == NA_INTEGER ? -1 : (int64_t)v - 1;
+  }
   int64_t *centres = (int64_t *)R_alloc(len, sizeof(int64_t));
   int64_t *cluster = (int64_t *)R_alloc(len, sizeof(int64_t));
   int *halo = (int *)R_alloc(len, sizeof(int));
   int64_t ncentres = 0;
   gpuml_r_stop_on_failure(gpuml_dpc_recut(REAL(x), n, d, Rf_asReal(dc), REAL(rho), REAL(delta),
-                                          nearest0, &p, centres, &ncentres, cluster, halo, &opt,
+                                          nearest0, order0, dpc_index_of(index), &p, centres, &ncentres, cluster, halo, &opt,
                                           NULL));
   return cut_list(centres, ncentres, cluster, halo, n);
+}
+
+/* The m points of largest gamma (gpuml_dpc_rank), 1-based, in the centres' order. */
+SEXP gpuml_r_dpc_rank(SEXP rho, SEXP delta, SEXP m, SEXP threads) {
+  gpuml_options opt;
+  gpuml_r_options(&opt, R_NilValue, Rf_ScalarLogical(0), threads);
+  const int64_t n = (int64_t)XLENGTH(rho);
+  if ((int64_t)XLENGTH(delta) != n)
+    Rf_error("the fit is inconsistent: rho and delta must describe the same points");
+  const double mm = Rf_asReal(m);
+  const int64_t k = R_FINITE(mm) && fabs(mm) < 9e18 ? (int64_t)mm : 0;
+  int64_t *top = (int64_t *)R_alloc(k > 0 && k <= n ? (size_t)k : 1, sizeof(int64_t));
+  gpuml_r_stop_on_failure(gpuml_dpc_rank(REAL(rho), REAL(delta), n, k, top, &opt));
+  SEXP res = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)k));
+  for (int64_t c = 0; c < k; c++) INTEGER(res)[c] = (int)(top[c] + 1);
+  UNPROTECT(1);
+  return res;
 }

@@ -20,7 +20,8 @@ static const gm_dpc_ops cpu_dpc = {gm_cpu_dpc_density, gm_cpu_dpc_rho, gm_cpu_dp
 static const gm_tsne_ops cpu_tsne = {gm_cpu_tsne_conditional, gm_tsne_affinities_host,
                                      gm_tsne_pca_cpu,
                                      gm_tsne_optimize_cpu, gm_tsne_gradient_cpu,
-                                     gm_tsne_exact_max_n_cpu, gm_tsne_place_cpu};
+                                     gm_tsne_exact_max_n_cpu, gm_tsne_place_cpu,
+                                     NULL, NULL};
 static const gm_gmm_backend cpu_gmm = {gm_gmm_cpu_open, &gm_gmm_cpu_ops};
 
 const gm_backend gm_cpu_backend = {

@@ -1,13 +1,15 @@
 /* The CPU engine of the Gaussian mixtures (see gmm.h). Work is split so that every
  * value is computed the same way whatever the number of threads:
- *  - E-step: fixed blocks of rows in parallel; for each block and component the rows
- *    are centred on the component's mean first and then multiplied by the inverse
+ *  - E-step: fixed blocks of rows in parallel; within a block, tiles of GM_GMM_TILE rows
+ *    (above GM_GMM_SMALL_D with full covariances, the whole block) and for each tile
+ *    every component: the rows are centred on its mean and then multiplied by the inverse
  *    Cholesky factor U, so that log N(x | mu, Sigma) = -d/2 log(2 pi) + sum log diag(U)
  *    - |(x - mu) U|^2 / 2 (hand-written kernels up to GM_GMM_SMALL_D, DTRMM above);
  *    the block sums of the log-likelihood are added in block order.
  *  - M-step: components in parallel, each over all rows in order: the weighted mean,
  *    then the scatter W'W of W = sqrt(z) (x - mu), the rows centred on it (by blocks;
- *    hand-written kernels up to GM_GMM_SMALL_D, DSYRK above).
+ *    hand-written kernels up to GM_GMM_SMALL_D, DSYRK above), or for diagonal models
+ *    the weighted squares of each column, summed row by row.
  * OpenBLAS is held to one thread inside these regions (blas.c). */
 #include <math.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ static inline void store2(double *p, gm_v2 v) { memcpy(p, &v, sizeof v); }
 #endif
 
 #if GM_GMM_LANES && defined(__x86_64__)
+#include <immintrin.h>
 #define GM_GMM_AVX2 1
 typedef double gm_v4 __attribute__((vector_size(32)));
 #define GM_LOAD4(p) ({ gm_v4 v_; memcpy(&v_, (p), sizeof v_); v_; })
@@ -323,29 +326,74 @@ __attribute__((target("avx2"))) static void small_scatter_avx2(const double *W, 
 }
 #endif
 
-/* logp[i] = log(w_k N(x_i | k)) for the rows of one block. Small d: the rows are
- * go 8 at a time through small_mahalanobis(); larger d: DTRMM of the centred block. */
+/* Rows per tile of the E-step with small d or diagonal covariances: every component's
+ * log-densities of a tile are computed while its rows of x (and their centred copy, at
+ * most GM_GMM_SMALL_D x GM_GMM_TILE doubles, 12 KB) are in the L1 cache, where whole
+ * blocks were read again from L3 for each component. A multiple of 16, so that the
+ * kernels group the rows as they would a whole block. */
+#define GM_GMM_TILE 64
+
+/* out[i] = sum_j ((x_ij - mu_j) u_j)^2 for the rn rows from r0 (diagonal factors u),
+ * the squares added in column order as a centred copy would give them, without one. */
+static inline __attribute__((always_inline)) void diagonal_mahalanobis_rows(
+    const double *x, int64_t n, int64_t r0, int64_t rn, const double *mu, const double *u,
+    int64_t d, double *out) {
+  for (int64_t t0 = 0; t0 < rn; t0 += GM_GMM_TILE) {
+    const int64_t tn = rn - t0 < GM_GMM_TILE ? rn - t0 : GM_GMM_TILE;
+    double *acc = out + t0;
+    for (int64_t i = 0; i < tn; i++) acc[i] = 0;
+    for (int64_t j = 0; j < d; j++) {
+      const double *col = x + r0 + t0 + j * n, m = mu[j], uj = u[j];
+#pragma omp simd
+      for (int64_t i = 0; i < tn; i++) {
+        const double t = (col[i] - m) * uj;
+        acc[i] += t * t;
+      }
+    }
+  }
+}
+
+static void diagonal_mahalanobis(const double *x, int64_t n, int64_t r0, int64_t rn,
+                                 const double *mu, const double *u, int64_t d, double *out) {
+  diagonal_mahalanobis_rows(x, n, r0, rn, mu, u, d, out);
+}
+
+#if GM_GMM_AVX2
+__attribute__((target("avx2"))) static void diagonal_mahalanobis_avx2(
+    const double *x, int64_t n, int64_t r0, int64_t rn, const double *mu, const double *u,
+    int64_t d, double *out) {
+  diagonal_mahalanobis_rows(x, n, r0, rn, mu, u, d, out);
+}
+#endif
+
+/* Y (tn x d, ld tn) = the tn rows from r0 less mu. */
+static void centre_rows(const double *x, int64_t n, int64_t r0, int64_t tn, const double *mu,
+                        int64_t d, double *Y) {
+  for (int64_t j = 0; j < d; j++) {
+    const double *col = x + r0 + j * n;
+    double *y = Y + j * tn;
+    const double m = mu[j];
+#pragma omp simd
+    for (int64_t i = 0; i < tn; i++) y[i] = col[i] - m;
+  }
+}
+
+/* logp[i] = log(w_k N(x_i | k)) for rn rows from r0 (a tile, or with DTRMM a block).
+ * Small d: the rows are centred into Y and go through small_mahalanobis() (16 or 8 at a
+ * time); larger d: DTRMM of the centred rows. Y: rn x d doubles. */
 static void block_log_prob(const gm_gmm_cpu *e, int64_t r0, int64_t rn, int64_t k,
                            double *Y, double *logp) {
   const int64_t n = e->data.n, d = e->data.d;
   const double *x = e->data.x, *mu = e->mu + k * d;
   const double c = log(e->w[k]) + e->logdet_u[k] - 0.5 * (double)d * GM_LOG_2PI;
-  for (int64_t i = 0; i < rn; i++) logp[i] = 0;
-  for (int64_t j = 0; j < d; j++) {
-    const double *col = x + r0 + j * n;
-    double *y = Y + j * rn;
-    const double m = mu[j];
-#pragma omp simd
-    for (int64_t i = 0; i < rn; i++) y[i] = col[i] - m;
-  }
   if (e->data.structure != GM_GMM_FULL_STRUCTURE) {
-    const double *u = e->U + k * d;
-    for (int64_t j = 0; j < d; j++) {
-      const double *y = Y + j * rn, uj = u[j];
-#pragma omp simd
-      for (int64_t i = 0; i < rn; i++) logp[i] += (y[i] * uj) * (y[i] * uj);
-    }
+#if GM_GMM_AVX2
+    if (e->avx2) diagonal_mahalanobis_avx2(x, n, r0, rn, mu, e->U + k * d, d, logp);
+    else
+#endif
+      diagonal_mahalanobis(x, n, r0, rn, mu, e->U + k * d, d, logp);
   } else if (d <= GM_GMM_SMALL_D) {
+    centre_rows(x, n, r0, rn, mu, d, Y);
 #if GM_GMM_AVX2
     if (e->avx2) small_mahalanobis_avx2(Y, rn, rn, e->U + k * d * d, d, logp);
     else
@@ -354,7 +402,9 @@ static void block_log_prob(const gm_gmm_cpu *e, int64_t r0, int64_t rn, int64_t 
   } else {
     const int m = (int)rn, di = (int)d;
     const double one = 1;
+    centre_rows(x, n, r0, rn, mu, d, Y);
     dtrmm_("R", "U", "N", "N", &m, &di, &one, e->U + k * d * d, &di, Y, &m, 1, 1, 1, 1);
+    for (int64_t i = 0; i < rn; i++) logp[i] = 0;
     for (int64_t j = 0; j < d; j++) {
       const double *y = Y + j * rn;
 #pragma omp simd
@@ -363,6 +413,31 @@ static void block_log_prob(const gm_gmm_cpu *e, int64_t r0, int64_t rn, int64_t 
   }
 #pragma omp simd
   for (int64_t i = 0; i < rn; i++) logp[i] = c - 0.5 * logp[i];
+}
+
+/* Rows i = r0 .. r0 + rn - 1 of z (ld n) hold log(w_k N(x_i | k)); they become the
+ * responsibilities, logdens[i] the log of their sum (taken about the row's largest
+ * term). Returns the sum of those over the rows, in row order. */
+static double normalise_row(double *z, int64_t n, int64_t i, int64_t K, double *logdens) {
+  double top = z[i];
+  for (int64_t k = 1; k < K; k++)
+    if (z[i + k * n] > top) top = z[i + k * n];
+  double s = 0;
+  for (int64_t k = 0; k < K; k++) {
+    const double t = z[i + k * n] - top;
+    s += z[i + k * n] = t < GM_GMM_LOG_FLUSH ? 0 : exp(t);
+  }
+  const double lse = top + log(s), inv = 1 / s;
+  for (int64_t k = 0; k < K; k++) z[i + k * n] *= inv;
+  logdens[i] = lse;
+  return lse;
+}
+
+static double normalise_rows(double *z, int64_t n, int64_t r0, int64_t rn, int64_t K,
+                             double *logdens) {
+  double sum = 0;
+  for (int64_t i = r0; i < r0 + rn; i++) sum += normalise_row(z, n, i, K, logdens);
+  return sum;
 }
 
 static gpuml_status cpu_estep(void *p, int64_t K, double *loglik) {
@@ -379,23 +454,13 @@ static gpuml_status cpu_estep(void *p, int64_t K, double *loglik) {
       if (stop) continue;
       const int64_t r0 = b * GM_GMM_BLOCK, rn = n - r0 < GM_GMM_BLOCK ? n - r0 : GM_GMM_BLOCK;
       /* log(w_k N(x_i | k)) goes into z first, then becomes the responsibility. */
-      for (int64_t k = 0; k < K; k++) block_log_prob(e, r0, rn, k, Y, e->z + r0 + k * n);
-      double sum = 0;
-      for (int64_t i = r0; i < r0 + rn; i++) {
-        double top = e->z[i];
-        for (int64_t k = 1; k < K; k++)
-          if (e->z[i + k * n] > top) top = e->z[i + k * n];
-        double s = 0;
-        for (int64_t k = 0; k < K; k++) {
-          const double t = e->z[i + k * n] - top;
-          s += e->z[i + k * n] = t < GM_GMM_LOG_FLUSH ? 0 : exp(t);
-        }
-        const double lse = top + log(s), inv = 1 / s;
-        for (int64_t k = 0; k < K; k++) e->z[i + k * n] *= inv;
-        e->logdens[i] = lse;
-        sum += lse;
+      const int64_t step =
+          e->data.structure == GM_GMM_FULL_STRUCTURE && d > GM_GMM_SMALL_D ? rn : GM_GMM_TILE;
+      for (int64_t t0 = r0; t0 < r0 + rn; t0 += step) {
+        const int64_t tn = r0 + rn - t0 < step ? r0 + rn - t0 : step;
+        for (int64_t k = 0; k < K; k++) block_log_prob(e, t0, tn, k, Y, e->z + t0 + k * n);
       }
-      e->block_ll[b] = sum;
+      e->block_ll[b] = normalise_rows(e->z, n, r0, rn, K, e->logdens);
       if (gm_is_calling_thread() && gm_interrupted(opt)) stop = 1;
     }
   }
@@ -412,6 +477,69 @@ static gpuml_status cpu_log_density(void *p, double *out) {
   memcpy(out, e->logdens, (size_t)e->data.n * sizeof(double));
   return GPUML_OK;
 }
+
+/* out[j] = sum_i z_i (x_ij - mu_j)^2, each a sum over the rows in order. Four columns go
+ * through the rows together: their sums are independent chains of additions, where one
+ * column at a time waited on each addition. */
+static void diagonal_scatter(const double *x, int64_t n, const double *z, const double *mu,
+                             int64_t d, double *out) {
+  int64_t j = 0;
+  for (; j + 4 <= d; j += 4) {
+    const double *c0 = x + j * n, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n;
+    const double m0 = mu[j], m1 = mu[j + 1], m2 = mu[j + 2], m3 = mu[j + 3];
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const double t0 = c0[i] - m0, t1 = c1[i] - m1, t2 = c2[i] - m2, t3 = c3[i] - m3;
+      s0 += z[i] * t0 * t0;
+      s1 += z[i] * t1 * t1;
+      s2 += z[i] * t2 * t2;
+      s3 += z[i] * t3 * t3;
+    }
+    out[j] = s0;
+    out[j + 1] = s1;
+    out[j + 2] = s2;
+    out[j + 3] = s3;
+  }
+  for (; j < d; j++) {
+    const double *col = x + j * n;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const double t = col[i] - mu[j];
+      s += z[i] * t * t;
+    }
+    out[j] = s;
+  }
+}
+
+/* W (rn x d, ld rn) = sqrt(z_i) (x_ij - mu_j) for the rn rows from r0; sz: rn doubles. */
+static void weighted_centred_rows(const double *x, int64_t n, int64_t r0, int64_t rn,
+                                  const double *z, const double *mu, int64_t d, double *W,
+                                  double *sz) {
+  square_roots(z + r0, rn, sz);
+  for (int64_t j = 0; j < d; j++) {
+    const double *col = x + r0 + j * n, m = mu[j];
+    double *wcol = W + j * rn;
+#pragma omp simd
+    for (int64_t i = 0; i < rn; i++) wcol[i] = sz[i] * (col[i] - m);
+  }
+}
+
+#if GM_GMM_AVX2
+/* The same on 4-wide vectors (the square root is correctly rounded on both). */
+__attribute__((target("avx2"))) static void weighted_centred_rows_avx2(
+    const double *x, int64_t n, int64_t r0, int64_t rn, const double *z, const double *mu,
+    int64_t d, double *W, double *sz) {
+  int64_t i = 0;
+  for (; i + 4 <= rn; i += 4) _mm256_storeu_pd(sz + i, _mm256_sqrt_pd(_mm256_loadu_pd(z + r0 + i)));
+  for (; i < rn; i++) sz[i] = sqrt(z[r0 + i]);
+  for (int64_t j = 0; j < d; j++) {
+    const double *col = x + r0 + j * n, m = mu[j];
+    double *wcol = W + j * rn;
+#pragma omp simd
+    for (int64_t r = 0; r < rn; r++) wcol[r] = sz[r] * (col[r] - m);
+  }
+}
+#endif
 
 /* Weight, mean and unconstrained covariance (without reg) of component k from its
  * responsibilities. */
@@ -446,14 +574,11 @@ static void mstep_component(gm_gmm_cpu *e, int64_t k, double *W, double *nk_out)
     if (small) memset(S, 0, (size_t)(d * d) * sizeof(double));
     for (int64_t r0 = 0; r0 < n; r0 += GM_GMM_BLOCK) {
       const int64_t rn = n - r0 < GM_GMM_BLOCK ? n - r0 : GM_GMM_BLOCK;
-      double *sz = W + d * rn;
-      square_roots(z + r0, rn, sz);
-      for (int64_t j = 0; j < d; j++) {
-        const double *col = x + r0 + j * n, m = mu[j];
-        double *wcol = W + j * rn;
-#pragma omp simd
-        for (int64_t i = 0; i < rn; i++) wcol[i] = sz[i] * (col[i] - m);
-      }
+#if GM_GMM_AVX2
+      if (e->avx2) weighted_centred_rows_avx2(x, n, r0, rn, z, mu, d, W, W + d * rn);
+      else
+#endif
+        weighted_centred_rows(x, n, r0, rn, z, mu, d, W, W + d * rn);
       if (small) {
 #if GM_GMM_AVX2
         if (e->avx2) small_scatter_avx2(W, rn, rn, d, S);
@@ -473,15 +598,8 @@ static void mstep_component(gm_gmm_cpu *e, int64_t k, double *W, double *nk_out)
       }
     return;
   }
-  for (int64_t j = 0; j < d; j++) {
-    const double *col = x + j * n;
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) {
-      const double t = col[i] - mu[j];
-      s += z[i] * t * t;
-    }
-    W[j] = s * inv;
-  }
+  diagonal_scatter(x, n, z, mu, d, W);
+  for (int64_t j = 0; j < d; j++) W[j] *= inv;
   memset(S, 0, (size_t)(d * d) * sizeof(double));
   for (int64_t j = 0; j < d; j++) S[j + j * d] = W[j];
 }

@@ -426,6 +426,22 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
                            int64_t n, const gpuml_dpc_selection *sel, int64_t *centres,
                            int64_t *ncentres, int64_t *cluster);
 
+/* The m points of largest gamma = rho * delta (rho and delta from gpuml_dpc_density), in
+ * the order of the centres by k (decreasing gamma; equal gamma: the denser, then the
+ * smaller index): top (caller-allocated, length m) receives their indices (0-based), the
+ * centres gpuml_dpc_cut() takes for k = m; a decision graph marks them as the candidate
+ * centres. O(n) on the threads of opt, without sorting all points. Errors: m outside
+ * 1 .. n ("dpc:badK"), rho or delta not finite and non-negative ("dpc:badInput"). */
+gpuml_status gpuml_dpc_rank(const double *rho, const double *delta, int64_t n, int64_t m,
+                            int64_t *top, const gpuml_options *opt);
+
+/* The density order of rho (the output of gpuml_dpc_density): order (caller-allocated,
+ * length n) receives the point indices (0-based) from the densest down, equal densities
+ * by index. O(n) (a radix sort on the densities) and O(n) memory. A front end that keeps
+ * it with a fit passes it to gpuml_dpc_recut(), whose cut then costs one pass over the
+ * points in this order. Errors: rho not finite and non-negative ("dpc:badInput"). */
+gpuml_status gpuml_dpc_order(const double *rho, int64_t n, int64_t *order);
+
 /* Density peaks in one call: the densities (as gpuml_dpc_density), then, when
  * params->select gives k or both thresholds, the centres and clusters (as
  * gpuml_dpc_cut) and the halo (as gpuml_dpc_halo), on the backend of opt. The selection
@@ -437,11 +453,29 @@ gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dp
                            int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
                            const gpuml_options *opt, gpuml_dpc_result *result);
 
+/* The index a fit keeps for its recuts: the points sorted by cells of the grid the
+ * halo walks (where the halo runs on it: d <= 8 and a ball of radius dc touching few
+ * rows of cells; else it holds nothing and the halo runs on distance tiles). Built from
+ * x and the dc of the fit; it copies the points, so it holds n (d + 2) doubles and the
+ * cells' prefix counts (about n / 16 + 1 more): 325 MB for 10^7 points in 2-D. Freed by
+ * gpuml_dpc_index_free() (NULL is a no-op). The CUDA backend sorts the points on the
+ * device itself and takes only the grid's geometry from it. */
+typedef struct gpuml_dpc_index gpuml_dpc_index;
+gpuml_status gpuml_dpc_index_build(const double *x, int64_t n, int64_t d, double dc,
+                                   const gpuml_options *opt, gpuml_dpc_index **index);
+void gpuml_dpc_index_free(gpuml_dpc_index *index);
+
 /* Recutting a fit: centres, clusters and halo (as gpuml_dpc_cut and gpuml_dpc_halo) for
  * the selection params->select, from the output of gpuml_dpc_fit or gpuml_dpc_density
- * (rho, delta, nearest and the dc used) and the same x. */
+ * (rho, delta, nearest and the dc used) and the same x. order: that of gpuml_dpc_order()
+ * for this rho, kept with the fit (checked: "dpc:badInput" when it is not the density
+ * order), or NULL to sort the densities here. index: that of gpuml_dpc_index_build()
+ * for x and dc, kept with the fit, so that the halo does not build it again, or NULL;
+ * one of other dimensions is refused ("dpc:badIndex"). The cut runs on the threads of
+ * opt. */
 gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, const double *rho,
-                             const double *delta, const int64_t *nearest,
+                             const double *delta, const int64_t *nearest, const int64_t *order,
+                             gpuml_dpc_index *index,
                              const gpuml_dpc_params *params, int64_t *centres,
                              int64_t *ncentres, int64_t *cluster, int *halo,
                              const gpuml_options *opt, gpuml_dpc_result *result);

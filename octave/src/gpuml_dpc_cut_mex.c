@@ -51,7 +51,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   int64_t ncentres = 0;
   gpuml_dpc_result result;
   gpuml_status st = gpuml_dpc_recut((const double *)gpuml_mex_data(x), n, d, dc, rho, delta,
-                                    near0, &params, centres, &ncentres, cluster, halo, &opt,
+                                    near0, NULL, NULL, &params, centres, &ncentres, cluster, halo, &opt,
                                     &result);
   if (st) gpuml_mex_raise(st);
   mxArray *peaks, *clusters, *rhalo;

@@ -36,12 +36,34 @@ test_that("gpu_dpc returns the documented structure, and prints, summarises, plo
                         type = "clusters"))
   expect_error(plot(bare, type = "clusters"), "no clusters yet")
   # Large fits draw a subset: evenly spaced rows, the peaks and the candidates.
-  rows <- gpuml:::dpc_plot_rows(fit, 20)
+  drawn <- gpuml:::dpc_plot_rows(fit, 20)
+  rows <- drawn$rows
   expect_true(length(rows) < length(fit$rho) && all(fit$peaks %in% rows))
   expect_true(which.max(fit$gamma) %in% rows)
+  # the candidates: the 100 largest gamma, in the order of the centres by k
+  expect_identical(drawn$candidates,
+                   order(-fit$gamma, -fit$rho, seq_along(fit$rho))[1:100])
+  expect_true(all(drawn$candidates %in% rows))
+  expect_match(drawn$note, sprintf("20 of %d points", length(fit$rho)))
+  expect_identical(dpc_clusters(fit, k = 7)$peaks, drawn$candidates[1:7])
   expect_invisible(plot(fit, max_points = 20))
   expect_invisible(plot(fit, type = "clusters", max_points = 20))
   expect_error(plot(fit, max_points = 0), "max_points")
+})
+
+test_that("the plots of a large fit draw a sample, the candidates and the peaks", {
+  set.seed(44)
+  n <- 200000
+  x <- matrix(runif(2 * n), n, 2)
+  fit <- gpu_dpc(x, dc = 0.004, k = 4, backend = backend())
+  drawn <- gpuml:::dpc_plot_rows(fit, 20000)
+  expect_lte(length(drawn$rows), 20000 + 100 + 4)
+  expect_true(all(c(fit$peaks, drawn$candidates) %in% drawn$rows))
+  expect_match(drawn$note, "20,000 of 200,000 points")
+  pdf(NULL)
+  on.exit(dev.off())
+  expect_invisible(plot(fit))
+  expect_invisible(plot(fit, type = "clusters"))
 })
 
 test_that("the truncated Gaussian follows its definition and the exact sum's bound", {
@@ -149,6 +171,30 @@ test_that("dpc_clusters recuts without recomputing, and the halo follows the pap
   }
   expect_gt(sum(dpc_clusters(fit, k = 3)$halo), 0)
   expect_identical(sum(dpc_clusters(fit, k = 1)$halo), 0L)
+})
+
+test_that("a recut equals a fresh fit with the same k or thresholds, with or without the kept order", {
+  set.seed(35)
+  b <- dpc_blobs(n_each = 300, sd = 1.2)
+  fit <- gpu_dpc(b$x, backend = backend())
+  # the kept density order: densest first, equal densities by index
+  expect_identical(fit$order, order(-fit$rho, seq_along(fit$rho)))
+  thr <- c(rho = unname(quantile(fit$rho, 0.8)), delta = 1)
+  for (sel in list(list(k = 2), list(k = 5), list(rho = thr[["rho"]], delta = thr[["delta"]]))) {
+    fresh <- do.call(gpu_dpc, c(list(b$x, dc = fit$dc, backend = backend()), sel))
+    old <- fit
+    old$order <- NULL  # a fit saved before the order was kept
+    old$index <- NULL  # nor its index: the recut builds one for the halo
+    wrong <- fit
+    wrong$order <- rev(fit$order)  # not the density order: the recut sorts again
+    restored <- unserialize(serialize(fit, NULL))  # the index's pointer comes back empty
+    for (f in list(fit, old, wrong, restored, fit)) {
+      cut <- do.call(dpc_clusters, c(list(f), sel))
+      expect_identical(cut$peaks, fresh$peaks)
+      expect_identical(cut$clusters, fresh$clusters)
+      expect_identical(cut$halo, fresh$halo)
+    }
+  }
 })
 
 test_that("tie-heavy data: integer grid points and duplicates", {
