@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include "internal.h"
+#include "params.h" /* gm_same_name */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
