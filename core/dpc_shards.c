@@ -7,7 +7,10 @@
  *
  * The parts: on the cell index, rho by runs of whole cells (a cell's points are counted
  * together) of about n / parts points each, and delta by runs of sorted positions; over
- * all pairs, rows. Every device or process holds all the points and its own index. */
+ * all pairs, rows (the Gaussian density in multiples of GM_DPC_GAUSS_PART_ROWS, so that
+ * every point's weights come from the same GEMM tile as on one device; fewer parts then
+ * get work below a few thousand rows a part). Every device or process holds all the
+ * points and its own index. */
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
@@ -85,7 +88,13 @@ static gpuml_status job_make(dpc_job *job, const gm_backend *b, int parts, const
   if (!bounds) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the parts");
   job->rho_bounds = bounds;
   if (rho_grid) return cell_bounds(rho_grid, x, parts, bounds);
-  for (int p = 0; p <= parts; p++) bounds[p] = gm_shard_start(n, parts, p);
+  /* the Gaussian's weights carry the rounding of their tile: its parts hold whole tiles
+   * (GM_DPC_GAUSS_PART_ROWS) */
+  const int64_t unit = gaussian ? GM_DPC_GAUSS_PART_ROWS : 1;
+  for (int p = 0; p <= parts; p++) {
+    const int64_t at = (gm_shard_start(n, parts, p) + unit / 2) / unit * unit;
+    bounds[p] = p == parts || at > n ? n : at;
+  }
   return GPUML_OK;
 }
 

@@ -27,6 +27,10 @@ constexpr int64_t kGridChunk = 1 << 18;  // points per launch between interrupt 
 constexpr int64_t kGridCellChunk = 1 << 14;  // cells per launch of the cutoff density
 constexpr int64_t kDirectChunk = 1 << 17;
 constexpr int64_t kQueryTile = 4096;     // GEMM tile columns
+// A part of the Gaussian density over several devices starts at a multiple of
+// GM_DPC_GAUSS_PART_ROWS, so that its GEMM tiles are one device's (kQueryTile or its
+// halves, from the part's first row; the tiles then need the same memory budget).
+static_assert(GM_DPC_GAUSS_PART_ROWS % kQueryTile == 0, "query tiles must divide a part");
 constexpr int64_t kRefTile = 32768;      // GEMM tile rows
 
 enum Mode { kCount = 0, kGauss = 1, kDelta = 2, kBorder = 3 };

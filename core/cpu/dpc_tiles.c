@@ -11,7 +11,7 @@
 #include "distance_tiles.h"
 #include "dpc.h"
 
-#define GM_DPC_QUERY_BLOCK 256
+#define GM_DPC_QUERY_BLOCK 256 /* a power of two dividing GM_DPC_GAUSS_PART_ROWS */
 #define GM_DPC_REF_BLOCK 2048
 
 typedef enum { PASS_COUNT, PASS_GAUSS, PASS_DELTA, PASS_BORDER } pass_kind;
@@ -193,11 +193,14 @@ static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_s
   const int threads = gm_threads(opt), gemm = gm_use_gemm(d);
   const double slack = GM_DPC_SCREEN_SLACK * (double)(d + 4);
   const int64_t rows = last - first;
+  /* The blocks of queries lie on a grid of multiples of qblock over all n points, qblock
+   * a power of two from n and the threads (not from the part), so that a point falls in
+   * the same block whichever part it is computed in (GM_DPC_GAUSS_PART_ROWS). */
   int64_t qblock = GM_DPC_QUERY_BLOCK;
-  if (qblock > (rows + threads - 1) / threads) qblock = (rows + threads - 1) / threads;
-  if (qblock < 1) qblock = 1;
+  while (qblock > 1 && qblock > (n + threads - 1) / threads) qblock /= 2;
+  const int64_t block0 = first / qblock;
+  const int64_t nblocks = rows > 0 ? (last - 1) / qblock - block0 + 1 : 0;
   const int64_t rblock = n < GM_DPC_REF_BLOCK ? n : GM_DPC_REF_BLOCK;
-  const int64_t nblocks = (rows + qblock - 1) / qblock;
   double *centre = NULL, *tiles = NULL, *acc = NULL;
   int64_t *acc_j = NULL;
   gm_points P = {0};
@@ -225,7 +228,8 @@ static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_s
 #pragma omp for schedule(dynamic, 1)
     for (int64_t blk = 0; blk < nblocks; blk++) {
       if (stop) continue;
-      const int64_t q0 = first + blk * qblock, qn = last - q0 < qblock ? last - q0 : qblock;
+      const int64_t b0 = (block0 + blk) * qblock, b1 = b0 + qblock < last ? b0 + qblock : last;
+      const int64_t q0 = b0 > first ? b0 : first, qn = b1 - q0;
       for (int64_t b = 0; b < qn; b++) {
         my_acc[b] = ps->kind == PASS_DELTA ? INFINITY : 0;
         my_j[b] = -1;
