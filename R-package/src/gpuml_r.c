@@ -325,7 +325,7 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_info", (DL_FUNC)&gpuml_r_info, 0},
     {"gpuml_r_params_defaults", (DL_FUNC)&gpuml_r_params_defaults, 1},
     /* density peaks (gpuml_r_dpc.c) */
-    {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 6},
+    {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 7},
     {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 11},
     {"gpuml_r_dpc_index", (DL_FUNC)&gpuml_r_dpc_index, 3},
     {"gpuml_r_dpc_rank", (DL_FUNC)&gpuml_r_dpc_rank, 4},
@@ -340,6 +340,7 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_mpi_finalize", (DL_FUNC)&gpuml_r_mpi_finalize, 0},
     {"gpuml_r_mpi_knn", (DL_FUNC)&gpuml_r_mpi_knn, 8},
     {"gpuml_r_mpi_gmm_fit", (DL_FUNC)&gpuml_r_mpi_gmm_fit, 6},
+    {"gpuml_r_mpi_dpc", (DL_FUNC)&gpuml_r_mpi_dpc, 6},
     {"gpuml_r_gmm_predict", (DL_FUNC)&gpuml_r_gmm_predict, 8},
 
     {NULL, NULL, 0}};

@@ -58,7 +58,11 @@ SEXP gpuml_r_knn_index_build(SEXP data, SEXP backend, SEXP precision, SEXP metri
 SEXP gpuml_r_knn_index_search(SEXP index, SEXP query, SEXP k, SEXP verbose, SEXP threads);
 SEXP gpuml_r_knn_index_info(SEXP index);
 SEXP gpuml_r_knn_index_free(SEXP index);
-SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads);
+SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads,
+                 SEXP devices);
+/* list(peaks, clusters, halo), 1-based, from the outputs of a density peaks fit. */
+SEXP gpuml_r_dpc_cut_list(const int64_t *centres, int64_t ncentres, const int64_t *cluster,
+                          const int *halo, int64_t n);
 SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP order,
                      SEXP index, SEXP params, SEXP backend, SEXP verbose, SEXP threads);
 SEXP gpuml_r_dpc_index(SEXP x, SEXP dc, SEXP threads);
@@ -75,6 +79,8 @@ SEXP gpuml_r_mpi_start(void);
 SEXP gpuml_r_mpi_finalize(void);
 SEXP gpuml_r_mpi_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
                      SEXP verbose, SEXP threads);
+SEXP gpuml_r_mpi_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
+                     SEXP threads);
 SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
                          SEXP threads);
 SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covariance, SEXP x,

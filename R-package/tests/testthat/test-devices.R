@@ -72,3 +72,26 @@ test_that("a mixture fitted on shards agrees with the one-shard fit", {
   expect_equal(shards$loglik, one$loglik, tolerance = 1e-10)
   expect_equal(shards$parameters$mean, one$parameters$mean, tolerance = 1e-10)
 })
+
+test_that("density peaks split into shards give the fit of one shard, bit for bit", {
+  set.seed(4)
+  x <- rbind(matrix(rnorm(400 * 2), 400), matrix(rnorm(401 * 2, 5), 401))
+  lattice <- as.matrix(expand.grid(0:16, 0:16))  # ties everywhere, 289 rows
+  b <- test_backend()
+  for (case in list(list(x = x, dc = 0.4, k = 2), list(x = lattice, dc = 1.5, k = 3))) {
+    one <- gpu_dpc(case$x, dc = case$dc, k = case$k, backend = b)
+    for (threads in c(1, 2)) with_shards(3, threads, {
+      split <- gpu_dpc(case$x, dc = case$dc, k = case$k, backend = b, devices = 0)
+      expect_identical(split$rho, one$rho)
+      expect_identical(split$delta, one$delta)
+      expect_identical(split$nearest, one$nearest)
+      expect_identical(split$peaks, one$peaks)
+      expect_identical(split$clusters, one$clusters)
+      expect_identical(split$halo, one$halo)
+    })
+  }
+  expect_error(gpu_dpc(x, dc = 0.4, backend = "cpu", devices = c(2, 2)), "listed twice")
+  expect_error(gpu_dpc(x, dc = 0.4, backend = "cpu", devices = "some"), "\"all\"")
+  expect_identical(gpu_dpc(x, dc = 0.4, backend = "cpu", devices = c(0, 1))$rho,
+                   gpu_dpc(x, dc = 0.4, backend = "cpu")$rho)
+})
