@@ -33,6 +33,42 @@ gpu_mpi_knn <- function(data, query = NULL, k = 10, backend = "auto", precision 
   structure(res, class = "gpu_knn")
 }
 
+gpu_mpi_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta = NULL,
+                        gaussian_cutoff = 0, seed = NULL, backend = "auto", verbose = FALSE) {
+  x <- as_double_matrix(x, "x")
+  verbose <- as_flag(verbose, "verbose")
+  params <- dpc_params(dc, if (missing(gaussian)) NULL else gaussian, k, rho, delta,
+                       gaussian_cutoff)
+  seed <- as_seed(seed)
+  mpi_start()
+  res <- .Call(gpuml_r_mpi_dpc, x, params, seed, as_backend(backend), verbose,
+               gpuml_threads())
+  fit <- list(rho = res$rho, delta = res$delta, nearest = res$nearest, gamma = res$gamma,
+              rows = res$rows, dc = res$dc, dc_estimated = is.null(dc),
+              gaussian = isTRUE(as_flag(gaussian, "gaussian")),
+              gaussian_cutoff = gaussian_cutoff, backend = res$backend,
+              peaks = NULL, clusters = NULL, halo = NULL)
+  if (!is.null(res$cut)) {
+    fit$peaks <- res$cut$peaks
+    fit$clusters <- res$cut$clusters
+    fit$halo <- res$cut$halo
+  }
+  structure(fit, class = "gpu_mpi_dpc")
+}
+
+print.gpu_mpi_dpc <- function(x, ...) {
+  cat(sprintf("Density peaks clustering over MPI: this rank's %d row%s (backend: %s)\n",
+              length(x$rho), if (length(x$rho) == 1L) "" else "s", x$backend))
+  cat(sprintf("  dc = %.4g (%s), %s kernel\n", x$dc,
+              if (isTRUE(x$dc_estimated)) "estimated" else "given",
+              if (isTRUE(x$gaussian)) "Gaussian" else "cutoff"))
+  if (is.null(x$peaks)) cat("  no centres chosen (give k, or rho and delta)\n")
+  else cat(sprintf("  %d cluster%s; centres (global rows): %s\n", length(x$peaks),
+                   if (length(x$peaks) == 1L) "" else "s",
+                   paste(utils::head(x$peaks, 10L), collapse = " ")))
+  invisible(x)
+}
+
 gpu_mpi_gmm <- function(data, G = 1:9, modelNames = NULL, init = "hc", max_iter = 1000,
                         tol = 1e-5, reg = 0, n_init = 1, seed = NULL, verbose = FALSE,
                         backend = "auto") {

@@ -117,6 +117,65 @@ SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verb
   return gpuml_r_gmm_fit_with(x, params, &opt, n_total, fit_over_ranks, NULL);
 }
 
+/* As gpuml_r_dpc, over the ranks: x is this rank's rows, and so are rho, delta, nearest,
+ * gamma, the clusters and the halo; nearest and the peaks are global 1-based rows, the
+ * same peaks on every rank. Returns list(rho, delta, nearest, gamma, dc, backend, cut,
+ * rows), rows the global 1-based numbers of this rank's rows. */
+SEXP gpuml_r_mpi_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
+                     SEXP threads) {
+  mpi_up();
+  gpuml_options opt;
+  gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  gpuml_r_set_params(GPUML_PARAMS_DPC, &p, params);
+  const int64_t n_local = (int64_t)Rf_nrows(x), d = (int64_t)Rf_ncols(x);
+  int64_t n_total = 0, offset = 0;
+  gpuml_r_stop_on_failure(gpuml_mpi_rows(MPI_COMM_WORLD, n_local, d, &n_total));
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Exscan(&n_local, &offset, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) offset = 0; /* MPI_Exscan leaves rank 0's undefined */
+  const int cut = p.select.has_k || p.select.has_rho || p.select.has_delta;
+  const size_t len = n_local > 0 ? (size_t)n_local : 1;
+  SEXP rho = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)n_local));
+  SEXP delta = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)n_local));
+  SEXP gamma = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)n_local));
+  SEXP nearest = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)n_local));
+  SEXP rows = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)n_local));
+  double placeholder[3];
+  int64_t *nearest0 = (int64_t *)R_alloc(len, sizeof(int64_t));
+  int64_t *centres = cut ? (int64_t *)R_alloc(n_total > 0 ? (size_t)n_total : 1, sizeof(int64_t)) : NULL;
+  int64_t *cluster = cut ? (int64_t *)R_alloc(len, sizeof(int64_t)) : NULL;
+  int *halo = cut ? (int *)R_alloc(len, sizeof(int)) : NULL;
+  int64_t ncentres = 0;
+  gpuml_dpc_result result;
+  gpuml_r_stop_on_failure(gpuml_mpi_dpc_fit(
+      MPI_COMM_WORLD, REAL(x), n_local, d, &p, n_local ? REAL(rho) : placeholder,
+      n_local ? REAL(delta) : placeholder + 1, nearest0, n_local ? REAL(gamma) : placeholder + 2,
+      centres, &ncentres, cluster, halo, &opt, &result));
+  for (int64_t i = 0; i < n_local; i++) {
+    INTEGER(nearest)[i] = nearest0[i] < 0 ? NA_INTEGER : (int)(nearest0[i] + 1);
+    INTEGER(rows)[i] = (int)(offset + i + 1);
+  }
+  SEXP cuts = PROTECT(cut ? gpuml_r_dpc_cut_list(centres, ncentres, cluster, halo, n_local)
+                          : R_NilValue);
+  static const char *names[] = {"rho", "delta", "nearest", "gamma", "dc", "backend", "cut",
+                                "rows", ""};
+  SEXP res = PROTECT(Rf_mkNamed(VECSXP, names));
+  SET_VECTOR_ELT(res, 0, rho);
+  SET_VECTOR_ELT(res, 1, delta);
+  SET_VECTOR_ELT(res, 2, nearest);
+  SET_VECTOR_ELT(res, 3, gamma);
+  SET_VECTOR_ELT(res, 4, Rf_ScalarReal(result.dc));
+  SET_VECTOR_ELT(res, 5, Rf_mkString(gpuml_backend_name(result.run.backend)));
+  SET_VECTOR_ELT(res, 6, cuts);
+  SET_VECTOR_ELT(res, 7, rows);
+  UNPROTECT(7);
+  return res;
+}
+
 #else /* built without MPI */
 
 int gpuml_r_mpi_built(void) { return 0; }
@@ -137,6 +196,11 @@ SEXP gpuml_r_mpi_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision
 }
 SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
                          SEXP threads) {
+  (void)x, (void)params, (void)seed, (void)backend, (void)verbose, (void)threads;
+  return without_mpi();
+}
+SEXP gpuml_r_mpi_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
+                     SEXP threads) {
   (void)x, (void)params, (void)seed, (void)backend, (void)verbose, (void)threads;
   return without_mpi();
 }

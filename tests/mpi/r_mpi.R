@@ -1,8 +1,9 @@
 # The R package's MPI functions, run as `mpirun -np 3 R -f tests/mpi/r_mpi.R` (by
 # tests/run-all.sh): every rank makes the same data, keeps its block of rows (uneven) and
-# calls gpu_mpi_knn / gpu_mpi_gmm on it; the answers must be those of gpu_knn / gpu_gmm on
-# all the rows in one process (kNN identical; mixtures: the same model, G and
-# classification, log-likelihood within 1e-10 relative). Each rank prints its counts as
+# calls gpu_mpi_knn / gpu_mpi_gmm / gpu_mpi_dpc on it; the answers must be those of
+# gpu_knn / gpu_gmm / gpu_dpc on all the rows in one process (kNN and density peaks
+# identical; mixtures: the same model, G and classification, log-likelihood within 1e-10
+# relative). Each rank prints its counts as
 # "R-MPI-<rank>: N passed, N failed".
 library(gpuml)
 rank <- gpu_mpi_rank()
@@ -57,5 +58,24 @@ check(abs(spread$loglik - one$loglik) <= 1e-10 * abs(one$loglik), "log-likelihoo
 check(isTRUE(all.equal(spread$parameters$mean, one$parameters$mean, tolerance = 1e-10)),
       "means")
 check(isTRUE(all.equal(unclass(spread$BIC), unclass(one$BIC), tolerance = 1e-10)), "BIC table")
+
+set.seed(13)
+z <- rbind(matrix(rnorm(250 * 2), 250), matrix(round(runif(251 * 2) * 8) / 2 + 6, 251))
+mine <- block(nrow(z))
+one <- gpu_dpc(z, dc = 0.5, k = 2, backend = "cpu")
+spread <- gpu_mpi_dpc(z[mine, , drop = FALSE], dc = 0.5, k = 2, backend = "cpu")
+check(identical(spread$rows, mine), "dpc: this rank's rows")
+check(identical(spread$rho, one$rho[mine]) && identical(spread$delta, one$delta[mine]) &&
+        identical(spread$gamma, one$gamma[mine]), "dpc: rho, delta and gamma")
+check(identical(spread$nearest, one$nearest[mine]), "dpc: nearest (global rows)")
+check(identical(spread$peaks, one$peaks), "dpc: the peaks (global rows)")
+check(identical(unname(spread$clusters), unname(one$clusters[mine])) &&
+        identical(unname(spread$halo), unname(one$halo[mine])), "dpc: clusters and halo")
+dens <- gpu_mpi_dpc(z[mine, , drop = FALSE], backend = "cpu", seed = if (rank == 0) 3 else NULL)
+check(identical(dens$rho, gpu_dpc(z, backend = "cpu", seed = 3)$rho[mine]) && is.null(dens$peaks),
+      "dpc: dc estimated with rank 0's seed, densities only")
+bad <- tryCatch(gpu_mpi_dpc(z[mine, , drop = FALSE], dc = 0.5, k = 600, backend = "cpu"),
+                error = conditionMessage)
+check(is.character(bad) && grepl("k", bad), "dpc: k > n is an error on every rank")
 
 cat(sprintf("R-MPI-%d: %d passed, %d failed\n", rank, passed, failed))
