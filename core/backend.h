@@ -57,6 +57,19 @@ typedef struct gm_dpc_ops {
                           const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                           double *rho, double *delta_sq, int64_t *nearest,
                           const gpuml_options *opt);
+  /* The same passes one part at a time, for work split over devices or processes
+   * (core/dpc_shards.c): each writes only the entries of its part's points, by original
+   * index, into arrays of all n points. A part is cells first .. last - 1 of the index
+   * for rho on it (grid given), sorted positions first .. last - 1 of the index for delta
+   * on it, else rows first .. last - 1. Each point's values are those of density(), bit
+   * for bit (the same walk over its cell or its row of tiles). delta_part takes rho of all
+   * points and leaves `top` untouched. */
+  gpuml_status (*rho_part)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
+                           int gaussian, double dc, double cut, int64_t first, int64_t last,
+                           double *rho, const gpuml_options *opt);
+  gpuml_status (*delta_part)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
+                             const double *rho, int64_t top, int64_t first, int64_t last,
+                             double *delta_sq, int64_t *nearest, const gpuml_options *opt);
   /* border[i] = the largest (rho_i + rho_j) / 2 over the j of other clusters with
    * s_ij < cut, 0 when there is none; on the index (grid with its runs, or NULL for the
    * tiles) a point may get less where that cannot be its cluster's largest: each

@@ -11,6 +11,7 @@
 #include "distance_tiles.h"
 #include "params.h"
 #include "rng.h"
+#include "shards.h"
 
 /* The parameters by name (gpuml_params_set_*): a number for dc means that dc, "auto"
  * the estimate; k and the thresholds mark themselves given. */
@@ -236,11 +237,14 @@ static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top) {
 }
 
 /* gpuml_dpc_density(); when keep is given, the index it built (if any) is handed over
- * there for the halo of the same call to reuse (else keep->start stays NULL). */
+ * there for the halo of the same call to reuse (else keep->start stays NULL). The passes
+ * over pairs run on one device, over the shards of several (core/dpc_shards.c), or
+ * spread over processes (spread not NULL). */
 static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
                                  const gpuml_dpc_params *params, double *rho, double *delta,
                                  int64_t *nearest, double *gamma, const gpuml_options *opt,
-                                 gpuml_dpc_result *result, gm_dpc_grid *keep) {
+                                 gpuml_dpc_result *result, gm_dpc_grid *keep,
+                                 const gm_dpc_spread *spread) {
   gpuml_status st = check_data(x, n, d);
   if (st) return st;
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
@@ -277,9 +281,19 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   const int use_grid = gm_dpc_grid_usable(d);
   if (use_grid) st = grid_for(b, x, n, d, &used, &grid);
   const int rho_on_grid = !st && use_grid && (!gaussian || truncated) && gm_dpc_rows_fit(&grid, cut, n);
-  if (!st)
-    st = b->dpc->density(x, n, d, rho_on_grid ? &grid : NULL, use_grid ? &grid : NULL, gaussian,
-                         dc, cut, rho, delta, nearest, &used);
+  const gm_dpc_grid *rho_grid = rho_on_grid ? &grid : NULL, *delta_grid = use_grid ? &grid : NULL;
+  if (!st && spread) {
+    st = gm_dpc_spread_density(b, spread, x, n, d, rho_grid, delta_grid, gaussian, dc, cut, rho,
+                               delta, nearest, &used);
+  } else if (!st) {
+    gm_shard_plan plan;
+    st = gm_shard_plan_make(&used, n, &plan);
+    if (!st)
+      st = plan.count > 1 ? gm_dpc_sharded(b, &plan, x, n, d, rho_grid, delta_grid, gaussian, dc,
+                                           cut, rho, delta, nearest, &used)
+                          : b->dpc->density(x, n, d, rho_grid, delta_grid, gaussian, dc, cut,
+                                            rho, delta, nearest, &used);
+  }
   if (keep && !st && use_grid) *keep = grid;
   else gm_dpc_grid_free(&grid);
   if (st) return st;
@@ -302,7 +316,7 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
                                int64_t *nearest, double *gamma, const gpuml_options *opt,
                                gpuml_dpc_result *result) {
   gm_clear_error();
-  return density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result, NULL);
+  return density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result, NULL, NULL);
 }
 
 /* ---- centres and clusters --------------------------------------------------------- */
@@ -828,6 +842,15 @@ gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dp
                            int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
                            const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
+  return gm_dpc_fit_spread(NULL, x, n, d, params, rho, delta, nearest, gamma, centres, ncentres,
+                           cluster, halo, opt, result);
+}
+
+gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int64_t n,
+                               int64_t d, const gpuml_dpc_params *params, double *rho,
+                               double *delta, int64_t *nearest, double *gamma, int64_t *centres,
+                               int64_t *ncentres, int64_t *cluster, int *halo,
+                               const gpuml_options *opt, gpuml_dpc_result *result) {
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
   const int cut = has_selection(&params->select);
   gpuml_status st = check_data(x, n, d);
@@ -844,7 +867,7 @@ gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dp
   gm_dpc_grid index;
   memset(&index, 0, sizeof index);
   if ((st = density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result,
-                         cut ? &index : NULL)) || !cut) {
+                         cut ? &index : NULL, spread)) || !cut) {
     gm_dpc_grid_free(&index);
     return st;
   }

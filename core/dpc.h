@@ -77,19 +77,63 @@ gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *
  * point (-1 when empty), in place: label and top become run_label and run_max. */
 void gm_dpc_grid_merge_runs(int64_t nc, int64_t *label, int64_t *end, double *top);
 
+/* ---- The passes over parts of the points (core/dpc_shards.c): the backend's
+ *      density() split into its rho_part and delta_part (core/backend.h); the same
+ *      answers, bit for bit. ---- */
+struct gm_backend;
+struct gm_shard_plan;
+
+/* Over the shards of `plan` (several devices, GPUML_SHARDS), in one process. */
+gpuml_status gm_dpc_sharded(const struct gm_backend *b, const struct gm_shard_plan *plan,
+                            const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
+                            const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
+                            double *rho, double *delta_sq, int64_t *nearest,
+                            const gpuml_options *used);
+
+/* Parts spread over processes (the MPI entry point, core/mpi/dpc_mpi.c), each holding all
+ * the points and computing one part. */
+typedef struct gm_dpc_spread {
+  int part, parts; /* this process computes part `part` of `parts` */
+  void *ctx;
+  /* After every process's part: each entry of values (and of index, when not NULL) from
+   * the process whose part holds it, the others holding 0 and -1 there (values are >= 0).
+   * st is this process's status, agreed across them first: a failure anywhere is every
+   * process's. */
+  gpuml_status (*merge)(void *ctx, gpuml_status st, double *values, int64_t *index, int64_t n);
+} gm_dpc_spread;
+
+gpuml_status gm_dpc_spread_density(const struct gm_backend *b, const gm_dpc_spread *spread,
+                                   const double *x, int64_t n, int64_t d,
+                                   const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
+                                   int gaussian, double dc, double cut, double *rho,
+                                   double *delta_sq, int64_t *nearest,
+                                   const gpuml_options *used);
+
+/* gpuml_dpc_fit() with the passes spread over processes (spread NULL: gpuml_dpc_fit
+ * itself). Every process passes all the points and gets every output for all of them. */
+gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int64_t n,
+                               int64_t d, const gpuml_dpc_params *params, double *rho,
+                               double *delta, int64_t *nearest, double *gamma, int64_t *centres,
+                               int64_t *ncentres, int64_t *cluster, int *halo,
+                               const gpuml_options *opt, gpuml_dpc_result *result);
+
 /* ---- CPU passes (core/dpc_grid.c, core/dpc_tiles.c). Each writes per original index;
  *      delta_sq/nearest are left untouched for `top`. ---- */
 
-/* rho on the grid over the pairs with s < cut: their count (cut =
- * gm_dpc_sq_threshold(dc, 1)), or with gaussian the sum of their weights exp(-s / dc^2)
- * (the truncated Gaussian: cut from gaussian_cutoff dc). */
+/* rho on the grid of the points of cells first_cell .. last_cell - 1 (0 .. ncells: all)
+ * over the pairs with s < cut: their count (cut = gm_dpc_sq_threshold(dc, 1)), or with
+ * gaussian the sum of their weights exp(-s / dc^2) (the truncated Gaussian: cut from
+ * gaussian_cutoff dc). */
 gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, int gaussian, double dc, double cut,
-                             double *rho, const gpuml_options *opt);
-/* Squared distance to and index of the nearest point above each point: rings of cells
+                             int64_t first_cell, int64_t last_cell, double *rho,
+                             const gpuml_options *opt);
+/* Squared distance to and index of the nearest point above each point of sorted positions
+ * first .. last - 1 (0 .. n: all): rings of cells
  * outwards, skipping rows and cells farther than the best so far and cells with no
  * point as dense, until the rings' distance bound passes the best. */
 gpuml_status gm_dpc_grid_delta(const gm_dpc_grid *g, const double *rho, int64_t top,
-                               double *delta_sq, int64_t *nearest, const gpuml_options *opt);
+                               int64_t first, int64_t last, double *delta_sq, int64_t *nearest,
+                               const gpuml_options *opt);
 /* border[i]: the largest (rho_i + rho_j) / 2 over the j of other clusters with s_ij < cut,
  * or a smaller value (0) where it cannot be its cluster's largest: only each cluster's
  * largest border[i] is exact (all the halo needs; both backends give the same). */
@@ -103,12 +147,14 @@ void gm_dpc_direct_tile(const double *x, int64_t n, int64_t d, int64_t a0, int64
                         int64_t b0, int64_t bn, double *out);
 
 /* The same by distance tiles over all pairs (any d; either kernel for rho, the pairs
- * with s < cut: cut INFINITY for the exact Gaussian). */
+ * with s < cut: cut INFINITY for the exact Gaussian), for the points first .. last - 1
+ * against all n. */
 gpuml_status gm_dpc_tiles_rho(const double *x, int64_t n, int64_t d, int gaussian, double dc,
-                              double cut, double *rho, const gpuml_options *opt);
+                              double cut, int64_t first, int64_t last, double *rho,
+                              const gpuml_options *opt);
 gpuml_status gm_dpc_tiles_delta(const double *x, int64_t n, int64_t d, const double *rho,
-                                int64_t top, double *delta_sq, int64_t *nearest,
-                                const gpuml_options *opt);
+                                int64_t top, int64_t first, int64_t last, double *delta_sq,
+                                int64_t *nearest, const gpuml_options *opt);
 gpuml_status gm_dpc_tiles_border(const double *x, int64_t n, int64_t d, double cut,
                                  const double *rho, const int64_t *cluster, double *border,
                                  const gpuml_options *opt);

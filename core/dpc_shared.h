@@ -26,6 +26,13 @@
 
 /* The index serves d <= this many dimensions. */
 #define GM_DPC_GRID_MAX_DIM 8
+/* The Gaussian density over all pairs, split into parts (several devices or processes,
+ * core/dpc_shards.c), splits at multiples of this many rows: in the GEMM form each weight
+ * carries the rounding of its tile's GEMM, so a point must fall in the same tile of
+ * queries as on one device. Both backends lay their query tiles on a grid of multiples of
+ * a power of two that divides it (CPU: at most GM_DPC_QUERY_BLOCK; CUDA: kQueryTile or
+ * its halves), so that a part starting at a multiple holds whole tiles. */
+#define GM_DPC_GAUSS_PART_ROWS 4096
 /* A cell is inside the ball s < cut when its farthest point is below cut * GM_DPC_CUT_IN,
  * outside when its nearest is above cut * GM_DPC_CUT_OUT. */
 #define GM_DPC_CUT_IN (1 - 1e-9)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include "internal.h"
+#include "params.h" /* gm_same_name */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -25,6 +26,37 @@ gpuml_status gpuml_options_set_seed(gpuml_options *opt, double seed) {
     return gm_fail(GPUML_ERR_ARG, "badSeed", "seed = %g must be a whole number in [0, 2^53)",
                    seed);
   opt->seed = (uint64_t)seed;
+  return GPUML_OK;
+}
+
+gpuml_status gpuml_options_set_devices(gpuml_options *opt, const double *ids, int64_t count) {
+  gm_clear_error();
+  if (!opt) return gm_fail(GPUML_ERR_ARG, "badOptions", "options must not be NULL");
+  if (count < 0 || count > GPUML_MAX_DEVICES || (count > 0 && !ids))
+    return gm_fail(GPUML_ERR_ARG, "badDevice", "a device list holds 0 to %d devices, not %lld",
+                   GPUML_MAX_DEVICES, (long long)count);
+  for (int64_t i = 0; i < count; i++) {
+    if (!(ids[i] >= 0) || ids[i] != floor(ids[i]) || ids[i] > 1e6)
+      return gm_fail(GPUML_ERR_ARG, "badDevice",
+                     "device %lld of the list is %g: devices are CUDA ordinals 0, 1, ... or \"all\"",
+                     (long long)i + 1, ids[i]);
+    for (int64_t j = 0; j < i; j++)
+      if (ids[j] == ids[i])
+        return gm_fail(GPUML_ERR_ARG, "badDevice", "device %g is listed twice", ids[i]);
+  }
+  for (int64_t i = 0; i < count; i++) opt->devices[i] = (int)ids[i];
+  opt->ndevices = (int)count;
+  return GPUML_OK;
+}
+
+gpuml_status gpuml_options_set_devices_word(gpuml_options *opt, const char *word) {
+  gm_clear_error();
+  if (!opt) return gm_fail(GPUML_ERR_ARG, "badOptions", "options must not be NULL");
+  if (!word || !gm_same_name(word, "all"))
+    return gm_fail(GPUML_ERR_ARG, "badDevice",
+                   "unknown devices \"%s\": give CUDA ordinals (0, 1, ...) or \"all\"",
+                   word ? word : "(null)");
+  opt->ndevices = GPUML_ALL_DEVICES;
   return GPUML_OK;
 }
 

@@ -27,6 +27,10 @@ constexpr int64_t kGridChunk = 1 << 18;  // points per launch between interrupt 
 constexpr int64_t kGridCellChunk = 1 << 14;  // cells per launch of the cutoff density
 constexpr int64_t kDirectChunk = 1 << 17;
 constexpr int64_t kQueryTile = 4096;     // GEMM tile columns
+// A part of the Gaussian density over several devices starts at a multiple of
+// GM_DPC_GAUSS_PART_ROWS, so that its GEMM tiles are one device's (kQueryTile or its
+// halves, from the part's first row; the tiles then need the same memory budget).
+static_assert(GM_DPC_GAUSS_PART_ROWS % kQueryTile == 0, "query tiles must divide a part");
 constexpr int64_t kRefTile = 32768;      // GEMM tile rows
 
 enum Mode { kCount = 0, kGauss = 1, kDelta = 2, kBorder = 3 };
@@ -306,6 +310,54 @@ gpuml_status cell_runs(Context &ctx, GridDev &g, const int64_t *cluster_sorted,
   return st;
 }
 
+// The memory a call needs beside the points' own, checked against the budget where the
+// index form allocates it whole.
+gpuml_status check_fixed(Context &ctx, size_t fixed, int64_t n) {
+  if (fixed <= ctx.budget()) return GPUML_OK;
+  return gm_fail(GPUML_ERR_NOMEM, "dpc:cuda",
+                 "density peaks needs %.1f MB of GPU memory for %lld points, more than the "
+                 "budget of %.1f MB: raise gpu_memory_limit, free GPU memory or use backend "
+                 "\"cpu\"",
+                 (double)fixed / 1e6, (long long)n, (double)ctx.budget() / 1e6);
+}
+
+// rho into rho_d (by point index): on the index for the points of cells first .. last - 1,
+// else over all pairs for rows first .. last - 1.
+gpuml_status rho_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
+                      const gm_dpc_grid *rho_grid, int64_t n, int64_t d, int gaussian, double dc,
+                      double cut, int64_t first, int64_t last, double *rho_d,
+                      const gpuml_options *opt) {
+  PassArgs args;
+  args.cut = cut;
+  args.inv_dc2 = 1 / (dc * dc);
+  args.value = rho_d;
+  if (rho_grid)
+    return grid_rho(ctx, rho_grid->geom.dim, g, cut, gaussian ? args.inv_dc2 : 0, first, last,
+                    rho_d, opt);
+  return gaussian ? all_pairs_pass<kGauss>(ctx, ap, n, d, args, first, last, opt)
+                  : all_pairs_pass<kCount>(ctx, ap, n, d, args, first, last, opt);
+}
+
+// delta_d and nearest_d (by point index) from rho_d: on the index for sorted positions
+// first .. last - 1, else over all pairs for rows first .. last - 1.
+gpuml_status delta_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
+                        const gm_dpc_grid *delta_grid, int64_t n, int64_t d, const double *rho_d,
+                        int64_t top, int64_t first, int64_t last, double *delta_d,
+                        int64_t *nearest_d, const gpuml_options *opt) {
+  if (delta_grid) {
+    double *rho_sorted = nullptr;
+    GM_TRY(ctx.alloc(&rho_sorted, (size_t)n, "the densities by cell"));
+    GM_TRY(gather(ctx, rho_d, g.order, n, rho_sorted));
+    return grid_delta(ctx, delta_grid->geom.dim, g, rho_sorted, top, first, last, delta_d,
+                      nearest_d, opt);
+  }
+  PassArgs da;
+  da.rho = rho_d;
+  da.value = delta_d;
+  da.index = nearest_d;
+  return all_pairs_pass<kDelta>(ctx, ap, n, d, da, first, last, opt);
+}
+
 gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                      const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                      double *rho, double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
@@ -315,12 +367,7 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   // rho, rho by cell, delta_sq, nearest, the index (one upload when rho and delta share it)
   const gm_dpc_grid *index = rho_grid ? rho_grid : delta_grid;
   const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0);
-  if (!all_pairs && fixed > ctx.budget())
-    return gm_fail(GPUML_ERR_NOMEM, "dpc:cuda",
-                   "density peaks needs %.1f MB of GPU memory for %lld points, more than the "
-                   "budget of %.1f MB: raise gpu_memory_limit, free GPU memory or use backend "
-                   "\"cpu\"",
-                   (double)fixed / 1e6, (long long)n, (double)ctx.budget() / 1e6);
+  if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, n));
   GridDev g;
   if (index) GM_TRY(sort_index(ctx, x, index, g));
   AllPairs ap;
@@ -330,37 +377,100 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   GM_TRY(ctx.alloc(&rho_d, (size_t)n, "the densities"));
   GM_TRY(ctx.alloc(&delta_d, (size_t)n, "the distances to denser points"));
   GM_TRY(ctx.alloc(&nearest_d, (size_t)n, "the nearest denser points"));
-
-  PassArgs args;
-  args.cut = cut;
-  args.inv_dc2 = 1 / (dc * dc);
-  args.value = rho_d;
-  if (rho_grid) {
-    GM_TRY(grid_rho(ctx, rho_grid->geom.dim, g, cut, gaussian ? args.inv_dc2 : 0, rho_d, opt));
-  } else if (gaussian) {
-    GM_TRY(all_pairs_pass<kGauss>(ctx, ap, n, d, args, opt));
-  } else {
-    GM_TRY(all_pairs_pass<kCount>(ctx, ap, n, d, args, opt));
-  }
+  GM_TRY(rho_pass(ctx, g, ap, rho_grid, n, d, gaussian, dc, cut, 0,
+                  rho_grid ? rho_grid->ncells : n, rho_d, opt));
   GM_TRY(to_host(ctx, rho, rho_d, n, "copying the densities to the host"));
   GM_TRY(ctx.sync("copying the densities to the host"));
   const int64_t top = gm_dpc_top(rho, n);
-
-  if (delta_grid) {
-    double *rho_sorted = nullptr;
-    GM_TRY(ctx.alloc(&rho_sorted, (size_t)n, "the densities by cell"));
-    GM_TRY(gather(ctx, (const double *)rho_d, g.order, n, rho_sorted));
-    GM_TRY(grid_delta(ctx, delta_grid->geom.dim, g, rho_sorted, top, delta_d, nearest_d, opt));
-  } else {
-    PassArgs da;
-    da.rho = rho_d;
-    da.value = delta_d;
-    da.index = nearest_d;
-    GM_TRY(all_pairs_pass<kDelta>(ctx, ap, n, d, da, opt));
-  }
+  GM_TRY(delta_pass(ctx, g, ap, delta_grid, n, d, rho_d, top, 0, n, delta_d, nearest_d, opt));
   GM_TRY(to_host(ctx, delta_sq, delta_d, n, "copying the distances to the host"));
   GM_TRY(to_host(ctx, nearest, nearest_d, n, "copying the nearest denser points to the host"));
   return ctx.sync("copying the results to the host");
+}
+
+// The values of a part's points into the host array at their original indices, all but
+// `skip` (-1: none): sorted positions s0 .. s1 - 1 of the index g (through its order), or
+// rows s0 .. s1 - 1 when g is null. The other entries of host stay as they are.
+template <typename T>
+gpuml_status part_to_host(Context &ctx, const GridDev *g, int64_t s0, int64_t s1, const T *dev,
+                          T *host, int64_t skip) {
+  const int64_t count = s1 - s0;
+  if (count <= 0) return GPUML_OK;
+  const T *src = dev + s0;
+  if (g) {
+    T *packed = nullptr;
+    GM_TRY(ctx.alloc(&packed, (size_t)count, "a part's values"));
+    GM_TRY(gather(ctx, dev, g->order + s0, count, packed));
+    src = packed;
+  }
+  T *values = (T *)malloc((size_t)count * sizeof(T));
+  int64_t *rows = g ? (int64_t *)malloc((size_t)count * sizeof(int64_t)) : nullptr;
+  gpuml_status st = GPUML_OK;
+  if (!values || (g && !rows))
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for a part's values",
+                 (double)count * 16 / 1e6);
+  if (!st) st = to_host(ctx, values, src, count, "copying a part's values to the host");
+  if (!st && g) st = to_host(ctx, rows, g->order + s0, count, "copying a part's points to the host");
+  if (!st) st = ctx.sync("copying a part's values to the host");
+  for (int64_t k = 0; !st && k < count; k++) {
+    const int64_t i = g ? rows[k] : s0 + k;
+    if (i != skip) host[i] = values[k];
+  }
+  free(values);
+  free(rows);
+  return st;
+}
+
+gpuml_status rho_part_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
+                          int gaussian, double dc, double cut, int64_t first, int64_t last,
+                          double *rho, const gpuml_options *opt) {
+  Context ctx("dpc:cuda");
+  GM_TRY(ctx.init(opt, !grid && d >= kGemmMinDim));
+  const size_t fixed = (size_t)n * 8 * 2 + (grid ? grid_bytes(grid) : 0);
+  GridDev g;
+  AllPairs ap;
+  if (grid) {
+    GM_TRY(check_fixed(ctx, fixed, n));
+    GM_TRY(sort_index(ctx, x, grid, g));
+  } else {
+    GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
+  }
+  double *rho_d = nullptr;
+  GM_TRY(ctx.alloc(&rho_d, (size_t)n, "the densities"));
+  GM_TRY(rho_pass(ctx, g, ap, grid, n, d, gaussian, dc, cut, first, last, rho_d, opt));
+  if (!grid) return part_to_host(ctx, nullptr, first, last, (const double *)rho_d, rho, -1);
+  // the cells' points are sorted positions start[first] .. start[last] - 1
+  int64_t span[2];
+  GM_TRY(to_host(ctx, &span[0], g.start + first, 1, "copying the part's cell starts"));
+  GM_TRY(to_host(ctx, &span[1], g.start + last, 1, "copying the part's cell starts"));
+  GM_TRY(ctx.sync("copying the part's cell starts"));
+  return part_to_host(ctx, &g, span[0], span[1], (const double *)rho_d, rho, -1);
+}
+
+gpuml_status delta_part_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
+                            const double *rho, int64_t top, int64_t first, int64_t last,
+                            double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
+  Context ctx("dpc:cuda");
+  GM_TRY(ctx.init(opt, !grid && d >= kGemmMinDim));
+  // rho, rho by cell, delta_sq, nearest, a part's values
+  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) : 0);
+  GridDev g;
+  AllPairs ap;
+  if (grid) {
+    GM_TRY(check_fixed(ctx, fixed, n));
+    GM_TRY(sort_index(ctx, x, grid, g));
+  } else {
+    GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
+  }
+  double *rho_d = nullptr, *delta_d = nullptr;
+  int64_t *nearest_d = nullptr;
+  GM_TRY(to_device(ctx, &rho_d, rho, n, "copying the densities to the GPU"));
+  GM_TRY(ctx.alloc(&delta_d, (size_t)n, "the distances to denser points"));
+  GM_TRY(ctx.alloc(&nearest_d, (size_t)n, "the nearest denser points"));
+  GM_TRY(delta_pass(ctx, g, ap, grid, n, d, rho_d, top, first, last, delta_d, nearest_d, opt));
+  const GridDev *order = grid ? &g : nullptr;
+  GM_TRY(part_to_host(ctx, order, first, last, (const double *)delta_d, delta_sq, top));
+  return part_to_host(ctx, order, first, last, (const int64_t *)nearest_d, nearest, top);
 }
 
 gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
@@ -422,7 +532,7 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
     args.rho = rho_d;
     args.cluster = cluster_d;
     args.value = border_d;
-    GM_TRY(all_pairs_pass<kBorder>(ctx, ap, n, d, args, opt));
+    GM_TRY(all_pairs_pass<kBorder>(ctx, ap, n, d, args, 0, n, opt));
   }
   GM_TRY(to_host(ctx, border, border_d, n, "copying the border densities to the host"));
   return ctx.sync("copying the border densities to the host");
@@ -445,4 +555,19 @@ extern "C" gpuml_status gm_cuda_dpc_border(const double *x, int64_t n, int64_t d
                                               const double *rho, const int64_t *cluster,
                                               double *border, const gpuml_options *opt) {
   return gm::border_run(x, n, d, grid, cut, rho, cluster, border, opt);
+}
+
+extern "C" gpuml_status gm_cuda_dpc_rho(const double *x, int64_t n, int64_t d,
+                                        const struct gm_dpc_grid *grid, int gaussian, double dc,
+                                        double cut, int64_t first, int64_t last, double *rho,
+                                        const gpuml_options *opt) {
+  return gm::rho_part_run(x, n, d, grid, gaussian, dc, cut, first, last, rho, opt);
+}
+
+extern "C" gpuml_status gm_cuda_dpc_delta(const double *x, int64_t n, int64_t d,
+                                          const struct gm_dpc_grid *grid, const double *rho,
+                                          int64_t top, int64_t first, int64_t last,
+                                          double *delta_sq, int64_t *nearest,
+                                          const gpuml_options *opt) {
+  return gm::delta_part_run(x, n, d, grid, rho, top, first, last, delta_sq, nearest, opt);
 }

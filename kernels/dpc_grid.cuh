@@ -331,35 +331,38 @@ gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorte
     default: KERNEL<8><<<blocks, kPassThreads, 0, ctx.stream()>>>(__VA_ARGS__); break; \
   }
 
+// rho of the points of cells first .. last - 1.
 gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
-                      double *rho, const gpuml_options *opt) {
-  for (int64_t c0 = 0; c0 < g.ncells; c0 += kGridCellChunk) {
-    const int64_t c1 = min64(g.ncells, c0 + kGridCellChunk);
+                      int64_t first, int64_t last, double *rho, const gpuml_options *opt) {
+  for (int64_t c0 = first; c0 < last; c0 += kGridCellChunk) {
+    const int64_t c1 = min64(last, c0 + kGridCellChunk);
     const unsigned blocks = grid_1d((c1 - c0) * 32, kPassThreads);
     GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, rho, c0, c1);
     GM_TRY(ctx.launched("density peaks rho (index)"));
     GM_TRY(ctx.sync("density peaks rho (index)"));
     GM_TRY(interrupted(ctx, opt));
     // the points done, counted as the share of the cells done (their starts stay on the GPU)
-    gm_progress(opt, "dpc rho", (int64_t)((double)g.n * (double)c1 / (double)g.ncells), g.n);
+    gm_progress(opt, "dpc rho", (int64_t)((double)g.n * (double)(c1 - first) / (double)(last - first)),
+                g.n);
   }
   return GPUML_OK;
 }
 
+// delta of the points of sorted positions first .. last - 1.
 gpuml_status grid_delta(Context &ctx, int dim, const GridDev &g, const double *rho_sorted,
-                        int64_t top, double *delta_sq, int64_t *nearest,
-                        const gpuml_options *opt) {
+                        int64_t top, int64_t first, int64_t last, double *delta_sq,
+                        int64_t *nearest, const gpuml_options *opt) {
   double *cell_max = nullptr;
   GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
-  for (int64_t s0 = 0; s0 < g.n; s0 += kGridChunk) {
-    const int64_t s1 = min64(g.n, s0 + kGridChunk);
+  for (int64_t s0 = first; s0 < last; s0 += kGridChunk) {
+    const int64_t s1 = min64(last, s0 + kGridChunk);
     const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
     GM_DPC_DIM_SWITCH(dim, grid_delta_kernel, g, rho_sorted, cell_max, top, delta_sq, nearest,
                       s0, s1);
     GM_TRY(ctx.launched("density peaks delta (index)"));
     GM_TRY(ctx.sync("density peaks delta (index)"));
     GM_TRY(interrupted(ctx, opt));
-    gm_progress(opt, "dpc delta", s1, g.n);
+    gm_progress(opt, "dpc delta", s1 - first, last - first);
   }
   return GPUML_OK;
 }

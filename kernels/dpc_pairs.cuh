@@ -85,14 +85,16 @@ size_t resident_bytes(int64_t n, int64_t d, bool gemm, int64_t staging_rows) {
          (size_t)staging_rows * (size_t)d * 8 + (size_t)d * 8 + 4096;
 }
 
+// The passes below take the points first .. last - 1 against all n.
 template <int Mode>
 gpuml_status direct_pass(Context &ctx, const AllPairs &ap, int64_t n, int64_t d,
-                         const PassArgs &args, const gpuml_options *opt) {
+                         const PassArgs &args, int64_t first, int64_t last,
+                         const gpuml_options *opt) {
   const size_t shared = ((size_t)kDirectThreads * (size_t)d + kDirectThreads) * 8 +
                         (Mode == kBorder ? kDirectThreads * 8 : 0);
   const double *X = ap.R.x;
-  for (int64_t q0 = 0; q0 < n; q0 += kDirectChunk) {
-    const int64_t q1 = min64(n, q0 + kDirectChunk);
+  for (int64_t q0 = first; q0 < last; q0 += kDirectChunk) {
+    const int64_t q1 = min64(last, q0 + kDirectChunk);
     const unsigned blocks = grid_1d(q1 - q0, kDirectThreads);
     switch (d) {
       case 1: direct_pass_kernel<Mode, 1><<<blocks, kDirectThreads, shared, ctx.stream()>>>(X, n, 1, args, q0, q1); break;
@@ -103,17 +105,18 @@ gpuml_status direct_pass(Context &ctx, const AllPairs &ap, int64_t n, int64_t d,
     GM_TRY(ctx.launched("density peaks pass (direct)"));
     GM_TRY(ctx.sync("density peaks pass (direct)"));
     GM_TRY(interrupted(ctx, opt));
-    gm_progress(opt, stage_of(Mode), q1, n);
+    gm_progress(opt, stage_of(Mode), q1 - first, last - first);
   }
   return GPUML_OK;
 }
 
 template <int Mode>
 gpuml_status gemm_pass(Context &ctx, const AllPairs &ap, int64_t n, int64_t d,
-                       const PassArgs &args, const gpuml_options *opt) {
+                       const PassArgs &args, int64_t first, int64_t last,
+                       const gpuml_options *opt) {
   const double slack = GM_DPC_SCREEN_SLACK * (double)(d + 4);
-  for (int64_t q0 = 0; q0 < n; q0 += ap.qt) {
-    const int64_t qn = min64(ap.qt, n - q0);
+  for (int64_t q0 = first; q0 < last; q0 += ap.qt) {
+    const int64_t qn = min64(ap.qt, last - q0);
     for (int64_t r0 = 0; r0 < n; r0 += ap.rt) {
       const int64_t rn = min64(ap.rt, n - r0);
       GM_TRY(gemm_tile<double>(ctx, ap.R.p_at(r0), rn, ap.R.p_at(q0), qn, d, ap.G, rn));
@@ -127,16 +130,17 @@ gpuml_status gemm_pass(Context &ctx, const AllPairs &ap, int64_t n, int64_t d,
     }
     GM_TRY(ctx.sync("density peaks pass (GEMM)"));
     GM_TRY(interrupted(ctx, opt));
-    gm_progress(opt, stage_of(Mode), q0 + qn, n);
+    gm_progress(opt, stage_of(Mode), q0 + qn - first, last - first);
   }
   return GPUML_OK;
 }
 
 template <int Mode>
 gpuml_status all_pairs_pass(Context &ctx, const AllPairs &ap, int64_t n, int64_t d,
-                            const PassArgs &args, const gpuml_options *opt) {
-  return ap.gemm ? gemm_pass<Mode>(ctx, ap, n, d, args, opt)
-                 : direct_pass<Mode>(ctx, ap, n, d, args, opt);
+                            const PassArgs &args, int64_t first, int64_t last,
+                            const gpuml_options *opt) {
+  return ap.gemm ? gemm_pass<Mode>(ctx, ap, n, d, args, first, last, opt)
+                 : direct_pass<Mode>(ctx, ap, n, d, args, first, last, opt);
 }
 
 // Uploads the points; `fixed` is the other device memory the call needs. The GEMM tile

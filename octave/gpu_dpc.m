@@ -54,6 +54,12 @@
 ##
 ## @item @qcode{"verbose"}
 ## @code{true} to print the progress of each pass (default @code{false}).
+##
+## @item @qcode{"devices"}
+## The CUDA devices to spread the density and delta passes over: @code{[]} (default:
+## one device), device numbers such as @code{[0 1]}, or @qcode{"all"}. Each device holds
+## all the points and computes a block of them; the fit is one device's, bit for bit.
+## On the CPU backend the list is checked and then ignored.
 ## @end table
 ##
 ## @strong{Outputs}
@@ -101,13 +107,15 @@ function [clusters, info] = gpu_dpc (X, varargin)
                                        struct ("dc", [], "gaussian", false,
                                                "gaussian_cutoff", [], "k", [],
                                                "rho", [], "delta", [], "seed", [],
-                                               "backend", "auto", "verbose", false),
+                                               "backend", "auto", "verbose", false,
+                                               "devices", []),
                                        varargin);
   X = gpuml_dpc_double (X);
   params = gpuml_dpc_params (given);
   try
     [rho, delta, nearest, gamma, dc, backend, peaks, clusters, halo] = ...
-      gpuml_dpc_mex (X, params, gpuml_seed (opts.seed), opts.backend, opts.verbose);
+      gpuml_dpc_mex (X, params, gpuml_seed (opts.seed), opts.backend, opts.verbose,
+                     opts.devices);
   catch err
     gpuml_rethrow (err, "gpu_dpc", "gpuml_dpc_mex");
   end_try_catch
@@ -127,7 +135,7 @@ function params = gpuml_dpc_params (given)
   for i = 1:2:numel (given)
     name = given{i};
     v = given{i+1};
-    if (any (strcmp (name, {"seed", "backend", "verbose"})) || isempty (v))
+    if (any (strcmp (name, {"seed", "backend", "verbose", "devices"})) || isempty (v))
       continue;
     endif
     if (strcmp (name, "gaussian"))
@@ -331,3 +339,21 @@ endfunction
 %!error id=gpuml:badOption gpu_dpc (rand (10, 2), "clusters", 3)
 %!error id=gpuml:badBackend gpu_dpc (rand (10, 2), "backend", "gpu")
 %!error <Invalid call> gpu_dpc ()
+
+## devices: checked by the core, ignored on the CPU; the passes over shards
+## (GPUML_SHARDS, the development knob that stands for several devices) give one
+## shard's fit bit for bit, ties included
+%!error <listed twice> gpu_dpc (rand (20, 2), "dc", 0.3, "backend", "cpu", "devices", [1 1])
+%!error <"all"> gpu_dpc (rand (20, 2), "dc", 0.3, "backend", "cpu", "devices", "every")
+%!test
+%! [gx, gy] = meshgrid (0:12, 0:12);
+%! X = [gx(:), gy(:); randn(200, 2) * 2 + 6];
+%! [c1, i1] = gpu_dpc (X, "dc", 1.5, "k", 3, "backend", B);
+%! unwind_protect
+%!   setenv ("GPUML_SHARDS", "3");  setenv ("GPUML_SHARD_THREADS", "2");
+%!   [c2, i2] = gpu_dpc (X, "dc", 1.5, "k", 3, "backend", B, "devices", 0);
+%! unwind_protect_cleanup
+%!   unsetenv ("GPUML_SHARDS");  unsetenv ("GPUML_SHARD_THREADS");
+%! end_unwind_protect
+%! assert (isequal (c2, c1) && isequal (i2.rho, i1.rho) && isequal (i2.delta, i1.delta));
+%! assert (isequaln (i2.nearest, i1.nearest) && isequal (i2.peaks, i1.peaks) && isequal (i2.halo, i1.halo));

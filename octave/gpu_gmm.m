@@ -67,6 +67,13 @@
 ##
 ## @item @qcode{"verbose"}
 ## @code{true} to print progress (default @code{false}).
+##
+## @item @qcode{"devices"}
+## The CUDA devices to spread each EM pass over: @code{[]} (default: one device),
+## device numbers such as @code{[0 1]}, or @qcode{"all"}.  The rows are split over
+## the devices and their M-step statistics combined: the fit is one device's up to
+## the order of sums.  Numbers must be whole, 0 or more and distinct; on the CPU
+## backend the list is checked and then ignored.
 ## @end table
 ##
 ## @strong{Outputs}
@@ -121,23 +128,23 @@ function [labels, model] = gpu_gmm (X, varargin)
                                                "max_iter", 1000, "tol", 1e-5, "reg", 0,
                                                "n_init", 1,
                                                "seed", [], "backend", "auto",
-                                               "verbose", false),
+                                               "verbose", false, "devices", []),
                                        args);
   if ((isnumeric (X) || islogical (X)) && ! issparse (X))
     X = double (X);
   endif
   ## the parameters the user gave go to the core by name (it holds the defaults, K = 1:9
-  ## among them); seed, backend and verbosity are options of the call
+  ## among them); seed, backend, verbosity and devices are options of the call
   for i = 1:2:numel (given)
     if (strcmpi (given{i}, "modelNames"))
       params(end+1:end+2) = {"models", given{i+1}};  # the core's name
-    elseif (! any (strcmp (given{i}, {"seed", "backend", "verbose"})))
+    elseif (! any (strcmp (given{i}, {"seed", "backend", "verbose", "devices"})))
       params(end+1:end+2) = given(i:i+1);
     endif
   endfor
   try
     [labels, model] = gpuml_gmm_mex (X, params, gpuml_seed (opts.seed), opts.backend,
-                                     opts.verbose);
+                                     opts.verbose, opts.devices);
   catch err
     gpuml_rethrow (err, "gpu_gmm", "gpuml_gmm_mex");
   end_try_catch
@@ -328,3 +335,25 @@ endfunction
 %!error id=gpuml:badBackend gpu_gmm (randn (20, 2), 2, "backend", "gpu")
 %!error id=gpuml:badOption gpu_gmm (randn (20, 2), 2, "iterations", 5)
 %!error <Invalid call> gpu_gmm ()
+
+## devices: checked by the core, ignored on the CPU; EM over shards (GPUML_SHARDS, the
+## development knob that stands for several devices) agrees with the one-shard fit
+%!error <listed twice> gpu_gmm (rand (20, 2), 2, "backend", "cpu", "devices", [1 1])
+%!error <"all"> gpu_gmm (rand (20, 2), 2, "backend", "cpu", "devices", "every")
+%!test
+%! [X, truth] = mixture (400, 2, 2, 30, 6, "full");
+%! [l1, m1] = gpu_gmm (X, 1:3, "modelNames", {"VVV", "EII"}, "seed", 5, "backend", B);
+%! [l2, m2] = gpu_gmm (X, 1:3, "modelNames", {"VVV", "EII"}, "seed", 5, "backend", "cpu", ...
+%!                    "devices", [0 1]);
+%! if (strcmp (B, "cpu"))
+%!   assert (isequal (l1, l2) && m1.loglik == m2.loglik);
+%! endif
+%! unwind_protect
+%!   setenv ("GPUML_SHARDS", "3");  setenv ("GPUML_SHARD_THREADS", "2");
+%!   [l3, m3] = gpu_gmm (X, 1:3, "modelNames", {"VVV", "EII"}, "seed", 5, "backend", B, ...
+%!                      "devices", 0);
+%! unwind_protect_cleanup
+%!   unsetenv ("GPUML_SHARDS");  unsetenv ("GPUML_SHARD_THREADS");
+%! end_unwind_protect
+%! assert (isequal (l3, l1) && strcmp (m3.modelName, m1.modelName) && m3.G == m1.G);
+%! assert (m3.loglik, m1.loglik, 1e-10 * abs (m1.loglik));

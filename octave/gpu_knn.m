@@ -68,6 +68,15 @@
 ##
 ## @item @qcode{"verbose"}
 ## @code{true} to print progress (default @code{false}).
+##
+## @item @qcode{"devices"}
+## The CUDA devices to spread the search over: @code{[]} (default: one device),
+## device numbers such as @code{[0 1]}, or @qcode{"all"}.  The references are split
+## over the devices and the lists merged exactly: the answer is that of one device.
+## Numbers must be whole, 0 or more and distinct (else an error); a device that does
+## not exist is an error on CUDA.  On the CPU backend the list is checked and then
+## ignored, so that a script written for a GPU host runs unchanged without one.  Not
+## for an index (an index lives on one device).
 ## @end table
 ##
 ## @strong{Outputs}
@@ -149,10 +158,15 @@ function [idx, dist, info] = gpu_knn (data, varargin)
   endif
   [opts, given] = gpuml_parse_options ("gpu_knn",
                                        struct ("backend", "auto", "precision", "auto",
-                                               "metric", "euclidean", "verbose", false),
+                                               "metric", "euclidean", "verbose", false,
+                                               "devices", []),
                                        args);
   if (isstruct (data) && isscalar (data) && isfield (data, "gpuml_knn_index"))
     ## The index fixes how it is searched; silently ignoring these would mislead.
+    if (any (strcmp (given(1:2:end), "devices")))
+      error ("gpuml:badOption",
+             "gpu_knn: an index lives on one device: 'devices' does not apply to its searches");
+    endif
     fixed = intersect (given(1:2:end), {"backend", "precision", "metric"});
     if (! isempty (fixed))
       error ("gpuml:badOption",
@@ -174,7 +188,7 @@ function [idx, dist, info] = gpu_knn (data, varargin)
     try
       [idx, dist, backend, rechecked] = gpuml_knn_mex (data, query, k, opts.backend,
                                                        opts.verbose, opts.precision,
-                                                       opts.metric);
+                                                       opts.metric, opts.devices);
     catch err
       gpuml_rethrow (err, "gpu_knn", "gpuml_knn_mex");
     end_try_catch
@@ -544,3 +558,31 @@ endfunction
 %!error <row 2 of the query is all zeros> gpu_knn ([1 2; 3 4], [1 1; 0 0], 1, "metric", "cosine")
 %!error id=gpuml:knn:zeroRow gpu_knn (single ([1 2; 3 4]), single ([0 0]), 1, "metric", "cosine")
 %!error <Invalid call> gpu_knn ()
+## devices: checked by the core, ignored on the CPU; the split over shards (GPUML_SHARDS,
+## the development knob that stands for several devices) gives the answer of one shard
+%!error id=gpuml:badDevice gpu_knn (rand (5, 2), [], 1, "backend", "cpu", "devices", [0 0])
+%!error <listed twice> gpu_knn (rand (5, 2), [], 1, "backend", "cpu", "devices", [1 1])
+%!error <CUDA ordinals> gpu_knn (rand (5, 2), [], 1, "backend", "cpu", "devices", -1)
+%!error <CUDA ordinals> gpu_knn (rand (5, 2), [], 1, "backend", "cpu", "devices", 0.5)
+%!error <"all"> gpu_knn (rand (5, 2), [], 1, "backend", "cpu", "devices", "most")
+%!error id=gpuml:badOption gpu_knn (rand (5, 2), [], 1, "devices", {0})
+%!error <one device> gpu_knn (gpu_knn_index (rand (5, 2), "backend", "cpu"), [], 1, "devices", 0)
+%!test
+%! data = rand (300, 3);  query = rand (40, 3);
+%! [i1, d1] = gpu_knn (data, query, 7, "backend", "cpu");
+%! [i2, d2] = gpu_knn (data, query, 7, "backend", "cpu", "devices", [0 1]);
+%! [i3, d3] = gpu_knn (data, [], 7, "backend", "cpu", "devices", "all");
+%! [i4, d4] = gpu_knn (data, [], 7, "backend", "cpu");
+%! assert (isequal (i1, i2) && isequal (d1, d2) && isequal (i3, i4) && isequal (d3, d4));
+%!test
+%! data = rand (500, 4);  query = rand (60, 4);
+%! [iq, dq] = gpu_knn (data, query, 9, "backend", B);
+%! [is, ds] = gpu_knn (data, [], 9, "backend", B);
+%! unwind_protect
+%!   setenv ("GPUML_SHARDS", "5");  setenv ("GPUML_SHARD_THREADS", "2");
+%!   [iq5, dq5] = gpu_knn (data, query, 9, "backend", B, "devices", 0);
+%!   [is5, ds5] = gpu_knn (data, [], 9, "backend", B, "devices", "all");
+%! unwind_protect_cleanup
+%!   unsetenv ("GPUML_SHARDS");  unsetenv ("GPUML_SHARD_THREADS");
+%! end_unwind_protect
+%! assert (isequal (iq5, iq) && isequal (dq5, dq) && isequal (is5, is) && isequal (ds5, ds));

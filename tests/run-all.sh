@@ -100,6 +100,20 @@ if [ "$HAVE_R" = yes ]; then
   fi
 fi
 
+if [ "$HAVE_R" = yes ] && [ "$gpu" = no ] && [ "${HAVE_MPI:-no}" = yes ]; then
+  # The R package's MPI functions: 3 ranks of R, each with its counts.
+  echo "== R under MPI (mpirun -np 3 R -f tests/mpi/r_mpi.R, the package in build/Rlib)"
+  run_as_root=""
+  [ "$(id -u)" -eq 0 ] && run_as_root="--allow-run-as-root"
+  R_LIBS="$PWD/build/Rlib" "$MPIRUN" $run_as_root --oversubscribe -np 3 \
+    "$R" --no-echo --no-restore -f tests/mpi/r_mpi.R > "$log_dir/r-mpi.log" 2>&1
+  grep FAIL "$log_dir/r-mpi.log"
+  for rank in 0 1 2; do
+    printf 'rank %s ' "$rank"
+    add_counts "R-MPI-$rank" "$log_dir/r-mpi.log"
+  done
+fi
+
 if [ "$HAVE_R" = yes ] && [ "$gpu" = no ]; then
   # The R package by itself, as an R user installs it: R CMD build of R-package/ alone,
   # R CMD INSTALL of the tarball without CUDA into a library of its own, then a kNN; and

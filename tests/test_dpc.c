@@ -2,8 +2,10 @@
  * brute force written from the definitions, ties, the dc estimate, centres, clusters,
  * halo, bad input and callbacks, on every backend of the parity harness (tests/harness.h);
  * on the CUDA backend every result is also compared with the CPU backend's. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "harness.h"
@@ -1064,6 +1066,193 @@ static void test_backend_choice(void) {
         "auto without a device runs on the CPU");
 }
 
+/* ---- over shards: GPUML_SHARDS (logical shards) and GPUML_SHARD_THREADS (the runner of
+ *      several devices) split rho and delta by blocks of rows over the devices; the fit
+ *      must be one device's bit for bit (rho, delta, nearest, gamma, centres, clusters,
+ *      halo). ---- */
+
+static void set_shard_knobs(const char *shards, const char *threads) {
+  if (shards) setenv("GPUML_SHARDS", shards, 1);
+  else unsetenv("GPUML_SHARDS");
+  if (threads) setenv("GPUML_SHARD_THREADS", threads, 1);
+  else unsetenv("GPUML_SHARD_THREADS");
+}
+
+typedef struct {
+  fit f;
+  int64_t *centres, *cluster, ncentres;
+  int *halo;
+  gpuml_status st;
+} full_fit;
+
+static full_fit full_fit_run(const double *x, int64_t n, int64_t d, const gpuml_dpc_params *p,
+                             const char *shards, const char *threads) {
+  full_fit r;
+  r.f = fit_alloc(n);
+  r.centres = malloc(sizeof(int64_t) * n);
+  r.cluster = malloc(sizeof(int64_t) * n);
+  r.halo = malloc(sizeof(int) * n);
+  r.ncentres = 0;
+  gpuml_options opt = options();
+  set_shard_knobs(shards, threads);
+  r.st = gpuml_dpc_fit(x, n, d, p, r.f.rho, r.f.delta, r.f.nearest, r.f.gamma, r.centres,
+                       &r.ncentres, r.cluster, r.halo, &opt, NULL);
+  set_shard_knobs(NULL, NULL);
+  return r;
+}
+
+static void full_fit_free(full_fit *r) {
+  fit_free(&r->f);
+  free(r->centres);
+  free(r->cluster);
+  free(r->halo);
+}
+
+/* The fit of x on shards (and threads) against one device's: bitwise. */
+static void check_sharded(const char *what, const double *x, int64_t n, int64_t d, double dc,
+                          int gaussian, double gaussian_cutoff, int64_t k, const char *shards,
+                          const char *threads) {
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  p.dc = dc;
+  p.kernel = gaussian ? GPUML_DPC_GAUSSIAN : GPUML_DPC_CUTOFF;
+  p.gaussian_cutoff = gaussian_cutoff;
+  const double kk = (double)k;
+  gpuml_params_set_numbers(GPUML_PARAMS_DPC, &p, "k", &kk, 1);
+  full_fit one = full_fit_run(x, n, d, &p, NULL, NULL);
+  full_fit split = full_fit_run(x, n, d, &p, shards, threads);
+  CHECK(one.st == GPUML_OK && split.st == GPUML_OK, "%s, n = %lld, d = %lld (shards %s, threads %s): %s",
+        what, (long long)n, (long long)d, shards, threads ? threads : "1", gpuml_last_error());
+  if (!one.st && !split.st) {
+    const size_t nd = sizeof(double) * (size_t)n, ni = sizeof(int64_t) * (size_t)n;
+    CHECK(!memcmp(one.f.rho, split.f.rho, nd) && !memcmp(one.f.delta, split.f.delta, nd) &&
+              !memcmp(one.f.nearest, split.f.nearest, ni) &&
+              !memcmp(one.f.gamma, split.f.gamma, nd),
+          "%s, n = %lld, d = %lld (shards %s, threads %s): rho, delta, nearest or gamma differ "
+          "from one device's",
+          what, (long long)n, (long long)d, shards, threads ? threads : "1");
+    CHECK(one.ncentres == split.ncentres &&
+              !memcmp(one.centres, split.centres, sizeof(int64_t) * (size_t)one.ncentres) &&
+              !memcmp(one.cluster, split.cluster, ni) &&
+              !memcmp(one.halo, split.halo, sizeof(int) * (size_t)n),
+          "%s, n = %lld, d = %lld (shards %s, threads %s): centres, clusters or halo differ "
+          "from one device's",
+          what, (long long)n, (long long)d, shards, threads ? threads : "1");
+  }
+  full_fit_free(&one);
+  full_fit_free(&split);
+}
+
+static void test_shards(void) {
+  /* the cell index (rho and delta on it; rho on the tiles with a large dc), blobs */
+  for (int64_t d = 1; d <= 3; d++) {
+    const int64_t n = 3001;
+    double *x = blobs(n, d, 4, 0.6, NULL);
+    check_sharded("blobs, cutoff", x, n, d, 0.3, 0, 0, 4, "3", NULL);
+    check_sharded("blobs, cutoff, 7 shards", x, n, d, 0.3, 0, 0, 4, "7", NULL);
+    check_sharded("blobs, truncated Gaussian", x, n, d, 0.2, 1, 3, 4, "3", NULL);
+    check_sharded("blobs, large dc (rho on the tiles)", x, n, d, 6, 0, 0, 4, "3", NULL);
+    check_sharded("blobs, exact Gaussian", x, n, d, 0.3, 1, 0, 4, "2", NULL);
+    check_sharded("blobs, threaded runner", x, n, d, 0.3, 0, 0, 4, "5", "2");
+    free(x);
+  }
+  /* ties: an integer lattice (every density tied, pairs exactly at dc) and duplicates */
+  {
+    const int64_t side = 17, n = side * side, d = 2;  /* 289 = 3 * 96 + 1 */
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n; i++) {
+      x[i] = (double)(i % side);
+      x[i + n] = (double)(i / side);
+    }
+    const double dcs[] = {1, 1.5, 2, 3};
+    for (int k = 0; k < 4; k++) {
+      check_sharded("integer lattice", x, n, d, dcs[k], 0, 0, 3, "3", NULL);
+      check_sharded("integer lattice", x, n, d, dcs[k], 0, 0, 3, "4", "3");
+    }
+    free(x);
+    const int64_t m = 301;
+    for (int64_t dd = 3; dd <= 8; dd += 5) {
+      double *dup = malloc(sizeof(double) * m * dd);
+      for (int64_t i = 0; i < m * dd; i++) dup[i] = floor(4 * uniform());
+      check_sharded("duplicates", dup, m, dd, 1.2, 0, 0, 2, "3", NULL);
+      check_sharded("duplicates", dup, m, dd, 2.5, 0, 0, 2, "2", "2");
+      free(dup);
+    }
+  }
+  /* the tiles: direct (d < 16) and GEMM (d >= 16) forms, beyond the index's dimensions */
+  {
+    const int64_t n = 1000;
+    double *x12 = blobs(n, 12, 3, 1.0, NULL), *x20 = blobs(n, 20, 3, 1.0, NULL);
+    check_sharded("tiles, d = 12", x12, n, 12, 3, 0, 0, 3, "3", NULL);
+    check_sharded("tiles, d = 12, Gaussian", x12, n, 12, 3, 1, 0, 3, "3", "3");
+    check_sharded("tiles (GEMM), d = 20", x20, n, 20, 4, 0, 0, 3, "3", NULL);
+    check_sharded("tiles (GEMM), d = 20, Gaussian", x20, n, 20, 4, 1, 0, 3, "7", NULL);
+    free(x12);
+    free(x20);
+    /* the Gaussian splits at multiples of 4096 rows (its GEMM tiles fall alike): parts
+     * [0, 4096), [4096, 8192), [8192, n) */
+    const int64_t big = 8500;
+    double *xb = blobs(big, 16, 3, 1.0, NULL);
+    check_sharded("tiles (GEMM), d = 16, Gaussian, parts of 4096 rows", xb, big, 16, 4, 1, 0, 3,
+                  "3", "2");
+    free(xb);
+  }
+  /* more shards than rows */
+  {
+    double tiny[10] = {0, 1, 1, 3, 7, 0, 0, 2, 2, 5};
+    check_sharded("5 points on 64 shards", tiny, 5, 2, 1.5, 0, 0, 2, "64", NULL);
+    check_sharded("5 points on 64 shards, threads", tiny, 5, 2, 1.5, 0, 0, 2, "64", "4");
+  }
+}
+
+/* The device list of a fit: checked on every backend (ignored on the CPU when valid). */
+static void test_device_list(void) {
+  double x[12] = {0, 1, 2, 3, 4, 5, 0, 1, 0, 1, 0, 1};
+  const int64_t n = 6, d = 2;
+  fit f = fit_alloc(n);
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  p.dc = 1.5;
+  gpuml_options opt = options();
+  opt.ndevices = 2;
+  opt.devices[0] = 0;
+  opt.devices[1] = 0;
+  f.rho[0] = -7;
+  CHECK(gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL) ==
+                GPUML_ERR_ARG &&
+            strstr(gpuml_last_error(), "listed twice") != NULL && f.rho[0] == -7,
+        "dpc, a device listed twice: %s", gpuml_last_error());
+  opt.devices[1] = -1;
+  CHECK(gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL) ==
+            GPUML_ERR_ARG,
+        "dpc, a negative device: %s", gpuml_last_error());
+  opt.ndevices = GPUML_MAX_DEVICES + 1;
+  CHECK(gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL) ==
+                GPUML_ERR_ARG &&
+            strcmp(gpuml_last_error_id(), "badDevice") == 0,
+        "dpc, too many devices: %s", gpuml_last_error());
+  gpuml_info info;
+  gpuml_backend_info(&info);
+  opt.ndevices = 2;
+  opt.devices[1] = 1;
+  if (test_backend == GPUML_BACKEND_CPU) {
+    CHECK(gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL) ==
+              GPUML_OK,
+          "dpc, a device list on the CPU backend: %s", gpuml_last_error());
+  } else if (info.device_count > 0) {
+    opt.devices[1] = info.device_count;  /* one past the last */
+    CHECK(gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL) ==
+                  GPUML_ERR_ARG &&
+              strstr(gpuml_last_error(), "does not exist") != NULL,
+          "dpc, a device that does not exist: %s", gpuml_last_error());
+    opt.ndevices = GPUML_ALL_DEVICES;
+    CHECK(gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL) ==
+              GPUML_OK,
+          "dpc, all devices: %s", gpuml_last_error());
+  }
+  fit_free(&f);
+}
+
 int main(void) {
   harness_init();
   test_precision = harness_precision;
@@ -1084,6 +1273,8 @@ int main(void) {
     test_callbacks();
     test_fit_one_call();
     test_recut_order();
+    test_shards();
+    test_device_list();
   }
   return check_summary("C");
 }

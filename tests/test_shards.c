@@ -180,9 +180,43 @@ static void test_device_list(void) {
   }
 }
 
+/* The device list as front ends set it from numbers and words. */
+static void test_set_devices(void) {
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  const double two[] = {1, 0}, twice[] = {2, 2}, negative[] = {-1}, fraction[] = {0.5};
+  CHECK(gpuml_options_set_devices(&opt, two, 2) == GPUML_OK && opt.ndevices == 2 &&
+            opt.devices[0] == 1 && opt.devices[1] == 0,
+        "devices {1, 0}: %s", gpuml_last_error());
+  CHECK(gpuml_options_set_devices(&opt, twice, 2) == GPUML_ERR_ARG &&
+            strstr(gpuml_last_error(), "listed twice") && opt.ndevices == 2,
+        "a device listed twice: %s", gpuml_last_error());
+  CHECK(gpuml_options_set_devices(&opt, negative, 1) == GPUML_ERR_ARG &&
+            strcmp(gpuml_last_error_id(), "badDevice") == 0,
+        "a negative device: %s", gpuml_last_error());
+  CHECK(gpuml_options_set_devices(&opt, fraction, 1) == GPUML_ERR_ARG, "device 0.5: %s",
+        gpuml_last_error());
+  const double nan_id[] = {NAN};
+  CHECK(gpuml_options_set_devices(&opt, nan_id, 1) == GPUML_ERR_ARG, "device NaN: %s",
+        gpuml_last_error());
+  double many[GPUML_MAX_DEVICES + 1];
+  for (int i = 0; i <= GPUML_MAX_DEVICES; i++) many[i] = i;
+  CHECK(gpuml_options_set_devices(&opt, many, GPUML_MAX_DEVICES + 1) == GPUML_ERR_ARG,
+        "too many devices: %s", gpuml_last_error());
+  CHECK(gpuml_options_set_devices_word(&opt, "ALL") == GPUML_OK &&
+            opt.ndevices == GPUML_ALL_DEVICES,
+        "devices \"ALL\": %s", gpuml_last_error());
+  CHECK(gpuml_options_set_devices_word(&opt, "every") == GPUML_ERR_ARG &&
+            strcmp(gpuml_last_error_id(), "badDevice") == 0,
+        "devices \"every\": %s", gpuml_last_error());
+  CHECK(gpuml_options_set_devices(&opt, NULL, 0) == GPUML_OK && opt.ndevices == 0,
+        "no device list: %s", gpuml_last_error());
+}
+
 int main(void) {
   harness_init();
   test_device_list();
+  test_set_devices();
   HARNESS_FOR_EACH_BACKEND(b) {
     if (!harness_runs(b, "kNN over shards")) continue;
     test_knn_shards(b);

@@ -69,6 +69,16 @@ as_seed <- function(seed) {
   as.double(seed)
 }
 
+# The CUDA devices of a call (argument `devices`, default option gpuml.devices): NULL
+# (the one device), device numbers, or "all". The core checks the values, and ignores a
+# list on the CPU backend.
+as_devices <- function(devices) {
+  if (is.null(devices)) return(NULL)
+  if (is.character(devices) && length(devices) == 1L) return(devices)
+  if (is.numeric(devices) && length(devices) >= 1L) return(as.double(devices))
+  stop("devices must be NULL, CUDA device numbers (e.g. c(0, 1)) or \"all\"", call. = FALSE)
+}
+
 # OpenMP threads for the CPU backend: option gpuml.threads, 0 = the OpenMP default.
 gpuml_threads <- function() {
   th <- getOption("gpuml.threads", 0L)

@@ -12,13 +12,15 @@ dpc_params <- function(dc = NULL, gaussian = NULL, k = NULL, rho = NULL, delta =
 }
 
 gpu_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta = NULL,
-                    gaussian_cutoff = 0, seed = NULL, backend = "auto", verbose = FALSE) {
+                    gaussian_cutoff = 0, seed = NULL, backend = "auto", verbose = FALSE,
+                    devices = getOption("gpuml.devices")) {
   x <- as_double_matrix(x, "x")
   verbose <- as_flag(verbose, "verbose")
   params <- dpc_params(dc, if (missing(gaussian)) NULL else gaussian, k, rho, delta,
                        gaussian_cutoff)
   seed <- as_seed(seed)
-  res <- .Call(gpuml_r_dpc, x, params, seed, as_backend(backend), verbose, gpuml_threads())
+  res <- .Call(gpuml_r_dpc, x, params, seed, as_backend(backend), verbose, gpuml_threads(),
+               as_devices(devices))
   fit <- structure(list(rho = res$rho, delta = res$delta, nearest = res$nearest,
                         gamma = res$gamma, order = res$order, dc = res$dc, dc_estimated = is.null(dc),
                         gaussian = isTRUE(as_flag(gaussian, "gaussian")),

@@ -14,20 +14,31 @@ as_whole_numbers <- function(x, what, single = TRUE) {
 
 gpu_gmm <- function(data, G = 1:9, modelNames = NULL, init = "hc", max_iter = 1000,
                     tol = 1e-5, reg = 0, n_init = 1, seed = NULL, verbose = FALSE,
-                    backend = "auto") {
+                    backend = "auto", devices = getOption("gpuml.devices")) {
   cl <- match.call()
   data <- as_double_matrix(data, "data")
-  params <- given_args(cl, environment(), c("G", "init", "max_iter", "tol", "reg", "n_init"))
+  params <- gmm_params(cl, environment(), modelNames)
+  seed <- as_seed(seed)
+  verbose <- as_flag(verbose, "verbose")
+  res <- .Call(gpuml_r_gmm_fit, data, params, seed, as_backend(backend), verbose,
+               gpuml_threads(), as_devices(devices))
+  gmm_fit_object(res, data, cl, seed, verbose)
+}
+
+# The parameters of a fit that the caller gave, by the core's names.
+gmm_params <- function(cl, env, modelNames) {
+  params <- given_args(cl, env, c("G", "init", "max_iter", "tol", "reg", "n_init"))
   if (!is.null(modelNames)) {
     if (!is.character(modelNames) || !length(modelNames) || anyNA(modelNames))
       stop("modelNames must be NULL or a character vector of mclust's model names",
            call. = FALSE)
     params$models <- modelNames
   }
-  seed <- as_seed(seed)
-  verbose <- as_flag(verbose, "verbose")
-  res <- .Call(gpuml_r_gmm_fit, data, params, seed, as_backend(backend), verbose,
-               gpuml_threads())
+  params
+}
+
+# The "gpu_gmm" object of the core's fit `res` of `data`.
+gmm_fit_object <- function(res, data, cl, seed, verbose) {
   vars <- colnames(data)
   d <- ncol(data)
   mean <- res$mean

@@ -18,6 +18,8 @@ print.gpuml_info <- function(x, ...) {
       cat(sprintf("  device 0    : %s (compute %s, %.1f GiB)\n", x$device_name,
                   x$compute_capability, x$device_memory_gb))
   }
+  cat(sprintf("  MPI         : %s\n", if (isTRUE(x$mpi))
+    "built (gpu_mpi_knn, gpu_mpi_gmm under mpirun)" else "not built"))
   if (!is.na(x$cuda_message)) cat(sprintf("  note        : %s\n", x$cuda_message))
   invisible(x)
 }

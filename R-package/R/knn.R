@@ -1,5 +1,6 @@
 gpu_knn <- function(data, query = NULL, k = 10, backend = "auto", precision = "auto",
-                    metric = "euclidean", verbose = FALSE) {
+                    metric = "euclidean", verbose = FALSE,
+                    devices = getOption("gpuml.devices")) {
   if (!is.numeric(k) || length(k) != 1L || !is.finite(k) || k != round(k))
     stop("k must be a single whole number", call. = FALSE)
   verbose <- as_flag(verbose, "verbose")
@@ -10,6 +11,9 @@ gpu_knn <- function(data, query = NULL, k = 10, backend = "auto", precision = "a
       stop(sprintf("%s belong%s to the index: give %s to gpu_knn_index()",
                    paste(fixed, collapse = ", "), if (length(fixed) == 1L) "s" else "",
                    if (length(fixed) == 1L) "it" else "them"), call. = FALSE)
+    if (!missing(devices))
+      stop("an index lives on one device: devices do not apply to its searches",
+           call. = FALSE)
     if (!is.null(query)) query <- as_double_matrix(query, "query")
     res <- .Call(gpuml_r_knn_index_search, data$ptr, query, as.double(k), verbose,
                  gpuml_threads())
@@ -18,7 +22,7 @@ gpu_knn <- function(data, query = NULL, k = 10, backend = "auto", precision = "a
     if (!is.null(query)) query <- as_double_matrix(query, "query")
     res <- .Call(gpuml_r_knn, data, query, as.double(k), as_backend(backend),
                  as_word(precision, "precision"), as_word(metric, "metric"), verbose,
-                 gpuml_threads())
+                 gpuml_threads(), as_devices(devices))
   }
   if (verbose) message(sprintf("knn: %d queries, k = %d on %s%s", nrow(res$nn.index),
                                ncol(res$nn.index), res$backend,

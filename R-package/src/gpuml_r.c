@@ -50,6 +50,14 @@ void gpuml_r_options(gpuml_options *opt, SEXP backend, SEXP verbose, SEXP thread
   opt->callback_ctx = NULL;
 }
 
+void gpuml_r_devices(gpuml_options *opt, SEXP devices) {
+  if (Rf_isNull(devices)) return;
+  gpuml_status st = TYPEOF(devices) == STRSXP
+                        ? gpuml_options_set_devices_word(opt, CHAR(STRING_ELT(devices, 0)))
+                        : gpuml_options_set_devices(opt, REAL(devices), (int64_t)XLENGTH(devices));
+  if (st) Rf_error("%s", gpuml_last_error());
+}
+
 void gpuml_r_words(gpuml_options *opt, SEXP precision, SEXP metric) {
   if (!Rf_isNull(precision) &&
       gpuml_parse_precision(CHAR(STRING_ELT(precision, 0)), &opt->precision) != GPUML_OK)
@@ -198,18 +206,31 @@ SEXP gpuml_r_knn_list(SEXP idx, SEXP dist, const int64_t *index0,
   return res;
 }
 
-/* data, query: double matrices (query may be NULL for a self-search); k: a double.
+int gpuml_r_knn_call(gpuml_options *opt, SEXP data, SEXP query, SEXP backend, SEXP precision,
+                     SEXP metric, SEXP verbose, SEXP threads, int64_t *n, int64_t *d,
+                     int64_t *m) {
+  gpuml_r_options(opt, backend, verbose, threads);
+  gpuml_r_words(opt, precision, metric);
+  *n = nrows_of(data);
+  *d = ncols_of(data);
+  const int has_query = !Rf_isNull(query);
+  *m = has_query ? nrows_of(query) : *n;
+  if (has_query)
+    gpuml_r_stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", *d));
+  return has_query;
+}
+
+/* data, query: double matrices (query may be NULL for a self-search); k: a double;
+ * devices as gpuml_r_devices takes them.
  * Returns list(nn.index = m x k integer (1-based), nn.dist = m x k double, backend,
  * rechecked). */
 SEXP gpuml_r_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
-                 SEXP verbose, SEXP threads) {
+                 SEXP verbose, SEXP threads, SEXP devices) {
   gpuml_options opt;
-  gpuml_r_options(&opt, backend, verbose, threads);
-  gpuml_r_words(&opt, precision, metric);
-  const int64_t n = nrows_of(data), d = ncols_of(data);
-  const int has_query = !Rf_isNull(query);
-  const int64_t m = has_query ? nrows_of(query) : n;
-  if (has_query) gpuml_r_stop_on_failure(gpuml_check_columns("knn", "query", ncols_of(query), "data", d));
+  int64_t n, d, m;
+  const int has_query = gpuml_r_knn_call(&opt, data, query, backend, precision, metric,
+                                         verbose, threads, &n, &d, &m);
+  gpuml_r_devices(&opt, devices);
   const int64_t kk = gpuml_r_int64(Rf_asReal(k));
   gpuml_r_stop_on_failure(gpuml_knn_check(n, d, has_query ? m : -1, kk, &opt));
   SEXP idx = PROTECT(Rf_allocMatrix(INTSXP, (int)m, (int)kk));
@@ -238,7 +259,7 @@ SEXP gpuml_r_info(void) {
                         "cuda_compiled", "cuda_runtime",   "cuda_driver",
                         "device_count",  "device_name",    "compute_capability",
                         "device_memory_gb", "cuda_message", "cuda_architectures",
-                        "compiler",      "environment"};
+                        "compiler",      "environment",    "mpi"};
   const int nk = (int)(sizeof keys / sizeof keys[0]);
   SEXP res = PROTECT(Rf_allocVector(VECSXP, nk));
   SEXP names = PROTECT(Rf_allocVector(STRSXP, nk));
@@ -285,6 +306,7 @@ SEXP gpuml_r_info(void) {
   }
   Rf_setAttrib(env, R_NamesSymbol, env_names);
   SET_VECTOR_ELT(res, 13, env);
+  SET_VECTOR_ELT(res, 14, Rf_ScalarLogical(gpuml_r_mpi_built()));
   Rf_setAttrib(res, R_NamesSymbol, names);
   UNPROTECT(4);
   return res;
@@ -294,7 +316,7 @@ SEXP gpuml_r_info(void) {
 
 static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dist", (DL_FUNC)&gpuml_r_dist, 7},
-    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 8},
+    {"gpuml_r_knn", (DL_FUNC)&gpuml_r_knn, 9},
     /* the kNN index (gpuml_r_knn_index.c) */
     {"gpuml_r_knn_index_build", (DL_FUNC)&gpuml_r_knn_index_build, 6},
     {"gpuml_r_knn_index_search", (DL_FUNC)&gpuml_r_knn_index_search, 5},
@@ -303,7 +325,7 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_info", (DL_FUNC)&gpuml_r_info, 0},
     {"gpuml_r_params_defaults", (DL_FUNC)&gpuml_r_params_defaults, 1},
     /* density peaks (gpuml_r_dpc.c) */
-    {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 6},
+    {"gpuml_r_dpc", (DL_FUNC)&gpuml_r_dpc, 7},
     {"gpuml_r_dpc_cut", (DL_FUNC)&gpuml_r_dpc_cut, 11},
     {"gpuml_r_dpc_index", (DL_FUNC)&gpuml_r_dpc_index, 3},
     {"gpuml_r_dpc_rank", (DL_FUNC)&gpuml_r_dpc_rank, 4},
@@ -313,7 +335,12 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_tsne_transform", (DL_FUNC)&gpuml_r_tsne_transform, 7},
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */
-    {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 6},
+    {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 7},
+    {"gpuml_r_mpi_start", (DL_FUNC)&gpuml_r_mpi_start, 0},
+    {"gpuml_r_mpi_finalize", (DL_FUNC)&gpuml_r_mpi_finalize, 0},
+    {"gpuml_r_mpi_knn", (DL_FUNC)&gpuml_r_mpi_knn, 8},
+    {"gpuml_r_mpi_gmm_fit", (DL_FUNC)&gpuml_r_mpi_gmm_fit, 6},
+    {"gpuml_r_mpi_dpc", (DL_FUNC)&gpuml_r_mpi_dpc, 6},
     {"gpuml_r_gmm_predict", (DL_FUNC)&gpuml_r_gmm_predict, 8},
 
     {NULL, NULL, 0}};

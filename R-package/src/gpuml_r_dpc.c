@@ -11,7 +11,7 @@
 #include "gpuml_r.h"
 
 /* list(peaks, clusters, halo), 1-based, from the core's outputs. */
-static SEXP cut_list(const int64_t *centres, int64_t ncentres, const int64_t *cluster,
+SEXP gpuml_r_dpc_cut_list(const int64_t *centres, int64_t ncentres, const int64_t *cluster,
                      const int *halo, int64_t n) {
   SEXP peaks = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)ncentres));
   SEXP clusters = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)n));
@@ -75,9 +75,11 @@ static int has_selection(const gpuml_dpc_params *p) {
  * Returns list(rho, delta, nearest (1-based, NA for the top point), gamma, dc, backend,
  * cut, order), cut being NULL without a selection, else list(peaks, clusters, halo), and
  * order the density order (gpuml_dpc_order, 1-based). */
-SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
+SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads,
+                 SEXP devices) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_r_devices(&opt, devices);
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
   gpuml_dpc_params p;
   gpuml_dpc_params_init(&p);
@@ -105,7 +107,7 @@ SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEX
   gpuml_r_stop_on_failure(gpuml_dpc_order(REAL(rho), n, nearest0));
   SEXP order = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)len));
   for (int64_t s = 0; s < n; s++) INTEGER(order)[s] = (int)(nearest0[s] + 1);
-  SEXP cuts = cut ? cut_list(centres, ncentres, cluster, halo, n) : R_NilValue;
+  SEXP cuts = cut ? gpuml_r_dpc_cut_list(centres, ncentres, cluster, halo, n) : R_NilValue;
   PROTECT(cuts);
   const char *keys[] = {"rho", "delta", "nearest", "gamma", "dc", "backend", "cut", "order"};
   SEXP res = PROTECT(Rf_allocVector(VECSXP, 8));
@@ -158,7 +160,7 @@ SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP o
   gpuml_r_stop_on_failure(gpuml_dpc_recut(REAL(x), n, d, Rf_asReal(dc), REAL(rho), REAL(delta),
                                           nearest0, order0, dpc_index_of(index), &p, centres, &ncentres, cluster, halo, &opt,
                                           NULL));
-  return cut_list(centres, ncentres, cluster, halo, n);
+  return gpuml_r_dpc_cut_list(centres, ncentres, cluster, halo, n);
 }
 
 /* The m points of largest gamma (gpuml_dpc_rank), 1-based, in the centres' order. */

@@ -39,21 +39,36 @@ static void outputs(const double *z, const int64_t *cls, const double *unc, int6
   memcpy(REAL(*runc), unc, sizeof(double) * (size_t)m);
 }
 
+static gpuml_status fit_here(void *ctx, const double *x, int64_t n, int64_t d,
+                             const gpuml_gmm_params *params, gpuml_gmm_model *model, double *z,
+                             int64_t *classification, double *uncertainty, double *bic,
+                             const gpuml_options *opt, gpuml_gmm_result *result) {
+  (void)ctx;
+  return gpuml_gmm_fit(x, n, d, params, model, z, classification, uncertainty, bic, opt, result);
+}
+
 /* x: double matrix; params: a named list of the parameters the user gave, by the core's
  * names (G, models, init, max_iter, tol, reg, n_init); the core holds the defaults. */
-SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads) {
+SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads,
+                     SEXP devices) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_r_devices(&opt, devices);
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
+  return gpuml_r_gmm_fit_with(x, params, &opt, Rf_nrows(x), fit_here, NULL);
+}
+
+SEXP gpuml_r_gmm_fit_with(SEXP x, SEXP params, const gpuml_options *opt, int64_t n_total,
+                          gpuml_r_gmm_fitter fit, void *ctx) {
   const int64_t n = Rf_nrows(x), d = Rf_ncols(x);
   gpuml_gmm_params p;
   gpuml_gmm_params_init(&p);
   gpuml_r_set_params(GPUML_PARAMS_GMM, &p, params);
   int64_t gmax = 0;
-  gpuml_r_stop_on_failure(gpuml_gmm_check(n, d, &p, &opt, &gmax));  /* before allocating */
+  gpuml_r_stop_on_failure(gpuml_gmm_check(n_total, d, &p, opt, &gmax));  /* before allocating */
   const int64_t nG = p.nG;
   gpuml_gmm_covariance models[GPUML_GMM_N_MODELS];
-  const int64_t nM = gpuml_gmm_models_tried(n, d, &p, models);
+  const int64_t nM = gpuml_gmm_models_tried(n_total, d, &p, models);
   gpuml_gmm_model model;
   memset(&model, 0, sizeof model);
   model.weights = (double *)R_alloc((size_t)gmax, sizeof(double));
@@ -64,8 +79,7 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
   int64_t *cls = (int64_t *)R_alloc((size_t)n, sizeof(int64_t));
   double *bic = (double *)R_alloc((size_t)(nG * nM), sizeof(double));
   gpuml_gmm_result result;
-  gpuml_r_stop_on_failure(
-      gpuml_gmm_fit(REAL(x), n, d, &p, &model, z, cls, unc, bic, &opt, &result));
+  gpuml_r_stop_on_failure(fit(ctx, REAL(x), n, d, &p, &model, z, cls, unc, bic, opt, &result));
 
   const int64_t Gb = model.G;
   SEXP rz, rcls, runc;

@@ -261,33 +261,36 @@ static inline double grid_sqdist(const gm_dpc_grid *g, const double *p, int64_t 
 /* What one pass does for one item: a sorted position, or the points of one cell. */
 typedef void (*gm_item_fn)(const gm_dpc_grid *g, const void *ctx, int64_t item);
 
-/* Runs fn over all sorted positions (by_cell 0) or all cells (1) on the OpenMP threads, in
- * blocks, with progress (in points) and interrupt checks on the calling thread. */
+/* Runs fn over the sorted positions (by_cell 0) or the cells (1) first .. last - 1 on the
+ * OpenMP threads, in blocks, with progress (in points of the range) and interrupt checks
+ * on the calling thread. */
 static gpuml_status for_items(const gm_dpc_grid *g, const gpuml_options *opt, const char *stage,
-                              int by_cell, gm_item_fn fn, const void *ctx) {
-  const int64_t count = by_cell ? g->ncells : g->n;
+                              int by_cell, int64_t first, int64_t last, gm_item_fn fn,
+                              const void *ctx) {
+  const int64_t count = last - first;
+  const int64_t points = by_cell ? g->start[last] - g->start[first] : count;
   const int64_t per = by_cell ? GM_DPC_GRID_CELLS : GM_DPC_GRID_BLOCK;
   const int64_t nblocks = (count + per - 1) / per;
-  const int threads = gm_threads(opt) < nblocks ? gm_threads(opt) : (int)nblocks;
+  const int threads = gm_threads(opt) < nblocks ? gm_threads(opt) : (int)(nblocks > 0 ? nblocks : 1);
   volatile int stop = 0;
   int64_t done = 0, reported = 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t b = 0; b < nblocks; b++) {
     if (stop) continue;
-    const int64_t i0 = b * per, i1 = i0 + per < count ? i0 + per : count;
+    const int64_t i0 = first + b * per, i1 = i0 + per < last ? i0 + per : last;
     for (int64_t i = i0; i < i1; i++) fn(g, ctx, i);
     int64_t now;
 #pragma omp atomic capture
     now = done += by_cell ? g->start[i1] - g->start[i0] : i1 - i0;
     if (gm_is_calling_thread()) {
       if (gm_interrupted(opt)) stop = 1;
-      else gm_progress(opt, stage, reported = now, g->n);
+      else gm_progress(opt, stage, reported = now, points);
     }
   }
   /* once more after the pass: the calling thread may have had no block of it */
   if (stop || gm_interrupted(opt))
     return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
-  if (reported < g->n) gm_progress(opt, stage, g->n, g->n);
+  if (reported < points) gm_progress(opt, stage, points, points);
   return GPUML_OK;
 }
 
@@ -478,9 +481,10 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
 }
 
 gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, int gaussian, double dc, double cut,
-                             double *rho, const gpuml_options *opt) {
+                             int64_t first_cell, int64_t last_cell, double *rho,
+                             const gpuml_options *opt) {
   rho_ctx ctx = {cut, gaussian ? 1 / (dc * dc) : 0, rho};
-  return for_items(g, opt, "dpc rho", 1, rho_cell, &ctx);
+  return for_items(g, opt, "dpc rho", 1, first_cell, last_cell, rho_cell, &ctx);
 }
 
 /* ---- the nearest denser point ---------------------------------------------------- */
@@ -546,7 +550,8 @@ static void delta_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
 }
 
 gpuml_status gm_dpc_grid_delta(const gm_dpc_grid *g, const double *rho, int64_t top,
-                               double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
+                               int64_t first, int64_t last, double *delta_sq, int64_t *nearest,
+                               const gpuml_options *opt) {
   double *rho_sorted = gm_alloc((size_t)g->n, sizeof *rho_sorted);
   double *cell_max = NULL;
   gpuml_status st;
@@ -560,7 +565,7 @@ gpuml_status gm_dpc_grid_delta(const gm_dpc_grid *g, const double *rho, int64_t 
                  (double)(g->n + g->ncells) * 8 / 1e6);
   } else {
     delta_ctx ctx = {rho_sorted, cell_max, top, delta_sq, nearest};
-    st = for_items(g, opt, "dpc delta", 0, delta_point, &ctx);
+    st = for_items(g, opt, "dpc delta", 0, first, last, delta_point, &ctx);
   }
   free(rho_sorted);
   free(cell_max);
@@ -899,7 +904,7 @@ gpuml_status gm_dpc_grid_border(const gm_dpc_grid *g, double cut, const double *
 #pragma omp parallel for schedule(dynamic, 256) num_threads(g->threads)
     for (int64_t s = 0; s < g->n; s++) border_point(g, &ctx, s);
     ctx.seeding = 0;
-    st = for_items(g, opt, "dpc halo", 1, border_cell, &ctx);
+    st = for_items(g, opt, "dpc halo", 1, 0, g->ncells, border_cell, &ctx);
   }
   free(rho_sorted);
   free(cluster_sorted);

@@ -11,7 +11,7 @@
 #include "distance_tiles.h"
 #include "dpc.h"
 
-#define GM_DPC_QUERY_BLOCK 256
+#define GM_DPC_QUERY_BLOCK 256 /* a power of two dividing GM_DPC_GAUSS_PART_ROWS */
 #define GM_DPC_REF_BLOCK 2048
 
 typedef enum { PASS_COUNT, PASS_GAUSS, PASS_DELTA, PASS_BORDER } pass_kind;
@@ -187,15 +187,20 @@ void gm_dpc_direct_tile(const double *restrict x, int64_t n, int64_t d, int64_t 
   }
 }
 
+/* The pass for the points first .. last - 1 against all n points. */
 static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_spec *ps,
-                             const gpuml_options *opt) {
+                             int64_t first, int64_t last, const gpuml_options *opt) {
   const int threads = gm_threads(opt), gemm = gm_use_gemm(d);
   const double slack = GM_DPC_SCREEN_SLACK * (double)(d + 4);
+  const int64_t rows = last - first;
+  /* The blocks of queries lie on a grid of multiples of qblock over all n points, qblock
+   * a power of two from n and the threads (not from the part), so that a point falls in
+   * the same block whichever part it is computed in (GM_DPC_GAUSS_PART_ROWS). */
   int64_t qblock = GM_DPC_QUERY_BLOCK;
-  if (qblock > (n + threads - 1) / threads) qblock = (n + threads - 1) / threads;
-  if (qblock < 1) qblock = 1;
+  while (qblock > 1 && qblock > (n + threads - 1) / threads) qblock /= 2;
+  const int64_t block0 = first / qblock;
+  const int64_t nblocks = rows > 0 ? (last - 1) / qblock - block0 + 1 : 0;
   const int64_t rblock = n < GM_DPC_REF_BLOCK ? n : GM_DPC_REF_BLOCK;
-  const int64_t nblocks = (n + qblock - 1) / qblock;
   double *centre = NULL, *tiles = NULL, *acc = NULL;
   int64_t *acc_j = NULL;
   gm_points P = {0};
@@ -223,7 +228,8 @@ static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_s
 #pragma omp for schedule(dynamic, 1)
     for (int64_t blk = 0; blk < nblocks; blk++) {
       if (stop) continue;
-      const int64_t q0 = blk * qblock, qn = n - q0 < qblock ? n - q0 : qblock;
+      const int64_t b0 = (block0 + blk) * qblock, b1 = b0 + qblock < last ? b0 + qblock : last;
+      const int64_t q0 = b0 > first ? b0 : first, qn = b1 - q0;
       for (int64_t b = 0; b < qn; b++) {
         my_acc[b] = ps->kind == PASS_DELTA ? INFINITY : 0;
         my_j[b] = -1;
@@ -247,15 +253,15 @@ static gpuml_status run_pass(const double *x, int64_t n, int64_t d, const pass_s
       int64_t now;
 #pragma omp atomic capture
       now = points_done += qn;
-      if (gm_is_calling_thread() && !stop) gm_progress(opt, stage, reported = now, n);
+      if (gm_is_calling_thread() && !stop) gm_progress(opt, stage, reported = now, rows);
     }
   }
   gm_blas_serial_end(blas_threads);
   /* once more after the pass: the calling thread may have had no block of it */
   if (stop || gm_interrupted(opt))
     st = gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
-  else if (reported < n)
-    gm_progress(opt, stage, n, n);
+  else if (reported < rows)
+    gm_progress(opt, stage, rows, rows);
 done:
   free(tiles);
   free(acc);
@@ -266,25 +272,26 @@ done:
 }
 
 gpuml_status gm_dpc_tiles_rho(const double *x, int64_t n, int64_t d, int gaussian, double dc,
-                              double cut, double *rho, const gpuml_options *opt) {
+                              double cut, int64_t first, int64_t last, double *rho,
+                              const gpuml_options *opt) {
   pass_spec ps = {0};
   ps.kind = gaussian ? PASS_GAUSS : PASS_COUNT;
   ps.cut = cut;
   ps.inv_dc2 = 1 / (dc * dc);
   ps.value = rho;
-  return run_pass(x, n, d, &ps, opt);
+  return run_pass(x, n, d, &ps, first, last, opt);
 }
 
 gpuml_status gm_dpc_tiles_delta(const double *x, int64_t n, int64_t d, const double *rho,
-                                int64_t top, double *delta_sq, int64_t *nearest,
-                                const gpuml_options *opt) {
+                                int64_t top, int64_t first, int64_t last, double *delta_sq,
+                                int64_t *nearest, const gpuml_options *opt) {
   pass_spec ps = {0};
   ps.kind = PASS_DELTA;
   ps.rho = rho;
   ps.top = top;
   ps.value = delta_sq;
   ps.nearest = nearest;
-  return run_pass(x, n, d, &ps, opt);
+  return run_pass(x, n, d, &ps, first, last, opt);
 }
 
 gpuml_status gm_dpc_tiles_border(const double *x, int64_t n, int64_t d, double cut,
@@ -296,5 +303,5 @@ gpuml_status gm_dpc_tiles_border(const double *x, int64_t n, int64_t d, double c
   ps.rho = rho;
   ps.cluster = cluster;
   ps.value = border;
-  return run_pass(x, n, d, &ps, opt);
+  return run_pass(x, n, d, &ps, 0, n, opt);
 }

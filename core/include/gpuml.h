@@ -115,6 +115,16 @@ void gpuml_options_init(gpuml_options *opt);
  * none, so that set.seed() / rand("seed") decide. Error "badSeed" otherwise. */
 gpuml_status gpuml_options_set_seed(gpuml_options *opt, double seed);
 
+/* The device list of a call, for front ends that hold numbers: `count` CUDA ordinals,
+ * whole numbers >= 0, distinct, at most GPUML_MAX_DEVICES (count 0: no list, `device`
+ * alone). gpuml_options_set_devices_word() takes "all" (case-insensitive): every device.
+ * Error "badDevice" otherwise, opt unchanged. A device that does not exist is an error
+ * of the call that runs on CUDA. On the CPU backend (named, or chosen by "auto") a
+ * device list is checked as here and then ignored: the CPU runs as one device, so a
+ * script written for a GPU host runs unchanged without one, with the same results. */
+gpuml_status gpuml_options_set_devices(gpuml_options *opt, const double *ids, int64_t count);
+gpuml_status gpuml_options_set_devices_word(gpuml_options *opt, const char *word);
+
 /* What a call ran on: the first member of every algorithm's result struct. */
 typedef struct {
   gpuml_backend backend;     /* the backend that ran: CPU or CUDA (never auto) */

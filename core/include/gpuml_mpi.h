@@ -8,7 +8,8 @@
  * The global data are the ranks' blocks one after another in rank order: row i of rank r
  * is global row offset_r + i, offset_r the rows of the ranks before it. Results equal
  * those of one process on the whole data (kNN: the lists are merged by (distance, index),
- * the order of every backend's final lists; mixtures: up to the order of the sums).
+ * the order of every backend's final lists; mixtures: up to the order of the sums;
+ * density peaks: bit for bit).
  */
 #ifndef GPUML_MPI_H
 #define GPUML_MPI_H
@@ -19,6 +20,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * The global row count of a call, for front ends that size their outputs before calling
+ * (a collective: every rank of comm calls it): *n_total receives the sum of the ranks'
+ * n_local. Errors (every rank gets the same status): "mpi:mismatch" when the ranks
+ * disagree on d, "mpi:error" when MPI is not initialised or fails.
+ */
+gpuml_status gpuml_mpi_rows(MPI_Comm comm, int64_t n_local, int64_t d, int64_t *n_total);
 
 /*
  * Exact kNN across the ranks of comm (double precision).
@@ -52,7 +61,9 @@ gpuml_status gpuml_mpi_knn_search(MPI_Comm comm, const double *data, int64_t n_l
  * d = 1 the whole column) and the rows k-means++ draws are gathered from their owners;
  * components that collapse are re-seeded at the worst-fitted rows of all ranks. The fit
  * is then the one-process fit up to the order of the sums (the tests ask for the same
- * model, G and classification and log-likelihoods within 1e-10).
+ * model, G and classification and log-likelihoods within 1e-10). The seed is rank 0's
+ * opt->seed on every rank (a front end that draws one from each rank's generator still
+ * fits one model).
  * The ranks agree on the status after every step one of them could fail alone; the
  * interrupt callback is not polled (a rank cannot stop alone), progress is each rank's.
  * Errors as gpuml_gmm_fit, "mpi:mismatch" when the ranks disagree on d or the parameters'
@@ -63,6 +74,32 @@ gpuml_status gpuml_mpi_gmm_fit(MPI_Comm comm, const double *x, int64_t n_local, 
                                double *z, int64_t *classification, double *uncertainty,
                                double *bic, const gpuml_options *opt,
                                gpuml_gmm_result *result);
+
+/*
+ * Density peaks across the ranks of comm: gpuml_dpc_fit() on the rows of all ranks.
+ *   x: this rank's n_local x d rows (n_local may be 0 on some ranks); params, opt and d
+ *     the same on every rank, and every rank on the same backend.
+ *   rho, delta, nearest, gamma (may be NULL), cluster and halo: this rank's n_local rows
+ *     (nearest and the clusters' centres as global 0-based indices); centres (room for
+ *     the global row count, gpuml_mpi_rows) and ncentres: the same on every rank.
+ * The rows are gathered on every rank (each holds all the points, as each device of one
+ * process does); the rho pass and then the delta pass are split into as many parts as
+ * ranks, rank r computing part r (blocks of cells on the cell index, else blocks of rows,
+ * as over several devices: the parts of the passes over shards), and the parts meet on
+ * every rank (MPI_Allreduce with MPI_MAX over entries only their own rank set, so in any
+ * order). Each point's values come from the same walk as on one device, so rho, delta,
+ * nearest, gamma, the centres, clusters and halo are one process's bit for bit. The
+ * centres, clusters and halo are then computed on every rank alike (the halo is not
+ * split). The dc estimate's sample uses rank 0's opt->seed; the interrupt callback is
+ * not polled (a rank cannot stop alone); at most INT_MAX rows over all ranks.
+ * Errors as gpuml_dpc_fit, "mpi:mismatch" when the ranks disagree on d or on whether a
+ * selection is given, "mpi:error" when MPI fails; every rank gets the same status.
+ */
+gpuml_status gpuml_mpi_dpc_fit(MPI_Comm comm, const double *x, int64_t n_local, int64_t d,
+                               const gpuml_dpc_params *params, double *rho, double *delta,
+                               int64_t *nearest, double *gamma, int64_t *centres,
+                               int64_t *ncentres, int64_t *cluster, int *halo,
+                               const gpuml_options *opt, gpuml_dpc_result *result);
 
 #ifdef __cplusplus
 }

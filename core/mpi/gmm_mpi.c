@@ -359,6 +359,12 @@ gpuml_status gpuml_mpi_gmm_fit(MPI_Comm comm, const double *x, int64_t n_local, 
    * reports its progress) */
   gpuml_options local = *opt;
   local.interrupted = NULL;
+  uint64_t seed = opt->seed;  /* the starts draw the same rows on every rank */
+  if (MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, comm) != MPI_SUCCESS) {
+    st = gm_mpi_failed("MPI_Bcast");
+    goto done;
+  }
+  local.seed = seed;
   st = gm_gmm_fit_spread(&spread, x, n_local, d, params, model, z, classification, uncertainty,
                          bic, &local, result);
   st = gm_mpi_agree(comm, g.rank, g.size, st);

@@ -1,10 +1,28 @@
-/* Agreement on a status across the ranks (ranks.h). */
+/* Agreement on a status and on the rows across the ranks (ranks.h, gpuml_mpi_rows). */
 #include <stdio.h>
 #include <string.h>
+#include "gpuml_mpi.h"
 #include "ranks.h"
 
 gpuml_status gm_mpi_failed(const char *what) {
   return gm_fail(GPUML_ERR_ARG, "mpi:error", "%s failed", what);
+}
+
+gpuml_status gpuml_mpi_rows(MPI_Comm comm, int64_t n_local, int64_t d, int64_t *n_total) {
+  gm_clear_error();
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    return gm_fail(GPUML_ERR_ARG, "mpi:error", "MPI is not initialised: call MPI_Init first");
+  int64_t mine[2] = {d, -d}, most[2], rows = n_local > 0 ? n_local : 0;
+  if (MPI_Allreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, comm) != MPI_SUCCESS ||
+      MPI_Allreduce(&rows, n_total, 1, MPI_INT64_T, MPI_SUM, comm) != MPI_SUCCESS)
+    return gm_mpi_failed("MPI_Allreduce");
+  if (most[0] != -most[1])
+    return gm_fail(GPUML_ERR_ARG, "mpi:mismatch",
+                   "the ranks disagree on the number of columns (from %lld to %lld): every "
+                   "rank passes the same", (long long)-most[1], (long long)most[0]);
+  return GPUML_OK;
 }
 
 gpuml_status gm_mpi_agree(MPI_Comm comm, int rank, int size, gpuml_status st) {

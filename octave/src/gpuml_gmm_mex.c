@@ -1,7 +1,7 @@
 /*
  * gpuml_gmm_mex: MEX gateway to gpuml_gmm_fit. Called by gpu_gmm.m.
  *
- *   [labels, model] = gpuml_gmm_mex (X, params, seed, backend, verbose)
+ *   [labels, model] = gpuml_gmm_mex (X, params, seed, backend, verbose, devices)
  *
  * X: n x d double. params: a cell {name, value, ...} of the parameters the user gave,
  * by the core's names (G, models, init, max_iter, tol, reg, n_init); the core holds the
@@ -15,10 +15,10 @@
 #include "gpuml_mex.h"
 
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 5)
+  if (nrhs != 6)
     mexErrMsgIdAndTxt("gpuml:gmm:nargs",
                       "usage: [labels, model] = gpuml_gmm_mex (X, params, seed, backend, "
-                      "verbose); call gpu_gmm instead");
+                      "verbose, devices); call gpu_gmm instead");
   if (nlhs > 2) mexErrMsgIdAndTxt("gpuml:gmm:nargs", "gpuml_gmm_mex returns at most 2 outputs");
   const mxArray *X = prhs[0];
   gpuml_mex_check_matrix(X, "X", "gmm");
@@ -30,6 +30,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_options opt;
   gpuml_mex_progress_state ps;
   gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
+  gpuml_mex_devices(&opt, prhs[5]);
   gpuml_status st = gpuml_options_set_seed(&opt, mxGetScalar(prhs[2]));
   if (st) gpuml_mex_raise(st);
   gpuml_gmm_params p;

@@ -2,7 +2,7 @@
  * gpuml_knn_mex: MEX gateway to gpuml_knn_search / gpuml_knn_search_f. Called by gpu_knn.m.
  *
  *   [idx, dist, backend_used, rechecked] = gpuml_knn_mex (data, query, k, backend, verbose,
- *                                                         precision, metric)
+ *                                                         precision, metric, devices)
  *
  * data: n x d, query: m x d or [] (0 x 0) to search the data against itself; both
  * double or both single. idx: m x k double, 1-based. dist: m x k, of the class of
@@ -12,10 +12,10 @@
 #include "gpuml_mex.h"
 
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 7)
+  if (nrhs != 8)
     mexErrMsgIdAndTxt("gpuml:knn:nargs",
                       "usage: [idx, dist, backend, rechecked] = gpuml_knn_mex (data, query, k, "
-                      "backend, verbose, precision, metric); call gpu_knn instead");
+                      "backend, verbose, precision, metric, devices); call gpu_knn instead");
   if (nlhs > 4) mexErrMsgIdAndTxt("gpuml:knn:nargs", "gpuml_knn_mex returns at most 4 outputs");
   const mxArray *data = prhs[0], *query = prhs[1];
   gpuml_mex_check_matrix(data, "data", "knn");
@@ -34,6 +34,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
   opt.precision = gpuml_mex_precision(prhs[5]);
   opt.metric = gpuml_mex_metric(prhs[6]);
+  gpuml_mex_devices(&opt, prhs[7]);
 
   const int64_t n = (int64_t)mxGetM(data), d = (int64_t)mxGetN(data);
   const int64_t m = self ? n : (int64_t)mxGetM(query);

@@ -95,6 +95,23 @@ static inline gpuml_precision gpuml_mex_precision(const mxArray *a) {
   return p;
 }
 
+/* The device list: [] (none), CUDA device numbers, or the string "all"; the core checks
+ * the values. */
+static inline void gpuml_mex_devices(gpuml_options *opt, const mxArray *a) {
+  gpuml_status st = GPUML_OK;
+  if (mxIsChar(a)) {
+    char *word = gpuml_mex_word(a, "devices", "device numbers or \"all\"");
+    st = gpuml_options_set_devices_word(opt, word);
+    mxFree(word);
+  } else if (mxIsDouble(a) && !mxIsComplex(a)) {
+    if (!mxIsEmpty(a))
+      st = gpuml_options_set_devices(opt, mxGetPr(a), (int64_t)mxGetNumberOfElements(a));
+  } else {
+    mexErrMsgIdAndTxt("gpuml:badOption", "devices must be [], device numbers or \"all\"");
+  }
+  if (st) gpuml_mex_raise(st);
+}
+
 /* "euclidean", "cosine" (any case) -> enum, through the core's parser. */
 static inline gpuml_metric gpuml_mex_metric(const mxArray *a) {
   char *name = gpuml_mex_word(a, "metric", "\"euclidean\" or \"cosine\"");

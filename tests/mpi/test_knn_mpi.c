@@ -104,6 +104,17 @@ static void check_errors(int rank, int size) {
         "a NaN on rank 0 (rank %d): %s", rank, gpuml_last_error());
 }
 
+/* gpuml_mpi_rows: the sum of the ranks' rows; ranks that disagree on d all fail. */
+static void check_rows(int rank, int size) {
+  int64_t total = -1;
+  gpuml_status st = gpuml_mpi_rows(MPI_COMM_WORLD, rank + 1, 4, &total);
+  CHECK(st == GPUML_OK && total == (int64_t)size * (size + 1) / 2, "rows: %lld (%s)",
+        (long long)total, gpuml_last_error());
+  st = gpuml_mpi_rows(MPI_COMM_WORLD, 3, rank == size - 1 ? 5 : 4, &total);
+  CHECK(size == 1 || (st == GPUML_ERR_ARG && strcmp(gpuml_last_error_id(), "mpi:mismatch") == 0),
+        "rows with columns that disagree: %s", gpuml_last_error());
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
@@ -116,6 +127,7 @@ int main(int argc, char **argv) {
   check_case("queries d=20 k=9", 900, 20, 150, 9, 0, 0, rank, size);
   check_case("queries, the last rank empty, k beyond a block", 300, 4, 40, 120, 0, 1, rank, size);
   check_errors(rank, size);
+  check_rows(rank, size);
   int counts[2] = {check_passed, check_failed}, total[2] = {0, 0};
   MPI_Reduce(counts, total, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank == 0) printf("C: %d passed, %d failed\n", total[0], total[1]);

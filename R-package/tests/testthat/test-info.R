@@ -8,6 +8,11 @@ test_that("gpuml_info describes the build", {
   expect_type(info$openmp, "logical")
   expect_true(info$threads >= 1L)
   expect_type(info$cuda_compiled, "logical")
+  expect_type(info$mpi, "logical")
+  if (!isTRUE(info$mpi)) {
+    expect_error(gpu_mpi_rank(), "built without MPI")
+    expect_error(gpu_mpi_knn(matrix(1:4, 2), k = 1), "built without MPI")
+  }
   expect_true(is.integer(info$device_count) && info$device_count >= 0L)
   if (!isTRUE(info$cuda_compiled)) {
     expect_identical(info$device_count, 0L)
