@@ -219,12 +219,12 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 3; t++, runs++) failed += !agree(3000, 20, 5, three[t], 15);
     for (int t = 0; t < GPUML_GMM_N_MODELS; t++, runs++)
       failed += !agree(2000, 3, 3, (gpuml_gmm_covariance)t, 15);
-    /* the fused full-covariance kernels at their edges (fewer rows than a block, K = 1,
-     * d = 1, d = 64 their limit), and the GEMM path they replace */
+    /* the fused full-covariance kernels (GPUML_GMM_FUSED=1) at their edges (fewer rows
+     * than a block, K = 1, d = 1, d = 64 their limit) and on a plain case */
+    set_fused("1");
     failed += !agree(20, 5, 1, GPUML_GMM_FULL, 5);
     failed += !agree(1000, 1, 2, GPUML_GMM_FULL, 10);
     failed += !agree(3000, 64, 3, GPUML_GMM_FULL, 10);
-    set_fused("0");
     failed += !agree(3000, 20, 5, GPUML_GMM_FULL, 15);
     set_fused(NULL);
     runs += 4;
@@ -244,8 +244,8 @@ int main(int argc, char **argv) {
   dgemm_ceiling();
   int failed = 0;
   failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
-  set_fused("0");
-  printf("(GEMM path) ");
+  set_fused("1");
+  printf("(fused kernels) ");
   failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
   set_fused(NULL);
   failed += !agree(20000, 50, 16, GPUML_GMM_DIAG, 10);

@@ -5,9 +5,12 @@
 //
 //  - The data are centred on their column means once (in place on the device), which
 //    keeps the products below free of the offset's cancellation.
-//  - Full covariances with d <= kFusedMaxD (the default; GPUML_GMM_FUSED=0 turns it off):
+//  - Full covariances with d <= kFusedMaxD and GPUML_GMM_FUSED=1 (a knob, off by default):
 //    fused kernels, E-step and scatter, that read the rows once per pass and write no
-//    n x dK array (estep_fused_kernel, scatter_fused_kernel). Otherwise:
+//    n x dK array (estep_fused_kernel, scatter_fused_kernel). They lose to the GEMM path
+//    below on an H100 for every d from 10 to 64 (200,000 x d, G = 16: 1.53 against 1.25
+//    ms per iteration at d = 10, 5.88 against 2.92 at d = 50; bench/RESULTS.md): their
+//    FMA pipes do the work the fp64 tensor cores do in the GEMMs. Otherwise, the default:
 //  - E-step, full covariances: Y = X [U_1 ... U_K] for a tile of rows in one cuBLAS
 //    GEMM (U_k the inverse upper Cholesky factor), then one kernel forms
 //    |y_k - mu_k U_k|^2 (a thread per row and component), the log-sum-exp and the
@@ -22,7 +25,7 @@
 // Every sum has a fixed order (no atomics), so a fit is reproducible bit for bit on
 // one device. The data stay resident when they fit the memory budget; otherwise each
 // pass uploads them tile by tile. Internal knobs: GPUML_CUDA_TILE=N forces tiles of at
-// most N rows and the data not resident; GPUML_GMM_FUSED=0 the GEMM path for all d.
+// most N rows and the data not resident; GPUML_GMM_FUSED=1 the fused kernels.
 #include <cusolverDn.h>
 #include <string.h>
 #include <new>
@@ -162,12 +165,11 @@ __global__ void estep_full_kernel(const double *__restrict__ Y, int64_t rn, int6
   }
 }
 
-// The fused full-covariance pass (GPUML_GMM_FUSED, default on) for d <= kFusedMaxD and
+// The fused full-covariance pass (GPUML_GMM_FUSED=1; off by default) for d <= kFusedMaxD and
 // K <= 65535: the E-step applies each triangular U_k to rows staged in shared memory and
 // the M-step's scatter accumulates sqrt(z)(x - mu) outer products in registers, so that
 // neither writes the n x dK array of the GEMM path (Y = X U, W). Larger d take the GEMM
-// path, whose shared-memory tile would not fit. GPUML_GMM_FUSED=0 keeps the GEMM path
-// (a development knob, to compare the two).
+// path, whose shared-memory tile would not fit. A development knob, to compare the two.
 constexpr int64_t kFusedMaxD = 64;
 constexpr int kFusedRows = 64;     // E-step rows per block
 constexpr int kFusedThreads = 256; // E-step threads: 16 row tiles x 16 column tiles of 4 x 4
@@ -563,7 +565,7 @@ struct Gmm {
     kmax = data.kmax;
     full = full_capable = data.structure == GM_GMM_FULL_STRUCTURE;
     const char *knob = getenv("GPUML_GMM_FUSED");
-    fused_capable = full && d <= kFusedMaxD && kmax <= 65535 && !(knob && strcmp(knob, "0") == 0);
+    fused_capable = full && d <= kFusedMaxD && kmax <= 65535 && knob && strcmp(knob, "1") == 0;
     if (d * kmax > 2147483647LL)
       return gm_fail(GPUML_ERR_ARG, "gmm:tooLarge", "d x G = %lld is too large for the GPU",
                      (long long)(d * kmax));

@@ -878,10 +878,11 @@ static void test_side_by_side(void) {
  * cases also compare a converged sweep over G; the others probe the edges of the fused
  * full-covariance kernels (kernels/gmm.cu): fewer rows than a block's 32, K = 1, d = 1,
  * d = 64 (their limit) and d = 65 (the GEMM path). */
-/* fused_off: the second pass, with the fused full-covariance kernels off; it covers the
- * models whose steps those kernels take (the others run the same code in both passes)
- * and leaves out the G-list sweeps, which the first pass has checked. */
-static void agree_cases(int fused_off) {
+/* fused: the second pass, with the fused full-covariance kernels on (GPUML_GMM_FUSED=1,
+ * a development knob); it covers the models whose steps those kernels take (the others
+ * run the same code in both passes) and leaves out the G-list sweeps, which the first
+ * pass has checked. */
+static void agree_cases(int fused) {
   struct {
     int64_t n, d, G;
     double spread;
@@ -895,7 +896,7 @@ static void agree_cases(int fused_off) {
       const gpuml_gmm_covariance t = (gpuml_gmm_covariance)t_;
       /* the edge cases: the full-covariance models whose steps the fused kernels take */
       if (c >= 4 && t != GPUML_GMM_VVV && t != GPUML_GMM_EEE) continue;
-      if (fused_off && gm_gmm_model_structure(t) != GM_GMM_FULL_STRUCTURE) continue;
+      if (fused && gm_gmm_model_structure(t) != GM_GMM_FULL_STRUCTURE) continue;
       gpuml_options og = options(GPUML_BACKEND_CUDA), oc = options(GPUML_BACKEND_CPU);
       /* At d = 64 and 65 the hierarchical start (like mclust's on its 2,000-row subset)
        * leaves a group too small for a full covariance; the kernels' edges are the point
@@ -938,7 +939,7 @@ static void agree_cases(int fused_off) {
     test_init = GPUML_GMM_INIT_HC;
     /* the sweep (every model, G = 1:6, up to 1,000 iterations each) on the cases of
      * d <= 20; at d = 40 with 1,000 rows most cells are degenerate fits */
-    if (c >= 3 || fused_off) {
+    if (c >= 3 || fused) {
       free(x);
       free(label);
       continue;
@@ -963,12 +964,12 @@ static void test_backends_agree(void) {
   if (test_backend == GPUML_BACKEND_CUDA) agree_cases(0);
 }
 
-/* The same with the fused full-covariance kernels off (the GEMM path). */
-static void test_backends_agree_unfused(void) {
+/* The same with the fused full-covariance kernels on. */
+static void test_backends_agree_fused(void) {
   if (test_backend != GPUML_BACKEND_CUDA) return;
   const char *fused = getenv("GPUML_GMM_FUSED");
   char *saved = fused ? strdup(fused) : NULL;
-  setenv("GPUML_GMM_FUSED", "0", 1);
+  setenv("GPUML_GMM_FUSED", "1", 1);
   agree_cases(1);
   if (saved) setenv("GPUML_GMM_FUSED", saved, 1);
   else unsetenv("GPUML_GMM_FUSED");
@@ -1106,7 +1107,7 @@ int main(void) {
     RUN(test_callbacks);
     RUN(test_side_by_side);
     RUN(test_backends_agree);
-    RUN(test_backends_agree_unfused);
+    RUN(test_backends_agree_fused);
   }
   return check_summary("C");
 }

@@ -97,7 +97,7 @@ if want tests; then
   #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernel with the references split (merge path)
   #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
   #   GPUML_CUDA_KNN_RECHECK=all every query of precision auto rechecked in fp64
-  #   GPUML_GMM_FUSED=0          the GEMM path of the full-covariance mixtures (test_gmm
+  #   GPUML_GMM_FUSED=1          the fused kernels of the full-covariance mixtures (test_gmm
   #                              runs its GPU-CPU comparison both ways itself)
   if [ "${GPU_RUN_KNN:-1}" != 0 ]; then
   run_tests test_core auto GPUML_TEST_PRECISION=auto
