@@ -28,9 +28,10 @@ gpu_dpc <- function(x, dc = NULL, gaussian = FALSE, k = NULL, rho = NULL, delta 
                         peaks = NULL, clusters = NULL, halo = NULL, k = NULL,
                         threshold = NULL),
                    class = "gpu_dpc")
-  # the cell index of the halo, kept for dpc_clusters() (n (d + 2) doubles; none where
-  # the halo runs on distance tiles)
-  fit$index <- .Call(gpuml_r_dpc_index, x, fit$dc, gpuml_threads())
+  # the cell index of the halo (n (d + 2) doubles; none where the halo runs on distance
+  # tiles), built by the first dpc_clusters() and kept here for the next: an environment,
+  # so that the copies of the fit share it; a fit that is never recut does not pay for it
+  fit$index <- new.env(parent = emptyenv())
   if (!is.null(res$cut)) fit <- dpc_store_cut(fit, res$cut, k, rho, delta)
   if (verbose)
     message(sprintf("dpc: %d points, dc = %.4g%s, on %s", nrow(x), fit$dc,
@@ -54,8 +55,13 @@ dpc_clusters <- function(fit, k = NULL, rho = NULL, delta = NULL, backend = fit$
   if (!inherits(fit, "gpu_dpc"))
     stop("fit must be the result of gpu_dpc()", call. = FALSE)
   verbose <- as_flag(verbose, "verbose")
+  index <- fit$index
+  if (is.environment(index)) {
+    if (is.null(index$ptr)) index$ptr <- .Call(gpuml_r_dpc_index, fit$x, fit$dc, gpuml_threads())
+    index <- index$ptr
+  }
   cut <- .Call(gpuml_r_dpc_cut, fit$x, fit$dc, fit$rho, fit$delta, fit$nearest, fit$order,
-               fit$index, dpc_params(k = k, rho = rho, delta = delta), as_backend(backend), verbose,
+               index, dpc_params(k = k, rho = rho, delta = delta), as_backend(backend), verbose,
                gpuml_threads())
   dpc_store_cut(fit, cut, k, rho, delta)
 }

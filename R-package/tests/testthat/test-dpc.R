@@ -179,6 +179,7 @@ test_that("a recut equals a fresh fit with the same k or thresholds, with or wit
   fit <- gpu_dpc(b$x, backend = backend())
   # the kept density order: densest first, equal densities by index
   expect_identical(fit$order, order(-fit$rho, seq_along(fit$rho)))
+  expect_null(fit$index$ptr)  # the halo's index: built by the first recut, not the fit
   thr <- c(rho = unname(quantile(fit$rho, 0.8)), delta = 1)
   for (sel in list(list(k = 2), list(k = 5), list(rho = thr[["rho"]], delta = thr[["delta"]]))) {
     fresh <- do.call(gpu_dpc, c(list(b$x, dc = fit$dc, backend = backend()), sel))
@@ -195,6 +196,7 @@ test_that("a recut equals a fresh fit with the same k or thresholds, with or wit
       expect_identical(cut$halo, fresh$halo)
     }
   }
+  expect_identical(typeof(fit$index$ptr), "externalptr")  # kept for the next recut
 })
 
 test_that("tie-heavy data: integer grid points and duplicates", {
