@@ -545,5 +545,6 @@ int main(void) {
     test_knn_float();
     test_callbacks();
   }
+  gpuml_shutdown(); /* the contexts' own memory, so that a leak check sees only leaks */
   return check_summary("C");
 }

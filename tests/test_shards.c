@@ -222,5 +222,6 @@ int main(void) {
     test_knn_shards(b);
     if (harness_runs(b, "Gaussian mixtures over shards")) test_gmm_shards(b);
   }
+  gpuml_shutdown(); /* the contexts' own memory, so that a leak check sees only leaks */
   return check_summary("C");
 }

@@ -1507,5 +1507,6 @@ int main(void) {
     test_other_inputs();
     test_multiscale();
   }
+  gpuml_shutdown(); /* the contexts' own memory, so that a leak check sees only leaks */
   return check_summary("C");
 }
