@@ -300,6 +300,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   const int64_t top = gm_dpc_top(rho, n);
   delta[top] = farthest_sq(x, n, d, top);
   nearest[top] = -1;
+#pragma omp parallel for schedule(static) num_threads(gm_threads(&used))
   for (int64_t i = 0; i < n; i++) {
     delta[i] = sqrt(delta[i]);
     if (gamma) gamma[i] = rho[i] * delta[i];
@@ -418,8 +419,12 @@ static inline uint64_t order_key(double rho) {
 
 /* The density order by a stable radix sort on the keys (a byte a pass; passes whose
  * byte is the same for every point are skipped, so that counts, whose low bytes are all
- * zero, take about three): equal densities keep the index order. */
-static gpuml_status density_order(const double *rho, int64_t n, int64_t *order) {
+ * zero, take about three): equal densities keep the index order. Threaded: each run of
+ * the array counts its own bytes and the offsets are laid out byte value by byte value
+ * and, within one, run by run, so every pass stays stable and the order is the one-thread
+ * order for any number of threads (10^8 points took 7.5 s on one core). */
+#define GM_ORDER_MAX_THREADS 64
+static gpuml_status density_order(const double *rho, int64_t n, int64_t *order, int threads) {
   uint64_t *key = gm_alloc((size_t)n, sizeof *key), *key2 = gm_alloc((size_t)n, sizeof *key2);
   int64_t *tmp = gm_alloc((size_t)n, sizeof *tmp);
   if (!key || !key2 || !tmp) {
@@ -429,32 +434,64 @@ static gpuml_status density_order(const double *rho, int64_t n, int64_t *order) 
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to sort the densities",
                    (double)n * 24 / 1e6);
   }
+  if (threads > GM_ORDER_MAX_THREADS) threads = GM_ORDER_MAX_THREADS;
+  if (threads > 1 && n < (int64_t)threads * 65536) threads = (int)(n / 65536) + 1;
+  if (threads < 1) threads = 1;
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t i = 0; i < n; i++) {
     key[i] = order_key(rho[i]);
     order[i] = i;
   }
+  int64_t(*cnt)[256] = gm_alloc((size_t)threads, sizeof *cnt);
+  if (!cnt) {
+    free(key);
+    free(key2);
+    free(tmp);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the radix counts");
+  }
   int64_t *src = order, *dst = tmp;
   for (int shift = 0; shift < 64; shift += 8) {
-    int64_t count[257] = {0};
-    for (int64_t i = 0; i < n; i++) count[((key[i] >> shift) & 0xff) + 1]++;
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+    for (int t = 0; t < threads; t++) {
+      const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+      int64_t *c = cnt[t];
+      for (int b = 0; b < 256; b++) c[b] = 0;
+      for (int64_t i = lo; i < hi; i++) c[(key[i] >> shift) & 0xff]++;
+    }
+    /* a digit that all keys share leaves the order as it is */
     int trivial = 0;
-    for (int b = 1; b <= 256; b++)
-      if (count[b] == n) trivial = 1;
+    for (int b = 0; b < 256 && !trivial; b++) {
+      int64_t total = 0;
+      for (int t = 0; t < threads; t++) total += cnt[t][b];
+      trivial = total == n;
+    }
     if (trivial) continue;
-    for (int b = 1; b <= 256; b++) count[b] += count[b - 1];
-    for (int64_t i = 0; i < n; i++) {
-      const int64_t at = count[(key[i] >> shift) & 0xff]++;
-      key2[at] = key[i];
-      dst[at] = src[i];
+    int64_t at = 0;
+    for (int b = 0; b < 256; b++)
+      for (int t = 0; t < threads; t++) {
+        const int64_t c = cnt[t][b];
+        cnt[t][b] = at;
+        at += c;
+      }
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+    for (int t = 0; t < threads; t++) {
+      const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+      int64_t *c = cnt[t];
+      for (int64_t i = lo; i < hi; i++) {
+        const int64_t to = c[(key[i] >> shift) & 0xff]++;
+        key2[to] = key[i];
+        dst[to] = src[i];
+      }
     }
     uint64_t *kt = key;
     key = key2;
     key2 = kt;
-    int64_t *t = src;
+    int64_t *tt = src;
     src = dst;
-    dst = t;
+    dst = tt;
   }
   if (src != order) memcpy(order, src, (size_t)n * sizeof *order);
+  free(cnt);
   free(key);
   free(key2);
   free(tmp);
@@ -481,7 +518,9 @@ gpuml_status gpuml_dpc_order(const double *rho, int64_t n, int64_t *order) {
   if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
   gpuml_status st = check_rho(rho, n);
   if (st) return st;
-  return density_order(rho, n, order);
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  return density_order(rho, n, order, gm_threads(&opt));
 }
 
 /* Each point not yet in a cluster joins that of its nearest denser point, in the order
@@ -672,7 +711,7 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
       if (!own_order)
         return gm_fail(GPUML_ERR_NOMEM, "noMemory",
                        "cannot allocate %.1f MB for the density order", (double)n * 8 / 1e6);
-      if ((st = density_order(rho, n, own_order))) break;
+      if ((st = density_order(rho, n, own_order, threads))) break;
       order = own_order;
     }
 #pragma omp parallel for schedule(static) num_threads(threads)

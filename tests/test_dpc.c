@@ -4,6 +4,9 @@
  * on the CUDA backend every result is also compared with the CPU backend's. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -944,6 +947,48 @@ static void test_fit_one_call(void) {
   free(x);
 }
 
+/* The density order of many points with many ties, sorted by runs of the array on
+ * several threads (1, 3 and 8 asked for): densest first, equal densities by index, the
+ * same order every time. */
+static void test_order_threads(void) {
+  const int64_t n = 600000;
+  double *rho = malloc(sizeof(double) * n);
+  int64_t *order = malloc(sizeof(int64_t) * n), *first = malloc(sizeof(int64_t) * n);
+  uint64_t z = 12345;
+  for (int64_t i = 0; i < n; i++) {
+    z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+    const uint64_t r = z >> 33;
+    /* counts with heavy ties, some Gaussian-like fractions, a few zeros */
+    rho[i] = r % 7 == 0 ? 0 : r % 3 == 0 ? (double)(r % 50) + (double)(r % 1000) / 1024 : (double)(r % 300);
+  }
+#ifdef _OPENMP
+  const int before = omp_get_max_threads();
+#endif
+  const int asks[3] = {1, 3, 8};
+  for (int a = 0; a < 3; a++) {
+#ifdef _OPENMP
+    omp_set_num_threads(asks[a]);
+#endif
+    gpuml_status st = gpuml_dpc_order(rho, n, a ? order : first);
+    const int64_t *o = a ? order : first;
+    int ok = st == GPUML_OK;
+    for (int64_t s = 1; ok && s < n; s++) {
+      const int64_t h = o[s - 1], i = o[s];
+      ok = rho[h] > rho[i] || (rho[h] == rho[i] && h < i);
+    }
+    CHECK(ok, "gpuml_dpc_order on %d thread(s): densest first, ties by index (%s)", asks[a],
+          gpuml_last_error());
+    if (a) CHECK(memcmp(order, first, sizeof(int64_t) * n) == 0,
+                 "gpuml_dpc_order on %d threads is the order on one", asks[a]);
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(before);
+#endif
+  free(rho);
+  free(order);
+  free(first);
+}
+
 /* The density order (gpuml_dpc_order) and the recut that follows it: a recut with the
  * kept order, without one, and with a wrong one gives the fit's answer with the same k or
  * thresholds. */
@@ -1273,8 +1318,10 @@ int main(void) {
     test_callbacks();
     test_fit_one_call();
     test_recut_order();
+    test_order_threads();
     test_shards();
     test_device_list();
   }
+  gpuml_shutdown(); /* the contexts' own memory, so that a leak check sees only leaks */
   return check_summary("C");
 }
