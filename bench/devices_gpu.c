@@ -2,18 +2,22 @@
  * same call on 1, 2, ... devices, its time (best of `reps`), the speed-up over one device
  * and whether the answer is the one-device answer.
  *
- *   build/bench/devices_gpu [--devices 1,2,4] [--reps R] [--only knn,gmm,dpc]
- *                           [--knn N M D K] [--gmm N D G] [--dpc N]
+ *   build/bench/devices_gpu [--devices 1,2,4] [--reps R] [--only knn,knn64,gmm,dpc]
+ *                           [--knn N M D K] [--knn64 N M D K] [--gmm N D G] [--dpc N]
  *
  * kNN: M queries against N references of D columns (fp32, host arrays in and out), the
  *      references sharded over the devices, the queries sent to all; the lists must equal
  *      the one-device lists exactly (same indices, same tie rule).
+ * knn64: the same in double precision (precision auto: the certified path of R and Octave),
+ *      whose lists are exact, so that any difference between device counts is a fault.
  * GMM: VVV with G components on N x D (fp64); the time of an EM iteration from fits of 5
- *      and 25 iterations at tol 0 from one k-means++ start (best of R each), never the
+ *      and 105 iterations at tol 0 from one k-means++ start (best of R each), never the
  *      difference of two single runs; the log-likelihood beside the one-device one (the
  *      sums run in another order: equal up to rounding).
  * DPC: density peaks on N x 2 points with k = 10 centres, rho and delta by row blocks
  *      over the devices; rho, delta, nearest and the clusters must equal one device's.
+ *      Also timed: the density passes alone (gpuml_dpc_density: dc, rho, delta), the part
+ *      the devices share; the rest of the fit (centres, clusters, halo) runs on one.
  * Defaults are the sizes of the multi-GPU issue: kNN 10^7 references x 128 with 10^5
  * queries, k = 10; GMM 10^7 x 50, G = 16; DPC 10^8 x 2. Prints "RESULT <case> <seconds>"
  * lines and a table last. Built by tools/gpu-run.sh like the other bench/ *_gpu.c. */
@@ -39,7 +43,20 @@ static double uniform(void) {
   rng ^= rng << 17;
   return ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
 }
-static double normal(void) { return sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform()); }
+/* The normal draw of entry `i` of stream `s`, from a counter-based hash (splitmix64), so
+ * that the large matrices are filled by all cores in the same bits whatever their number
+ * (10^7 x 128 draws one after another took most of a minute of the lent machine). */
+static double unit_hash(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+static double normal_at(uint64_t s, uint64_t i) {
+  const uint64_t base = (s << 40) ^ (2 * i);
+  return sqrt(-2 * log(unit_hash(base))) * cos(6.283185307179586 * unit_hash(base + 1));
+}
 
 static void *must(void *p) {
   if (!p) {
@@ -82,11 +99,12 @@ static void record(const char *name, int c, double seconds, double one, const ch
   fflush(stdout);
 }
 
-static void bench_knn(int64_t n, int64_t m, int64_t d, int64_t k) {
+/* fp64: the same data as double (precision auto, the certified path R and Octave take) */
+static void bench_knn(int64_t n, int64_t m, int64_t d, int64_t k, int fp64) {
   char name[64];
-  snprintf(name, sizeof name, "knn_%lldx%lld_q%lld_k%lld", (long long)n, (long long)d,
-           (long long)m, (long long)k);
-  printf("== %s (fp32, precision single)\n", name);
+  snprintf(name, sizeof name, "knn_%lldx%lld_q%lld_k%lld%s", (long long)n, (long long)d,
+           (long long)m, (long long)k, fp64 ? "_fp64" : "");
+  printf("== %s (%s)\n", name, fp64 ? "fp64, precision auto" : "fp32, precision single");
   fflush(stdout);
   float *x = must(malloc(sizeof(float) * (size_t)n * (size_t)d));
   float *q = must(malloc(sizeof(float) * (size_t)m * (size_t)d));
@@ -94,25 +112,38 @@ static void bench_knn(int64_t n, int64_t m, int64_t d, int64_t k) {
   const int64_t C = 1000;
   float *centre = must(malloc(sizeof(float) * (size_t)(C * d)));
   for (int64_t i = 0; i < C * d; i++) centre[i] = (float)(10 * uniform());
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < d; j++) x[i + j * n] = centre[(i % C) * d + j] + (float)normal();
+    for (int64_t j = 0; j < d; j++)
+      x[i + j * n] = centre[(i % C) * d + j] + (float)normal_at(1, (uint64_t)(i * d + j));
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < d; j++) q[i + j * m] = centre[((i * 7) % C) * d + j] + (float)normal();
+    for (int64_t j = 0; j < d; j++)
+      q[i + j * m] = centre[((i * 7) % C) * d + j] + (float)normal_at(2, (uint64_t)(i * d + j));
   free(centre);
+  double *x64 = NULL, *q64 = NULL;
+  if (fp64) {
+    x64 = must(malloc(sizeof(double) * (size_t)n * (size_t)d));
+    q64 = must(malloc(sizeof(double) * (size_t)m * (size_t)d));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n * d; i++) x64[i] = x[i];
+    for (int64_t i = 0; i < m * d; i++) q64[i] = q[i];
+  }
   int64_t *idx1 = must(malloc(sizeof(int64_t) * (size_t)(m * k)));
   int64_t *idx = must(malloc(sizeof(int64_t) * (size_t)(m * k)));
-  float *dist = must(malloc(sizeof(float) * (size_t)(m * k)));
+  double *dist = must(malloc(sizeof(double) * (size_t)(m * k)));
   double one = 0;
   for (int ci = 0; ci < ncounts; ci++) {
     const int c = counts[ci];
     gpuml_options o = on_devices(c);
-    o.precision = GPUML_PRECISION_SINGLE;
+    o.precision = fp64 ? GPUML_PRECISION_AUTO : GPUML_PRECISION_SINGLE;
     double best = 1e300;
     int ok = 1;
     for (int r = 0; r <= reps && ok; r++) { /* r = 0 warms the devices up, untimed */
       const double t0 = now_s();
-      ok = gpuml_knn_search_f(x, n, d, q, m, k, c == counts[0] ? idx1 : idx, dist, &o, NULL) ==
-           GPUML_OK;
+      int64_t *out = c == counts[0] ? idx1 : idx;
+      ok = (fp64 ? gpuml_knn_search(x64, n, d, q64, m, k, out, dist, &o, NULL)
+                 : gpuml_knn_search_f(x, n, d, q, m, k, out, (float *)dist, &o, NULL)) == GPUML_OK;
       const double t = now_s() - t0;
       if (r > 0 && t < best) best = t;
     }
@@ -134,6 +165,8 @@ static void bench_knn(int64_t n, int64_t m, int64_t d, int64_t k) {
   }
   free(x);
   free(q);
+  free(x64);
+  free(q64);
   free(idx1);
   free(idx);
   free(dist);
@@ -178,11 +211,13 @@ static void bench_gmm(int64_t n, int64_t d, int64_t G) {
   double *x = must(malloc(sizeof(double) * (size_t)n * (size_t)d));
   double *centre = must(malloc(sizeof(double) * (size_t)(G * d)));
   for (int64_t i = 0; i < G * d; i++) centre[i] = 8 * uniform();
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < d; j++) x[i + j * n] = centre[(i % G) * d + j] + normal();
+    for (int64_t j = 0; j < d; j++)
+      x[i + j * n] = centre[(i % G) * d + j] + normal_at(3, (uint64_t)(i * d + j));
   free(centre);
   double one = 0, loglik1 = NAN;
-  const int64_t lengths[2] = {5, 25};
+  const int64_t lengths[2] = {5, 105};
   for (int ci = 0; ci < ncounts; ci++) {
     const int c = counts[ci];
     double best[2] = {1e300, 1e300}, ll = NAN;
@@ -195,14 +230,14 @@ static void bench_gmm(int64_t n, int64_t d, int64_t G) {
       }
     if (!ok) continue;
     const double per = (best[1] - best[0]) / (double)(lengths[1] - lengths[0]);
-    printf("  %d device(s): fits of 5 and 25 iterations, best of %d: %.3f and %.3f s\n", c, reps,
+    printf("  %d device(s): fits of 5 and 105 iterations, best of %d: %.3f and %.3f s\n", c, reps,
            best[0], best[1]);
     if (c == counts[0]) {
       one = per * counts[0];
       loglik1 = ll;
     }
     char answer[96];
-    snprintf(answer, sizeof answer, "loglik after 25 iterations %.12g (rel. difference %.1e)", ll,
+    snprintf(answer, sizeof answer, "loglik after 105 iterations %.12g (rel. difference %.1e)", ll,
              fabs(ll - loglik1) / fabs(loglik1));
     record(name, c, per, one, answer);
   }
@@ -218,8 +253,10 @@ static void bench_dpc(int64_t n) {
   double *x = must(malloc(sizeof(double) * (size_t)n * (size_t)d));
   double centre[2 * 20];
   for (int i = 0; i < 2 * G; i++) centre[i] = 20 * uniform();
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < d; j++) x[i + j * n] = centre[(i % G) * d + j] + normal();
+    for (int64_t j = 0; j < d; j++)
+      x[i + j * n] = centre[(i % G) * d + j] + normal_at(4, (uint64_t)(i * d + j));
   double *rho1 = must(malloc(sizeof(double) * (size_t)n));
   double *delta1 = must(malloc(sizeof(double) * (size_t)n));
   int64_t *near1 = must(malloc(sizeof(int64_t) * (size_t)n));
@@ -228,6 +265,9 @@ static void bench_dpc(int64_t n) {
   double *delta = must(malloc(sizeof(double) * (size_t)n));
   int64_t *near = must(malloc(sizeof(int64_t) * (size_t)n));
   int64_t *cl = must(malloc(sizeof(int64_t) * (size_t)n));
+  double *rho2 = must(malloc(sizeof(double) * (size_t)n));   /* the passes alone */
+  double *delta2 = must(malloc(sizeof(double) * (size_t)n));
+  int64_t *near2 = must(malloc(sizeof(int64_t) * (size_t)n));
   double *gamma = must(malloc(sizeof(double) * (size_t)n));
   int *halo = must(malloc(sizeof(int) * (size_t)n));
   int64_t centres[10], ncentres = 0;
@@ -244,19 +284,38 @@ static void bench_dpc(int64_t n) {
     gpuml_options o = on_devices(c);
     const int first = c == counts[0];
     double best = 1e300;
-    int ok = 1;
-    for (int r = 0; r <= reps && ok; r++) { /* r = 0 warms up */
+    /* the warm-up (contexts, kernels' first launches) on the first 100,000 points */
+    const int64_t nw = n < 100000 ? n : 100000;
+    double *xw = must(malloc(sizeof(double) * (size_t)nw * (size_t)d));
+    for (int64_t j = 0; j < d; j++) memcpy(xw + j * nw, x + j * n, sizeof(double) * (size_t)nw);
+    int ok = gpuml_dpc_fit(xw, nw, d, &p, rho, delta, near, gamma, centres, &ncentres, cl, halo,
+                           &o, NULL) == GPUML_OK;
+    free(xw);
+    for (int r = 1; r <= reps && ok; r++) {
       const double t0 = now_s();
       ok = gpuml_dpc_fit(x, n, d, &p, first ? rho1 : rho, first ? delta1 : delta,
                          first ? near1 : near, gamma, centres, &ncentres, first ? cl1 : cl,
                          halo, &o, NULL) == GPUML_OK;
       const double t = now_s() - t0;
-      if (r > 0 && t < best) best = t;
+      if (t < best) best = t;
     }
     if (!ok) {
       printf("%s on %d devices failed: %s\n", name, c, gpuml_last_error());
       continue;
     }
+    double passes = 1e300;
+    for (int r = 0; r < reps && ok; r++) {
+      const double t0 = now_s();
+      ok = gpuml_dpc_density(x, n, d, &p, rho2, delta2, near2, NULL, &o, NULL) == GPUML_OK;
+      const double t = now_s() - t0;
+      if (t < passes) passes = t;
+    }
+    if (!ok) {
+      printf("%s density on %d devices failed: %s\n", name, c, gpuml_last_error());
+      continue;
+    }
+    printf("  %d device(s): fit %.3f s, of which the density passes (gpuml_dpc_density) %.3f s\n",
+           c, best, passes);
     if (first) one = best * counts[0];
     char answer[96];
     if (first) {
@@ -274,17 +333,33 @@ static void bench_dpc(int64_t n) {
   free(x);
   free(rho1), free(delta1), free(near1), free(cl1);
   free(rho), free(delta), free(near), free(cl), free(gamma), free(halo);
+  free(rho2), free(delta2), free(near2);
+}
+
+/* Whether the comma-separated list names case (a whole item). */
+static int wants(const char *list, const char *name) {
+  const size_t len = strlen(name);
+  for (const char *s = list; *s;) {
+    const char *end = strchr(s, ',');
+    const size_t item = end ? (size_t)(end - s) : strlen(s);
+    if (item == len && !strncmp(s, name, len)) return 1;
+    if (!end) break;
+    s = end + 1;
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
-  int64_t knn[4] = {10000000, 100000, 128, 10}, gmm[3] = {10000000, 50, 16}, dpc_n = 100000000;
-  const char *only = "knn,gmm,dpc", *devices = NULL;
+  int64_t knn[4] = {10000000, 100000, 128, 10}, knn64[4] = {2000000, 20000, 128, 10}, gmm[3] = {10000000, 50, 16}, dpc_n = 100000000;
+  const char *only = "knn,knn64,gmm,dpc", *devices = NULL;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--devices") && a + 1 < argc) devices = argv[++a];
     else if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]);
     else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = argv[++a];
     else if (!strcmp(argv[a], "--knn") && a + 4 < argc)
       for (int i = 0; i < 4; i++) knn[i] = atoll(argv[++a]);
+    else if (!strcmp(argv[a], "--knn64") && a + 4 < argc)
+      for (int i = 0; i < 4; i++) knn64[i] = atoll(argv[++a]);
     else if (!strcmp(argv[a], "--gmm") && a + 3 < argc)
       for (int i = 0; i < 3; i++) gmm[i] = atoll(argv[++a]);
     else if (!strcmp(argv[a], "--dpc") && a + 1 < argc) dpc_n = atoll(argv[++a]);
@@ -310,9 +385,10 @@ int main(int argc, char **argv) {
   }
   printf("device 0: %s, %d devices, %.1f GB\n", info.device_name, info.device_count,
          info.device_memory / 1e9);
-  if (strstr(only, "knn")) bench_knn(knn[0], knn[1], knn[2], knn[3]);
-  if (strstr(only, "gmm")) bench_gmm(gmm[0], gmm[1], gmm[2]);
-  if (strstr(only, "dpc")) bench_dpc(dpc_n);
+  if (wants(only, "knn")) bench_knn(knn[0], knn[1], knn[2], knn[3], 0);
+  if (wants(only, "knn64")) bench_knn(knn64[0], knn64[1], knn64[2], knn64[3], 1);
+  if (wants(only, "gmm")) bench_gmm(gmm[0], gmm[1], gmm[2]);
+  if (wants(only, "dpc")) bench_dpc(dpc_n);
   printf("\n%-40s %7s %12s %8s  %s\n", "case", "devices", "seconds", "speed-up", "answer");
   for (int i = 0; i < nrows; i++)
     printf("%-40s %7d %12.4f %7.2fx  %s\n", table[i].name, table[i].devices, table[i].seconds,

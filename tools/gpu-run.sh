@@ -54,7 +54,7 @@ if want build; then
     exit 1
   fi
   grep -E '^  (CUDA|BLAS)' "$LOG/configure.log"
-  if ! make -j 16 build/libgpuml.a tests > "$LOG/make.log" 2>&1; then
+  if ! make -j "$(nproc)" build/libgpuml.a tests > "$LOG/make.log" 2>&1; then
     grep -E 'error|Error' "$LOG/make.log" | head -n 30
     fail "make"
     echo "$failures step(s) failed"
