@@ -72,7 +72,10 @@
 ## @item @qcode{"devices"}
 ## The CUDA devices to spread the search over: @code{[]} (default: one device),
 ## device numbers such as @code{[0 1]}, or @qcode{"all"}.  The references are split
-## over the devices and the lists merged exactly: the answer is that of one device.
+## over the devices and the lists merged exactly: for double input (precision
+## @qcode{"auto"} or @qcode{"double"}) the answer is that of one device; in single
+## precision each device centres its own rows, so two neighbours whose distances differ
+## by a float rounding may come in the other order.
 ## Numbers must be whole, 0 or more and distinct (else an error); a device that does
 ## not exist is an error on CUDA.  On the CPU backend the list is checked and then
 ## ignored, so that a script written for a GPU host runs unchanged without one.  Not
