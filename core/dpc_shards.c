@@ -34,9 +34,9 @@ typedef struct {
  * times the points of the cells around it; for a density that changes slowly from cell to
  * cell that is about the square of its count, so the parts are runs of cells of about
  * equal sums of squared counts. On the CPU, 10^6 points in 20 blobs: the slowest of 4
- * parts took 1.06-1.11x the mean time of a part (1.18-1.28x with equal counts), of 8 parts
- * 1.19x (1.33x). The points per cell from start[] when the index holds it, else counted by the
- * cell rule (gm_dpc_cell_of) for a backend that sorts the points itself. */
+ * parts took 1.06-1.11x the mean time of a part (1.18-1.28x with equal counts), of 8
+ * parts 1.19x (1.33x). The points per cell from start[] when the index holds it, else
+ * counted by the cell rule (gm_dpc_cell_of) for a backend that sorts the points itself. */
 static gpuml_status cell_bounds(const gm_dpc_grid *g, const double *x, int parts,
                                 int64_t *bounds) {
   const int64_t n = g->n, nc = g->ncells;

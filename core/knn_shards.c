@@ -5,8 +5,9 @@
  * single search's, bit for bit; for single input, neighbours whose distances round to the
  * same float are ordered by index, but each shard's search centres its own rows, so a
  * distance may round differently than in one search and two near neighbours swap (3 of
- * 10^6 entries at 10^7 x 128 on 4 devices). For a search of the data against itself, the shard
- * holding a query's own row is asked for one more neighbour and the row itself dropped. */
+ * 10^6 entries at 10^7 x 128 on 4 devices). For a search of the data against itself, the
+ * shard holding a query's own row is asked for one more neighbour and the row itself
+ * dropped. */
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"

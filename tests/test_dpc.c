@@ -959,7 +959,9 @@ static void test_order_threads(void) {
     z = z * 6364136223846793005ULL + 1442695040888963407ULL;
     const uint64_t r = z >> 33;
     /* counts with heavy ties, some Gaussian-like fractions, a few zeros */
-    rho[i] = r % 7 == 0 ? 0 : r % 3 == 0 ? (double)(r % 50) + (double)(r % 1000) / 1024 : (double)(r % 300);
+    rho[i] = r % 7 == 0   ? 0
+             : r % 3 == 0 ? (double)(r % 50) + (double)(r % 1000) / 1024
+                          : (double)(r % 300);
   }
 #ifdef _OPENMP
   const int before = omp_get_max_threads();
