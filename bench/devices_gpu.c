@@ -230,15 +230,15 @@ static void bench_gmm(int64_t n, int64_t d, int64_t G) {
       }
     if (!ok) continue;
     const double per = (best[1] - best[0]) / (double)(lengths[1] - lengths[0]);
-    printf("  %d device(s): fits of 5 and 105 iterations, best of %d: %.3f and %.3f s\n", c, reps,
-           best[0], best[1]);
+    printf("  %d device(s): fits of %lld and %lld iterations, best of %d: %.3f and %.3f s\n", c,
+           (long long)lengths[0], (long long)lengths[1], reps, best[0], best[1]);
     if (c == counts[0]) {
       one = per * counts[0];
       loglik1 = ll;
     }
     char answer[96];
-    snprintf(answer, sizeof answer, "loglik after 105 iterations %.12g (rel. difference %.1e)", ll,
-             fabs(ll - loglik1) / fabs(loglik1));
+    snprintf(answer, sizeof answer, "loglik after %lld iterations %.12g (rel. difference %.1e)",
+             (long long)lengths[1], ll, fabs(ll - loglik1) / fabs(loglik1));
     record(name, c, per, one, answer);
   }
   free(x);
