@@ -6,7 +6,7 @@
  * the single device's, ties included.
  *
  * The parts: on the cell index, rho by runs of whole cells (a cell's points are counted
- * together) of about equal work (cell_bounds), and delta by runs of sorted positions; over
+ * together) of about n / parts points each, and delta by runs of sorted positions; over
  * all pairs, rows (the Gaussian density in multiples of GM_DPC_GAUSS_PART_ROWS, so that
  * every point's weights come from the same GEMM tile as on one device; fewer parts then
  * get work below a few thousand rows a part). Every device or process holds all the
@@ -30,13 +30,10 @@ typedef struct {
   int64_t *nearest;
 } dpc_job;
 
-/* bounds[p] .. bounds[p + 1] - 1: the cells of part p. A cell's rho work is its points
- * times the points of the cells around it; for a density that changes slowly from cell to
- * cell that is about the square of its count, so the parts are runs of cells of about
- * equal sums of squared counts. On the CPU, 10^6 points in 20 blobs: the slowest of 4
- * parts took 1.06-1.11x the mean time of a part (1.18-1.28x with equal counts), of 8
- * parts 1.19x (1.33x). The points per cell from start[] when the index holds it, else
- * counted by the cell rule (gm_dpc_cell_of) for a backend that sorts the points itself. */
+/* bounds[p] .. bounds[p + 1] - 1: the cells of part p, each part's first cell the first
+ * whose points before it reach gm_shard_start(n, parts, p). The points per cell from
+ * start[] when the index holds it, else counted by the cell rule (gm_dpc_cell_of) for a
+ * backend that sorts the points itself. */
 static gpuml_status cell_bounds(const gm_dpc_grid *g, const double *x, int parts,
                                 int64_t *bounds) {
   const int64_t n = g->n, nc = g->ncells;
@@ -51,21 +48,11 @@ static gpuml_status cell_bounds(const gm_dpc_grid *g, const double *x, int parts
     for (int64_t c = 0; c < nc; c++) before[c + 1] += before[c];
   }
   const int64_t *prefix = g->start ? g->start : before;
-  double total = 0;
-  for (int64_t c = 0; c < nc; c++) {
-    const double count = (double)(prefix[c + 1] - prefix[c]);
-    total += count * count;
-  }
   int64_t c = 0;
-  double reached = 0; /* the weight of the cells before cell c */
   bounds[0] = 0;
   for (int p = 1; p < parts; p++) {
-    const double target = total * p / parts;
-    while (c < nc && reached < target) {
-      const double count = (double)(prefix[c + 1] - prefix[c]);
-      reached += count * count;
-      c++;
-    }
+    const int64_t target = gm_shard_start(n, parts, p);
+    while (c < nc && prefix[c] < target) c++;
     bounds[p] = c;
   }
   bounds[parts] = nc;
