@@ -20,8 +20,9 @@
 //    chunk order; the scatter of each component about its new mean from
 //    W = sqrt(z) (x - mu), in chunks of rows (one batched GEMM over components and
 //    chunks, so that a d x d product still spreads over the SMs), reduced in order.
-//  - Cholesky: cuSOLVER potrf per component (its info is the collapse test), then
-//    U = R^-1 by a triangular solve against the identity.
+//  - Cholesky: one batched cuSOLVER potrf over the components (its info, one per
+//    component, is the collapse test), then U = R^-1 by one batched triangular solve
+//    against the identity.
 // Every sum has a fixed order (no atomics), so a fit is reproducible bit for bit on
 // one device. The data stay resident when they fit the memory budget; otherwise each
 // pass uploads them tile by tile. Internal knobs: GPUML_CUDA_TILE=N forces tiles of at
@@ -444,6 +445,17 @@ __global__ void identity_kernel(double *__restrict__ U, int64_t d, int64_t K) {
   }
 }
 
+// The device pointer arrays of the batched Cholesky calls: the matrices of component k
+// at a + k d^2 and b + k d^2.
+__global__ void batch_pointers_kernel(double *a, double *b, int64_t dd, int64_t K,
+                                      double **pa, double **pb) {
+  for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < K;
+       k += (int64_t)gridDim.x * blockDim.x) {
+    pa[k] = a + k * dd;
+    pb[k] = b + k * dd;
+  }
+}
+
 // log det U_k from the diagonal of the inverse factors; a factor that is not finite
 // marks its component as failed (as on the CPU).
 __global__ void logdet_full_kernel(const double *__restrict__ U, int64_t d, int64_t K,
@@ -497,8 +509,7 @@ struct Gmm {
   double *w = nullptr, *mu = nullptr, *cov = nullptr, *chol = nullptr, *U = nullptr;
   double *logdet_u = nullptr, *m = nullptr, *c = nullptr, *nk = nullptr, *sums = nullptr;
   double *S = nullptr, *Y = nullptr, *P = nullptr, *part = nullptr, *scalar = nullptr;
-  double *work = nullptr;
-  int lwork = 0;
+  double **chol_ptr = nullptr, **U_ptr = nullptr;  // chol + k d^2, U + k d^2 (k < kmax)
   int *info = nullptr;
 
   explicit Gmm(const gm_gmm_data *dt) : data(*dt) {}
@@ -524,7 +535,7 @@ struct Gmm {
     const size_t dd = (size_t)d * (size_t)d, K = (size_t)kmax;
     size_t fixed = (size_t)n * (K + 1) * 8;                        // z, logdens
     fixed += (4 * dd * K + 8 * (size_t)d * K + 8 * K + (size_t)d + kParts * K + 64) * 8;
-    fixed += (size_t)lwork * 8 + K * 4 + 4096;
+    fixed += (full ? 2 * K * sizeof(double *) : 0) + K * 4 + 4096;
     const size_t budget = ctx.budget();
     const int64_t knob = env_int("GPUML_CUDA_TILE");
     int64_t cap = (int64_t)(kTileBytes / ((size_t)d * K * 8));
@@ -572,12 +583,7 @@ struct Gmm {
     GM_TRY(ctx.init(data.opt, 1));
     GM_TRY(ctx.solver(&solver));
     const size_t dd = (size_t)d * (size_t)d, K = (size_t)kmax;
-    if (full) {
-      GM_TRY(ctx.alloc(&chol, dd * K, "the Cholesky factors"));
-      GM_TRY(check_solver(cusolverDnDpotrf_bufferSize(solver, CUBLAS_FILL_MODE_UPPER, (int)d,
-                                                      chol, (int)d, &lwork),
-                          "cusolverDnDpotrf_bufferSize"));
-    }
+    if (full) GM_TRY(ctx.alloc(&chol, dd * K, "the Cholesky factors"));
     GM_TRY(plan());
     GM_TRY(ctx.alloc(&z, (size_t)n * K, "the responsibilities"));
     GM_TRY(ctx.alloc(&logdens, (size_t)n, "the log-densities"));
@@ -589,7 +595,11 @@ struct Gmm {
       GM_TRY(ctx.alloc(&U, dd * K, "the inverse Cholesky factors"));
       GM_TRY(ctx.alloc(&S, dd * K, "the scatter matrices"));
       GM_TRY(ctx.alloc(&m, (size_t)d * K, "the transformed means"));
-      GM_TRY(ctx.alloc(&work, (size_t)(lwork > 0 ? lwork : 1), "cuSOLVER work space"));
+      GM_TRY(ctx.alloc(&chol_ptr, K, "the Cholesky factors' pointers"));
+      GM_TRY(ctx.alloc(&U_ptr, K, "the inverse Cholesky factors' pointers"));
+      batch_pointers_kernel<<<grid_1d(kmax, 64), 64, 0, ctx.stream()>>>(chol, U, (int64_t)dd,
+                                                                        kmax, chol_ptr, U_ptr);
+      GM_TRY(ctx.launched("the Cholesky factors' pointers"));
     } else {
       GM_TRY(ctx.alloc(&U, (size_t)d * K, "the inverse standard deviations"));
       GM_TRY(ctx.alloc(&S, (size_t)d * K, "the scatter"));
@@ -691,20 +701,27 @@ struct Gmm {
       GM_TRY(ctx.check(cudaMemcpyAsync(chol, cov, (size_t)K * dd * 8, cudaMemcpyDeviceToDevice,
                                        ctx.stream()),
                        "copying the covariances"));
-      for (int64_t k = 0; k < K; k++)
-        GM_TRY(check_solver(cusolverDnDpotrf(solver, CUBLAS_FILL_MODE_UPPER, (int)d,
-                                             chol + k * dd, (int)d, work, lwork, info + k),
-                            "cusolverDnDpotrf"));
+      // R_k' R_k = Sigma_k for every component at once, R_k upper triangular in the upper
+      // triangle of chol_k (potrfBatched takes either triangle and may use the other as
+      // work space; only the upper one is read below). info[k] > 0 where Sigma_k is not
+      // positive definite, for that component alone: the factors are independent. The
+      // info array is cleared first so that no status of an earlier call can survive.
+      GM_TRY(ctx.check(cudaMemsetAsync(info, 0, (size_t)K * sizeof(int), ctx.stream()),
+                       "clearing the Cholesky status"));
+      GM_TRY(check_solver(cusolverDnDpotrfBatched(solver, CUBLAS_FILL_MODE_UPPER, (int)d,
+                                                  chol_ptr, (int)d, info, (int)K),
+                          "cusolverDnDpotrfBatched"));
       identity_kernel<<<blocks_for((int64_t)dd * K), kThreads, 0, ctx.stream()>>>(U, d, K);
       GM_TRY(ctx.launched("the identity"));
       const double one = 1;
-      // U_k = R_k^-1: R_k U_k = I (a component whose factorisation failed gives
-      // garbage here, and is re-seeded by the driver before it is used).
-      for (int64_t k = 0; k < K; k++)
-        GM_TRY(ctx.check_blas(cublasDtrsm(ctx.blas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER,
-                                          CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, (int)d, (int)d, &one,
-                                          chol + k * dd, (int)d, U + k * dd, (int)d),
-                              "cublasDtrsm (inverse Cholesky factor)"));
+      // U_k = R_k^-1: R_k U_k = I, upper triangular with exact zeros below the diagonal
+      // (a component whose factorisation failed gives garbage in its own U_k only, and
+      // is re-seeded by the driver before it is used).
+      GM_TRY(ctx.check_blas(cublasDtrsmBatched(ctx.blas(), CUBLAS_SIDE_LEFT,
+                                               CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                               CUBLAS_DIAG_NON_UNIT, (int)d, (int)d, &one,
+                                               chol_ptr, (int)d, U_ptr, (int)d, (int)K),
+                            "cublasDtrsmBatched (inverse Cholesky factors)"));
       logdet_full_kernel<<<grid_1d(K, 64), 64, 0, ctx.stream()>>>(U, d, K, logdet_u, info);
       GM_TRY(ctx.launched("log-determinants"));
     } else {
@@ -714,7 +731,7 @@ struct Gmm {
     GM_TRY(download(host_info, info, (size_t)K * sizeof(int), "the Cholesky status"));
     for (int64_t k = 0; k < K; k++)
       if (host_info[k] < 0)
-        return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: cusolverDnDpotrf argument %d",
+        return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: cusolverDnDpotrfBatched argument %d",
                        -host_info[k]);
     return GPUML_OK;
   }
