@@ -2,8 +2,9 @@
  * same call on 1, 2, ... devices, its time (best of `reps`), the speed-up over one device
  * and whether the answer is the one-device answer.
  *
- *   build/bench/devices_gpu [--devices 1,2,4] [--reps R] [--only knn,knn64,gmm,dpc]
+ *   build/bench/devices_gpu [--devices 1,2,4] [--reps R] [--only knn,knn64,gmm,dpc,tsne]
  *                           [--knn N M D K] [--knn64 N M D K] [--gmm N D G] [--dpc N]
+ *                           [--tsne N D]
  *
  * kNN: M queries against N references of D columns (fp32, host arrays in and out), the
  *      references sharded over the devices, the queries sent to all; the lists must equal
@@ -18,8 +19,12 @@
  *      over the devices; rho, delta, nearest and the clusters must equal one device's.
  *      Also timed: the density passes alone (gpuml_dpc_density: dc, rho, delta), the part
  *      the devices share; the rest of the fit (centres, clusters, halo) runs on one.
+ * t-SNE: N x D points in 30 clusters, the defaults (FFT, 1,000 iterations), the kNN for P
+ *      and the optimisation split; the whole fit and the optimisation alone, and whether
+ *      the embedding is one device's (it should be, bit for bit: the lists are exact in
+ *      double precision and the split optimiser sums as one device does).
  * Defaults are the sizes of the multi-GPU issue: kNN 10^7 references x 128 with 10^5
- * queries, k = 10; GMM 10^7 x 50, G = 16; DPC 10^8 x 2. Prints "RESULT <case> <seconds>"
+ * queries, k = 10; GMM 10^7 x 50, G = 16; DPC 10^8 x 2; t-SNE 10^6 x 50. Prints "RESULT <case> <seconds>"
  * lines and a table last. Built by tools/gpu-run.sh like the other bench/ *_gpu.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -337,6 +342,74 @@ static void bench_dpc(int64_t n) {
 }
 
 /* Whether the comma-separated list names case (a whole item). */
+/* t-SNE (defaults: 1,000 iterations, the FFT method, PCA to 50, perplexity 30): the whole
+ * fit and its optimisation alone (the kNN for P is split as a search; P is built on the
+ * host when several devices search). */
+static void bench_tsne(int64_t n, int64_t d) {
+  char name[64], opt_name[64];
+  snprintf(name, sizeof name, "tsne_%lldx%lld", (long long)n, (long long)d);
+  snprintf(opt_name, sizeof opt_name, "tsne_%lldx%lld_optimisation", (long long)n, (long long)d);
+  printf("== %s (fp64, FFT, 1000 iterations; whole fit and optimisation)\n", name);
+  fflush(stdout);
+  const int64_t G = 30;
+  double *x = must(malloc(sizeof(double) * (size_t)n * (size_t)d));
+  double *centre = must(malloc(sizeof(double) * (size_t)(G * d)));
+  for (int64_t i = 0; i < G * d; i++) centre[i] = 6 * uniform();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < d; j++)
+      x[i + j * n] = centre[(i % G) * d + j] + normal_at(5, (uint64_t)(i * d + j));
+  free(centre);
+  double *y1 = must(malloc(sizeof(double) * (size_t)n * 2));
+  double *y = must(malloc(sizeof(double) * (size_t)n * 2));
+  double one = 0, one_opt = 0;
+  for (int ci = 0; ci < ncounts; ci++) {
+    const int c = counts[ci];
+    gpuml_options o = on_devices(c);
+    o.seed = 11;
+    gpuml_tsne_params p;
+    gpuml_tsne_params_init(&p);
+    p.method = GPUML_TSNE_FFT;
+    double best = 1e300, best_opt = 1e300;
+    int ok = 1;
+    for (int r = 0; r <= reps && ok; r++) { /* r = 0: a short warm-up fit, untimed */
+      p.max_iter = r == 0 ? 50 : 1000;
+      p.stop_lying_iter = r == 0 ? 25 : 250;
+      p.mom_switch_iter = p.stop_lying_iter;
+      gpuml_tsne_result res;
+      double *out = c == counts[0] ? y1 : y;
+      const double t0 = now_s();
+      ok = gpuml_tsne_fit(x, n, d, &p, out, NULL, &o, &res) == GPUML_OK;
+      const double t = now_s() - t0;
+      if (r > 0 && t < best) best = t;
+      if (r > 0 && res.seconds_optimisation < best_opt) best_opt = res.seconds_optimisation;
+    }
+    if (!ok) {
+      printf("%s on %d devices failed: %s\n", name, c, gpuml_last_error());
+      continue;
+    }
+    if (c == counts[0]) one = best * counts[0], one_opt = best_opt * counts[0];
+    char answer[96];
+    if (c == counts[0]) {
+      snprintf(answer, sizeof answer, "reference");
+    } else {
+      int64_t differ = 0;
+      double worst = 0;
+      for (int64_t i = 0; i < n * 2; i++) {
+        differ += y[i] != y1[i];
+        worst = fmax(worst, fabs(y[i] - y1[i]));
+      }
+      snprintf(answer, sizeof answer, "%lld of %lld coordinates differ (largest %.2g)",
+               (long long)differ, (long long)(n * 2), worst);
+    }
+    record(name, c, best, one, answer);
+    record(opt_name, c, best_opt, one_opt, answer);
+  }
+  free(x);
+  free(y1);
+  free(y);
+}
+
 static int wants(const char *list, const char *name) {
   const size_t len = strlen(name);
   for (const char *s = list; *s;) {
@@ -351,7 +424,8 @@ static int wants(const char *list, const char *name) {
 
 int main(int argc, char **argv) {
   int64_t knn[4] = {10000000, 100000, 128, 10}, knn64[4] = {2000000, 20000, 128, 10}, gmm[3] = {10000000, 50, 16}, dpc_n = 100000000;
-  const char *only = "knn,knn64,gmm,dpc", *devices = NULL;
+  int64_t tsne[2] = {1000000, 50};
+  const char *only = "knn,knn64,gmm,dpc,tsne", *devices = NULL;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--devices") && a + 1 < argc) devices = argv[++a];
     else if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]);
@@ -363,6 +437,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[a], "--gmm") && a + 3 < argc)
       for (int i = 0; i < 3; i++) gmm[i] = atoll(argv[++a]);
     else if (!strcmp(argv[a], "--dpc") && a + 1 < argc) dpc_n = atoll(argv[++a]);
+    else if (!strcmp(argv[a], "--tsne") && a + 2 < argc)
+      for (int i = 0; i < 2; i++) tsne[i] = atoll(argv[++a]);
     else {
       fprintf(stderr, "unknown argument %s (see the comment at the top of bench/devices_gpu.c)\n",
               argv[a]);
@@ -389,6 +465,7 @@ int main(int argc, char **argv) {
   if (wants(only, "knn64")) bench_knn(knn64[0], knn64[1], knn64[2], knn64[3], 1);
   if (wants(only, "gmm")) bench_gmm(gmm[0], gmm[1], gmm[2]);
   if (wants(only, "dpc")) bench_dpc(dpc_n);
+  if (wants(only, "tsne")) bench_tsne(tsne[0], tsne[1]);
   printf("\n%-40s %7s %12s %8s  %s\n", "case", "devices", "seconds", "speed-up", "answer");
   for (int i = 0; i < nrows; i++)
     printf("%-40s %7d %12.4f %7.2fx  %s\n", table[i].name, table[i].devices, table[i].seconds,

@@ -9,6 +9,9 @@
 // number of blocks; points sorted by box with a stable radix sort): no atomics, so a
 // run repeats bit for bit. The formulas are those of core/tsne_cpu.c (shared pieces in
 // core/tsne_shared.h), including the single-precision convolution grids.
+#include <memory>
+#include <vector>
+#include "shards.h"
 #include "tsne_common.cuh"
 
 namespace gm {
@@ -22,17 +25,19 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
-// attr[i] = sum_j p_ij (y_i - y_j) / (1 + |y_i - y_j|^2 / df), one warp per row.
+// attr[i] = sum_j p_ij (y_i - y_j) / (1 + |y_i - y_j|^2 / df), one warp per row, for the
+// rows first .. last - 1 (row[i - first] .. row[i - first + 1] - 1: their entries of P).
 template <int D>
 __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t *__restrict__ col,
                                   const double *__restrict__ val, const double *__restrict__ y,
-                                  int64_t n, bool heavy, double df, double *__restrict__ attr) {
+                                  int64_t n, int64_t first, int64_t last, bool heavy, double df,
+                                  double *__restrict__ attr) {
   const int lane = threadIdx.x & 31;
-  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  if (i >= n) return;
+  const int64_t i = first + (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+  if (i >= last) return;
   double yi[D], a[D];
   for (int d = 0; d < D; d++) yi[d] = y[i + d * n], a[d] = 0;
-  for (int64_t e = row[i] + lane; e < row[i + 1]; e += 32) {
+  for (int64_t e = row[i - first] + lane; e < row[i - first + 1]; e += 32) {
     const int64_t j = col[e];
     double diff[D], r2 = 0;
     for (int d = 0; d < D; d++) {
@@ -54,14 +59,15 @@ __global__ void narrow_kernel(const int64_t *__restrict__ wide, int64_t count,
 }
 
 // Per row: sum_j p_ij log p_ij into plogp[i] and sum_j p_ij into psum[i] (the KL's
-// constant terms), one warp per row.
+// constant terms), one warp per row (rows first .. last - 1, as attraction_kernel).
 __global__ void p_sums_kernel(const int64_t *__restrict__ row, const double *__restrict__ val,
-                              int64_t n, double *__restrict__ plogp, double *__restrict__ psum) {
+                              int64_t first, int64_t last, double *__restrict__ plogp,
+                              double *__restrict__ psum) {
   const int lane = threadIdx.x & 31;
-  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  if (i >= n) return;
+  const int64_t i = first + (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+  if (i >= last) return;
   double a = 0, b = 0;
-  for (int64_t e = row[i] + lane; e < row[i + 1]; e += 32) {
+  for (int64_t e = row[i - first] + lane; e < row[i - first + 1]; e += 32) {
     const double v = val[e];
     b += v;
     if (v > 0) a += v * log(v);
@@ -71,16 +77,18 @@ __global__ void p_sums_kernel(const int64_t *__restrict__ row, const double *__r
   if (lane == 0) plogp[i] = a, psum[i] = b;
 }
 
-// Per row: sum_j p_ij df log(1 + |y_i - y_j|^2 / df) (for the KL), one warp per row.
+// Per row: sum_j p_ij df log(1 + |y_i - y_j|^2 / df) (for the KL), one warp per row
+// (rows first .. last - 1, as attraction_kernel).
 template <int D>
 __global__ void kl_rows_kernel(const int64_t *__restrict__ row, const int32_t *__restrict__ col,
                                const double *__restrict__ val, const double *__restrict__ y,
-                               int64_t n, bool heavy, double df, double *__restrict__ out) {
+                               int64_t n, int64_t first, int64_t last, bool heavy, double df,
+                               double *__restrict__ out) {
   const int lane = threadIdx.x & 31;
-  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  if (i >= n) return;
+  const int64_t i = first + (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+  if (i >= last) return;
   double s = 0;
-  for (int64_t e = row[i] + lane; e < row[i + 1]; e += 32) {
+  for (int64_t e = row[i - first] + lane; e < row[i - first + 1]; e += 32) {
     const int64_t j = col[e];
     double r2 = 0;
     for (int d = 0; d < D; d++) {
@@ -96,17 +104,17 @@ __global__ void kl_rows_kernel(const int64_t *__restrict__ row, const int32_t *_
 // The exact repulsion of rows (blockIdx.x) against the columns of chunk blockIdx.y:
 // zpart[s][i] = sum_{j in chunk, j != i} w_ij, rpart[s][d][i] = sum w_ij u_ij (y_i - y_j)_d
 // (u = 1 / (1 + r^2 / df), w = u^df; w = u for df = 1).
-// Rows from row0 on, columns below cols (a placement: the new points against the fixed
-// ones; a fit: all against all).
+// Rows row0 .. row_end - 1, columns below cols (a placement: the new points against the
+// fixed ones; a fit: its rows against all).
 template <int D>
-__global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t row0, int64_t cols,
-                             int64_t chunk, bool heavy, double df, double *__restrict__ zpart,
-                             double *__restrict__ rpart) {
+__global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t row0,
+                             int64_t row_end, int64_t cols, int64_t chunk, bool heavy, double df,
+                             double *__restrict__ zpart, double *__restrict__ rpart) {
   __shared__ double sy[D][kExactRows];
   const int64_t i = row0 + (int64_t)blockIdx.x * kExactRows + threadIdx.x;
   const int64_t s = blockIdx.y, j0 = s * chunk, j1 = j0 + chunk < cols ? j0 + chunk : cols;
   double yi[D], r[D], z = 0;
-  for (int d = 0; d < D; d++) yi[d] = i < n ? y[i + d * n] : 0, r[d] = 0;
+  for (int d = 0; d < D; d++) yi[d] = i < row_end ? y[i + d * n] : 0, r[d] = 0;
   for (int64_t jt = j0; jt < j1; jt += kExactRows) {
     const int64_t len = j1 - jt < kExactRows ? j1 - jt : kExactRows;
     __syncthreads();
@@ -133,7 +141,7 @@ __global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t ro
       for (int d = 0; d < D; d++) r[d] += wu * diff[d];
     }
   }
-  if (i < n) {
+  if (i < row_end) {
     zpart[s * n + i] = z;
     for (int d = 0; d < D; d++) rpart[(s * D + d) * n + i] = r[d];
   }
@@ -142,10 +150,10 @@ __global__ void exact_kernel(const double *__restrict__ y, int64_t n, int64_t ro
 template <int D>
 __global__ void exact_combine_kernel(const double *__restrict__ zpart,
                                      const double *__restrict__ rpart, int64_t n, int64_t row0,
-                                     int64_t chunks, double *__restrict__ zrow,
+                                     int64_t row_end, int64_t chunks, double *__restrict__ zrow,
                                      double *__restrict__ rep) {
   const int64_t i = row0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  if (i >= row_end) return;
   double z = 0, r[D];
   for (int d = 0; d < D; d++) r[d] = 0;
   for (int64_t s = 0; s < chunks; s++) {
@@ -177,14 +185,16 @@ __global__ void gradient_kernel(const double *__restrict__ attr, const double *_
 
 __device__ __forceinline__ int sign_of(double v) { return (v > 0) - (v < 0); }
 
+// The rows first .. last - 1.
 template <int D>
 __global__ void update_kernel(const double *__restrict__ attr, const double *__restrict__ rep,
-                              int64_t n, double exaggeration, const double *__restrict__ scal,
-                              double momentum, double learning_rate, double max_step_norm,
+                              int64_t n, int64_t first, int64_t last, double exaggeration,
+                              const double *__restrict__ scal, double momentum,
+                              double learning_rate, double max_step_norm,
                               double *__restrict__ uy, double *__restrict__ gains,
                               double *__restrict__ y) {
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  const int64_t i = first + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= last) return;
   const double inv_z = 1.0 / scal[0];
   double u[D], step2 = 0;
   for (int d = 0; d < D; d++) {
@@ -263,6 +273,9 @@ enum { kZ = 0, kLo = 1, kHi = 2, kMean = 4, kKl = 8, kPlogp = 9, kPsum = 10, kSc
 struct TsneGpu {
   Context &ctx;
   int64_t n = 0, nnz = 0;
+  // The rows this optimiser moves (attraction, repulsion, update): all of them, or one
+  // device's share of a fit split over devices (TsneShards); P holds these rows only.
+  int64_t first = 0, last = -1;
   int D = 2;
   double df = 1;       // degrees of freedom of the kernel
   int64_t charged = 0; // points that repel and count in Z: all (a fit) or the fixed ones
@@ -319,7 +332,7 @@ struct TsneGpu {
   size_t bytes_needed() const {
     // P (row pointers, 32-bit columns, values) and the buffer its columns pass through,
     // unless P is on the device already
-    size_t b = p_on_device ? 0 : (size_t)(n + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
+    size_t b = p_on_device ? 0 : (size_t)(last - first + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
     b += (size_t)n * D * 8 * 5 + (size_t)n * 8 + (size_t)kReduceBlocks * 8 * 4 + 1024;
     if (method == GPUML_TSNE_EXACT) {
       b += (size_t)chunks * n * 8 * (1 + D);
@@ -332,9 +345,11 @@ struct TsneGpu {
     return b;
   }
 
-  // P from the host (uploaded here), or the device's own (P->resident: used in place).
+  // P from the host (uploaded here: the rows first .. last - 1, all when last < 0), or the
+  // device's own (P->resident: used in place, all rows).
   gpuml_status init(const gm_csr *P, int64_t n_, int dims, gpuml_tsne_method m, double df_) {
     n = n_;
+    if (last < 0) first = 0, last = n;
     D = dims;
     df = df_;
     heavy = df != 1.0;
@@ -342,7 +357,9 @@ struct TsneGpu {
     method = m;
     const DeviceCsr *resident = (const DeviceCsr *)P->resident;
     p_on_device = resident != nullptr;
-    nnz = p_on_device ? resident->nnz : P->row[n];
+    if (p_on_device && (first != 0 || last != n))
+      return gm_fail(GPUML_ERR_CUDA, "tsne:cuda", "internal: a resident P split over devices");
+    nnz = p_on_device ? resident->nnz : P->row[last] - P->row[first];
     if (method == GPUML_TSNE_EXACT && fixed > 0) {
       // a placement: the columns (fixed points) split by their count alone, so that a
       // new point's sums, and its place, do not depend on the other new points
@@ -377,12 +394,20 @@ struct TsneGpu {
       col = resident->col;
       val = resident->val;
     } else {
-      const int64_t *h_row = P->row, *h_col = P->col;
-      GM_TRY(ctx.alloc(&row, (size_t)n + 1, "P (rows)"));
+      // the rows' offsets from their first entry's
+      const int64_t rows = last - first, e_first = P->row[first];
+      const int64_t *h_col = P->col + e_first;
+      int64_t *h_row = (int64_t *)gm_alloc((size_t)rows + 1, sizeof(int64_t));
+      if (!h_row) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate P's rows");
+      for (int64_t i = 0; i <= rows; i++) h_row[i] = P->row[first + i] - e_first;
+      gpuml_status st = ctx.alloc(&row, (size_t)rows + 1, "P (rows)");
+      if (!st) st = ctx.check(cudaMemcpyAsync(row, h_row, ((size_t)rows + 1) * 8,
+                                              cudaMemcpyHostToDevice, ctx.stream()), "copying P");
+      if (!st) st = ctx.sync("copying P");  // before h_row goes
+      free(h_row);
+      GM_TRY(st);
       GM_TRY(ctx.alloc(&col, (size_t)nnz, "P (columns)"));
       GM_TRY(ctx.alloc(&val, (size_t)nnz, "P (values)"));
-      GM_TRY(ctx.check(cudaMemcpyAsync(row, h_row, ((size_t)n + 1) * 8, cudaMemcpyHostToDevice,
-                                       ctx.stream()), "copying P"));
       // the columns narrowed to 32 bits on the device, through a bounded buffer (a host
       // loop over the 10^8 entries of a million points took a good part of a second)
       const int64_t chunk = column_chunk();
@@ -395,8 +420,8 @@ struct TsneGpu {
         narrow_kernel<<<grid_1d(len, kThreads), kThreads, 0, ctx.stream()>>>(c64, len, col + e0);
         GM_TRY(ctx.launched("P's columns"));
       }
-      GM_TRY(ctx.check(cudaMemcpyAsync(val, P->val, (size_t)nnz * 8, cudaMemcpyHostToDevice,
-                                       ctx.stream()), "copying P"));
+      GM_TRY(ctx.check(cudaMemcpyAsync(val, P->val + e_first, (size_t)nnz * 8,
+                                       cudaMemcpyHostToDevice, ctx.stream()), "copying P"));
     }
     const size_t nd = (size_t)n * D;
     GM_TRY(ctx.alloc(&y, nd, "the embedding"));
@@ -568,20 +593,21 @@ struct TsneGpu {
                       kThreads, 0, ctx.stream()>>>(grid, grids(), heavy, kernel, cells, norm);
     GM_TRY(ctx.launched("the convolution"));
     GM_TRY(check_fft(ctx, cufftExecC2C(plan_grids, grid, grid, CUFFT_INVERSE), "the inverse grid FFT"));
-    gather_kernel<DD><<<grid_1d(n, kThreads), kThreads, 0, ctx.stream()>>>(
-        y, n, boxes, size, key, weight, heavy, grid, cells, zrow, rep);
+    gather_kernel<DD><<<grid_1d(last - first, kThreads), kThreads, 0, ctx.stream()>>>(
+        y, n, first, last, boxes, size, key, weight, heavy, grid, cells, zrow, rep);
     return ctx.launched("interpolating the potentials");
   }
 
   template <int DD>
   gpuml_status exact_repulsion() {
-    const int64_t row0 = charged < n ? charged : 0, rows = n - row0;
+    // a placement's moving points, or the rows of this optimiser
+    const int64_t row0 = charged < n ? charged : first, rows = last - row0;
     dim3 g((unsigned)((rows + kExactRows - 1) / kExactRows), (unsigned)chunks);
-    exact_kernel<DD><<<g, kExactRows, 0, ctx.stream()>>>(y, n, row0, charged, chunk, heavy, df,
-                                                         zpart, rpart);
+    exact_kernel<DD><<<g, kExactRows, 0, ctx.stream()>>>(y, n, row0, last, charged, chunk, heavy,
+                                                         df, zpart, rpart);
     GM_TRY(ctx.launched("the exact repulsion"));
     exact_combine_kernel<DD><<<grid_1d(rows, kThreads), kThreads, 0, ctx.stream()>>>(
-        zpart, rpart, n, row0, chunks, zrow, rep);
+        zpart, rpart, n, row0, last, chunks, zrow, rep);
     return ctx.launched("the exact repulsion");
   }
 
@@ -610,26 +636,41 @@ struct TsneGpu {
     return GPUML_OK;
   }
 
+  // zrow and rep of the rows first .. last - 1.
+  template <int DD>
+  gpuml_status repulsion() {
+    if (method == GPUML_TSNE_FFT) return fft_repulsion<DD>();
+    return exact_repulsion<DD>();
+  }
+
+  // Z (scal[kZ]) from zrow of all points.
+  gpuml_status z_sum() {
+    return reduce(kSum, zrow, n, 0, 1, method == GPUML_TSNE_FFT ? (double)n : 0.0, scal + kZ);
+  }
+
   // zrow, rep and Z (scal[kZ]).
   template <int DD>
   gpuml_status normaliser() {
-    if (method == GPUML_TSNE_FFT) GM_TRY(fft_repulsion<DD>());
-    else GM_TRY(exact_repulsion<DD>());
-    return reduce(kSum, zrow, n, 0, 1, method == GPUML_TSNE_FFT ? (double)n : 0.0, scal + kZ);
+    GM_TRY(repulsion<DD>());
+    return z_sum();
   }
 
   template <int DD>
   gpuml_status attraction() {
-    attraction_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(
-        row, col, val, y, n, heavy, df, attr);
+    attraction_kernel<DD><<<grid_1d((last - first) * 32, kThreads), kThreads, 0, ctx.stream()>>>(
+        row, col, val, y, n, first, last, heavy, df, attr);
     return ctx.launched("the attraction");
   }
 
   // sum p log p and sum p over P (on the device: a host loop over 10^8 logarithms took
   // about a second at a million points). zrow and attr serve as space.
-  gpuml_status p_sums(double *plogp, double *psum) {
-    p_sums_kernel<<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(row, val, n, zrow, attr);
-    GM_TRY(ctx.launched("P's sums"));
+  gpuml_status p_rows() {
+    p_sums_kernel<<<grid_1d((last - first) * 32, kThreads), kThreads, 0, ctx.stream()>>>(
+        row, val, first, last, zrow, attr);
+    return ctx.launched("P's sums");
+  }
+
+  gpuml_status p_sums_read(double *plogp, double *psum) {
     GM_TRY(reduce(kSum, zrow, n, 0, 1, 0.0, scal + kPlogp));
     GM_TRY(reduce(kSum, attr, n, 0, 1, 0.0, scal + kPsum));
     double h[2];
@@ -641,14 +682,30 @@ struct TsneGpu {
     return GPUML_OK;
   }
 
+  gpuml_status p_sums(double *plogp, double *psum) {
+    GM_TRY(p_rows());
+    return p_sums_read(plogp, psum);
+  }
+
   // The KL terms: scal[kKl] = sum p log(1 + d^2); Z in scal[kZ]. Read back with a sync.
+  // The KL's terms of the rows first .. last - 1 into `out` (zrow or attr).
+  template <int DD>
+  gpuml_status kl_rows(double *out) {
+    kl_rows_kernel<DD><<<grid_1d((last - first) * 32, kThreads), kThreads, 0, ctx.stream()>>>(
+        row, col, val, y, n, first, last, heavy, df, out);
+    return ctx.launched("the KL divergence");
+  }
+
   template <int DD>
   gpuml_status kl(double plogp, double psum, double *out) {
     GM_TRY(normaliser<DD>());
-    kl_rows_kernel<DD><<<grid_1d(n * 32, kThreads), kThreads, 0, ctx.stream()>>>(
-        row, col, val, y, n, heavy, df, zrow);
-    GM_TRY(ctx.launched("the KL divergence"));
-    GM_TRY(reduce(kSum, zrow, n, 0, 1, 0.0, scal + kKl));
+    GM_TRY(kl_rows<DD>(zrow));
+    return kl_read(zrow, plogp, psum, out);
+  }
+
+  // The KL from the terms of all rows in `terms` and Z in scal[kZ] (read back: a sync).
+  gpuml_status kl_read(const double *terms, double plogp, double psum, double *out) {
+    GM_TRY(reduce(kSum, terms, n, 0, 1, 0.0, scal + kKl));
     double h[kScalars];
     GM_TRY(ctx.check(cudaMemcpyAsync(h, scal, sizeof h, cudaMemcpyDeviceToHost, ctx.stream()),
                      "reading the KL divergence"));
@@ -661,17 +718,31 @@ struct TsneGpu {
     return GPUML_OK;
   }
 
+  // The step of the rows first .. last - 1 (Z in scal[kZ]).
+  template <int DD>
+  gpuml_status step(double exaggeration, double momentum, double learning_rate,
+                    double max_step_norm) {
+    GM_TRY(attraction<DD>());
+    update_kernel<DD><<<grid_1d(last - first, kThreads), kThreads, 0, ctx.stream()>>>(
+        attr, rep, n, first, last, exaggeration, scal + kZ, momentum, learning_rate,
+        max_step_norm, uy, gains, y);
+    return ctx.launched("the update");
+  }
+
+  // The embedding's mean subtracted from all points.
+  template <int DD>
+  gpuml_status recentre() {
+    GM_TRY(reduce(kSum, y, n, n, DD, 0.0, scal + kMean));
+    subtract_mean_kernel<<<grid_1d(n * DD, kThreads), kThreads, 0, ctx.stream()>>>(y, n, DD, scal + kMean);
+    return ctx.launched("re-centring");
+  }
+
   template <int DD>
   gpuml_status iterate(double exaggeration, double momentum, double learning_rate,
                        double max_step_norm) {
     GM_TRY(normaliser<DD>());
-    GM_TRY(attraction<DD>());
-    update_kernel<DD><<<grid_1d(n, kThreads), kThreads, 0, ctx.stream()>>>(
-        attr, rep, n, exaggeration, scal + kZ, momentum, learning_rate, max_step_norm, uy, gains, y);
-    GM_TRY(ctx.launched("the update"));
-    GM_TRY(reduce(kSum, y, n, n, DD, 0.0, scal + kMean));
-    subtract_mean_kernel<<<grid_1d(n * DD, kThreads), kThreads, 0, ctx.stream()>>>(y, n, DD, scal + kMean);
-    return ctx.launched("re-centring");
+    GM_TRY(step<DD>(exaggeration, momentum, learning_rate, max_step_norm));
+    return recentre<DD>();
   }
 
   template <int DD>
@@ -726,6 +797,218 @@ gpuml_status one_gradient(TsneGpu &t, double exaggeration, double *grad) {
   return t.ctx.launched("the gradient");
 }
 
+// ---------------------------------------------------------------------------------------
+// A fit over several devices (or logical shards on one: GPUML_SHARDS). Shard s moves the
+// rows gm_shard_start(n, count, s) .. gm_shard_start(n, count, s + 1) - 1 (its part of P,
+// the attraction, the exact repulsion or the FFT's interpolation back to the points, the
+// update) on device devices[s % ndevices], and holds every point's place; each spreads
+// all points on its own FFT grid (the grid is small; its sum over the points would have
+// to be shared otherwise). One host thread queues all shards' work, each on its device's
+// stream: after the repulsion every shard sends its rows of zrow to the others, after the
+// update its rows of y (peer copies, ordered by events, through the host where the
+// devices have no peer access). Each shard then holds the arrays one device holds at the
+// same point, and every sum (Z, the mean, the KL) runs over the same array in the same
+// order: the fit is the single device's, bit for bit.
+//
+// An exchange reads each shard's rows on its device while the others copy them: a shard
+// writes its rows of an array again only after a later exchange or barrier, at which it
+// waits for every other shard's queue up to there (their copies included).
+struct TsneShards {
+  int count = 0;
+  int64_t n = 0;
+  std::vector<gpuml_options> opts;
+  std::vector<int> device;
+  std::vector<std::unique_ptr<Context>> ctx;
+  std::vector<std::unique_ptr<TsneGpu>> t;
+  std::vector<cudaEvent_t> ready;
+
+  TsneShards() = default;
+  TsneShards(const TsneShards &) = delete;
+  TsneShards &operator=(const TsneShards &) = delete;
+  // Last opened, first closed: each Context makes current again the device it found.
+  ~TsneShards() {
+    for (int s = (int)ctx.size() - 1; s >= 0; s--) {
+      cudaSetDevice(device[s]);
+      if (s < (int)t.size()) t[s].reset();
+      ctx[s].reset();
+    }
+  }
+
+  gpuml_status use(int s) { return ctx[s]->check(cudaSetDevice(device[s]), "cudaSetDevice"); }
+
+  gpuml_status open(const gm_shard_plan &plan, const gm_csr *P, const gm_tsne_run *run,
+                    const double *y0, const gpuml_options *opt) {
+    count = plan.count;
+    n = run->n;
+    const size_t nd = (size_t)n * run->dims;
+    opts.assign(count, *opt);
+    device.resize(count);
+    ready.assign(count, nullptr);
+    for (int s = 0; s < count; s++) {
+      device[s] = plan.devices[s % plan.ndevices];
+      opts[s].device = device[s];
+      ctx.emplace_back(new Context("tsne:cuda"));
+      GM_TRY(ctx[s]->init(&opts[s], 0));
+      GM_TRY(ctx[s]->new_event(&ready[s]));
+      t.emplace_back(new TsneGpu(*ctx[s]));
+      TsneGpu &ts = *t[s];
+      ts.first = gm_shard_start(n, count, s);
+      ts.last = gm_shard_start(n, count, s + 1);
+      GM_TRY(ts.init(P, n, run->dims, run->method, run->df));
+      cudaStream_t st = ctx[s]->stream();
+      GM_TRY(ctx[s]->check(cudaMemcpyAsync(ts.y, y0, nd * 8, cudaMemcpyHostToDevice, st),
+                           "copying the initial embedding"));
+      GM_TRY(ctx[s]->check(cudaMemsetAsync(ts.uy, 0, nd * 8, st), "clearing the momentum"));
+      fill_kernel<<<grid_1d((int64_t)nd, kThreads), kThreads, 0, st>>>(ts.gains, (int64_t)nd, 1.0);
+      GM_TRY(ctx[s]->launched("initialising the gains"));
+    }
+    // Direct copies between distinct devices where the hardware allows (kept enabled:
+    // a property of the process, as for the other calls that use these devices).
+    for (int a = 0; a < count; a++)
+      for (int b = 0; b < count; b++) {
+        if (device[a] == device[b]) continue;
+        int can = 0;
+        GM_TRY(use(a));
+        if (cudaDeviceCanAccessPeer(&can, device[a], device[b]) == cudaSuccess && can)
+          cudaDeviceEnablePeerAccess(device[b], 0);  // "already enabled" is fine
+        cudaGetLastError();
+      }
+    return sync_all("opening the shards");
+  }
+
+  gpuml_status sync_all(const char *what) {
+    for (int s = 0; s < count; s++) GM_TRY(ctx[s]->sync(what));
+    return GPUML_OK;
+  }
+
+  // Every shard's queue waits for all the others' up to here.
+  gpuml_status barrier() {
+    for (int s = 0; s < count; s++) {
+      GM_TRY(use(s));
+      GM_TRY(ctx[s]->check(cudaEventRecord(ready[s], ctx[s]->stream()), "cudaEventRecord"));
+    }
+    for (int d = 0; d < count; d++) {
+      GM_TRY(use(d));
+      for (int s = 0; s < count; s++)
+        if (s != d)
+          GM_TRY(ctx[d]->check(cudaStreamWaitEvent(ctx[d]->stream(), ready[s], 0),
+                               "cudaStreamWaitEvent"));
+    }
+    return GPUML_OK;
+  }
+
+  // Every shard's rows of the array (cols columns of n) to every other shard.
+  gpuml_status exchange(double *TsneGpu::*array, int cols) {
+    GM_TRY(barrier());
+    for (int d = 0; d < count; d++) {
+      GM_TRY(use(d));
+      for (int s = 0; s < count; s++) {
+        const int64_t first = t[s]->first, rows = t[s]->last - first;
+        if (s == d || rows == 0) continue;
+        for (int c = 0; c < cols; c++)
+          GM_TRY(ctx[d]->check(cudaMemcpyPeerAsync(t[d].get()->*array + first + c * n, device[d],
+                                                   t[s].get()->*array + first + c * n, device[s],
+                                                   (size_t)rows * 8, ctx[d]->stream()),
+                               "copying between devices"));
+      }
+    }
+    return GPUML_OK;
+  }
+
+  template <int DD>
+  gpuml_status repulsion_all() {
+    for (int s = 0; s < count; s++) {
+      GM_TRY(use(s));
+      GM_TRY(t[s]->repulsion<DD>());
+    }
+    return exchange(&TsneGpu::zrow, 1);
+  }
+
+  template <int DD>
+  gpuml_status optimise(const gm_tsne_run *run, double *itercosts, gpuml_tsne_result *result,
+                        const gpuml_options *opt) {
+    // P's constant sums (zrow and attr serve as space, as on one device)
+    for (int s = 0; s < count; s++) {
+      GM_TRY(use(s));
+      GM_TRY(t[s]->p_rows());
+    }
+    GM_TRY(exchange(&TsneGpu::zrow, 1));
+    GM_TRY(exchange(&TsneGpu::attr, 1));
+    double plogp, psum;
+    GM_TRY(use(0));
+    GM_TRY(t[0]->p_sums_read(&plogp, &psum));
+    GM_TRY(sync_all("P's sums"));
+    int cost_at = 0;
+    for (int it = 0; it < run->max_iter; it++) {
+      if (it % GM_TSNE_GRID_EVERY == 0) {
+        // every shard holds the same places, so all choose the same grid
+        if (t[0]->method == GPUML_TSNE_FFT)
+          for (int s = 0; s < count; s++) {
+            GM_TRY(use(s));
+            GM_TRY(t[s]->choose_grid(0));
+          }
+        if (gm_interrupted(opt))
+          return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d", it);
+      }
+      const double exaggeration = it < run->stop_lying_iter ? run->exaggeration : 1.0;
+      const double momentum = it < run->mom_switch_iter ? run->momentum : run->final_momentum;
+      GM_TRY(repulsion_all<DD>());
+      for (int s = 0; s < count; s++) {
+        GM_TRY(use(s));
+        GM_TRY(t[s]->z_sum());
+        GM_TRY(t[s]->step<DD>(exaggeration, momentum, run->learning_rate, run->max_step_norm));
+      }
+      GM_TRY(exchange(&TsneGpu::y, DD));
+      GM_TRY(barrier());  // the copies of y read before the mean is taken off
+      for (int s = 0; s < count; s++) {
+        GM_TRY(use(s));
+        GM_TRY(t[s]->recentre<DD>());
+      }
+      if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter) {
+        GM_TRY(repulsion_all<DD>());
+        GM_TRY(use(0));
+        GM_TRY(t[0]->z_sum());
+        for (int s = 0; s < count; s++) {
+          GM_TRY(use(s));
+          GM_TRY(t[s]->kl_rows<DD>(t[s]->attr));
+        }
+        GM_TRY(exchange(&TsneGpu::attr, 1));
+        double value;
+        GM_TRY(use(0));
+        GM_TRY(t[0]->kl_read(t[0]->attr, plogp, psum, &value));
+        if (itercosts) itercosts[cost_at] = value;
+        cost_at++;
+        if (result) {
+          result->kl = value;
+          result->iterations_done = it + 1;
+        }
+        gm_progress(opt, "tsne", it + 1, run->max_iter);
+        if (gm_interrupted(opt))
+          return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d", it + 1);
+      }
+    }
+    return sync_all("the t-SNE iterations");
+  }
+};
+
+gpuml_status optimize_sharded(const gm_shard_plan &plan, const gm_csr *P, const gm_tsne_run *run,
+                              double *y, double *itercosts, gpuml_tsne_result *result,
+                              const gpuml_options *opt) {
+  TsneShards sh;
+  GM_TRY(sh.open(plan, P, run, y, opt));
+  switch (run->dims) {
+    case 1: GM_TRY(sh.optimise<1>(run, itercosts, result, opt)); break;
+    case 2: GM_TRY(sh.optimise<2>(run, itercosts, result, opt)); break;
+    default: GM_TRY(sh.optimise<3>(run, itercosts, result, opt)); break;
+  }
+  GM_TRY(sh.use(0));
+  Context &c0 = *sh.ctx[0];
+  GM_TRY(c0.check(cudaMemcpyAsync(y, sh.t[0]->y, (size_t)run->n * run->dims * 8,
+                                  cudaMemcpyDeviceToHost, c0.stream()),
+                  "copying the embedding"));
+  return c0.sync("copying the embedding");
+}
+
 }  // namespace
 }  // namespace gm
 
@@ -735,6 +1018,11 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
                                               double *y, double *itercosts,
                                               gpuml_tsne_result *result,
                                               const gpuml_options *opt) {
+  gm_shard_plan plan;
+  GM_TRY(gm_shard_plan_make(opt, run->n, &plan));
+  // (a P kept on the device comes from a search on one device: its fit stays there)
+  if (plan.count > 1 && !P->resident)
+    return optimize_sharded(plan, P, run, y, itercosts, result, opt);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);

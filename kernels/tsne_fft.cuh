@@ -165,16 +165,18 @@ __global__ void multiply_kernel(cufftComplex *__restrict__ grid, int grids, bool
   }
 }
 
-// Potentials at each point from its box's nodes, then Z's term and the repulsion.
+// Potentials at each point (of first .. last - 1) from its box's nodes, then Z's term and
+// the repulsion.
 template <int D>
-__global__ void gather_kernel(const double *__restrict__ y, int64_t n, int boxes, int size,
+__global__ void gather_kernel(const double *__restrict__ y, int64_t n, int64_t first,
+                              int64_t last, int boxes, int size,
                               const int32_t *__restrict__ key, const double *__restrict__ weight,
                               bool heavy, const cufftComplex *__restrict__ grid, int64_t cells,
                               double *__restrict__ zrow, double *__restrict__ rep) {
   constexpr int C = D + 2;
   constexpr int kNodes = D == 1 ? 3 : (D == 2 ? 9 : 27);
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  const int64_t i = first + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= last) return;
   int64_t base[D], rest = key[i];
   for (int d = 0; d < D; d++) {
     base[d] = (rest % boxes) * GM_TSNE_NODES;

@@ -1477,6 +1477,70 @@ static void test_multiscale(void) {
   free(y3);
 }
 
+/* A fit split over logical shards (GPUML_SHARDS: the code of several devices, on one):
+ * every shard sends its rows of the normaliser's terms and of the places to the others,
+ * so each sum runs over the same array in the same order as on one device: the
+ * embedding and the KL values must be the single device's bit for bit (exact and FFT,
+ * 1 to 3 dimensions, heavy tails; shards of unequal sizes). The CPU's optimiser is not
+ * split (its threads share one memory). */
+static void test_shards(void) {
+  if (test_backend != GPUML_BACKEND_CUDA) {
+    SKIP("t-SNE over shards: the CUDA backend's (the CPU's optimiser is not split)");
+    return;
+  }
+  const int64_t n = 701, d = 12, k = 30;
+  double *x = blobs(n, d, 4, 17, NULL);
+  int64_t *idx = malloc(sizeof(int64_t) * n * k);
+  double *dist = malloc(sizeof(double) * n * k);
+  gpuml_options co = options(GPUML_BACKEND_CPU);
+  gpuml_status st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, &co, NULL);
+  CHECK(!st, "neighbours for the shards' test: %s", gpuml_last_error());
+  const char *knob = getenv("GPUML_SHARDS");
+  char saved[32] = "";
+  if (knob) snprintf(saved, sizeof saved, "%s", knob);
+  const struct {
+    gpuml_tsne_method method;
+    int dims;
+    double df;
+  } cases[] = {{GPUML_TSNE_EXACT, 2, 1}, {GPUML_TSNE_FFT, 2, 1}, {GPUML_TSNE_FFT, 1, 1},
+               {GPUML_TSNE_FFT, 3, 1}, {GPUML_TSNE_EXACT, 3, 1}, {GPUML_TSNE_FFT, 2, 0.6}};
+  for (size_t c = 0; !st && c < sizeof cases / sizeof cases[0]; c++) {
+    gpuml_tsne_params p;
+    gpuml_tsne_params_init(&p);
+    p.perplexity = 10;
+    p.max_iter = 120;
+    p.stop_lying_iter = 40;
+    p.dims = cases[c].dims;
+    p.method = cases[c].method;
+    p.df = cases[c].df;
+    p.init = GPUML_TSNE_INIT_RANDOM;
+    gpuml_options opt = options(test_backend);
+    opt.seed = 3;
+    const size_t bytes = sizeof(double) * n * p.dims;
+    double *y1 = malloc(bytes), *ys = malloc(bytes), c1[3], cs[3];
+    unsetenv("GPUML_SHARDS");
+    gpuml_status a = gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, y1, c1, &opt, NULL);
+    for (int shards = 2; !a && shards <= 5; shards += 3) {
+      char v[8];
+      snprintf(v, sizeof v, "%d", shards);
+      setenv("GPUML_SHARDS", v, 1);
+      const gpuml_status b = gpuml_tsne_fit_neighbours(idx, dist, n, k, &p, ys, cs, &opt, NULL);
+      CHECK(!b && memcmp(y1, ys, bytes) == 0 && memcmp(c1, cs, sizeof c1) == 0,
+            "t-SNE (%s, %d-D, df %g) on %d shards: one device's embedding and KL bit for bit "
+            "(%s)", gpuml_tsne_method_name(p.method), (int)p.dims, p.df, shards,
+            b ? gpuml_last_error() : "");
+    }
+    CHECK(!a, "t-SNE on one shard: %s", a ? gpuml_last_error() : "");
+    free(y1);
+    free(ys);
+  }
+  if (saved[0]) setenv("GPUML_SHARDS", saved, 1);
+  else unsetenv("GPUML_SHARDS");
+  free(idx);
+  free(dist);
+  free(x);
+}
+
 int main(void) {
   harness_init();
   test_precision = harness_precision;
@@ -1506,6 +1570,7 @@ int main(void) {
     test_transform();
     test_other_inputs();
     test_multiscale();
+    test_shards();
   }
   gpuml_shutdown(); /* the contexts' own memory, so that a leak check sees only leaks */
   return check_summary("C");
