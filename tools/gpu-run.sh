@@ -9,7 +9,9 @@
 #   5. bench/knn_gpu.c (gpuml, C API, host arrays in and out) and bench/knn_torch.py
 #      (PyTorch cdist + topk), then a table: case | gpuml ms | torch ms | ratio
 #   6. kNN variants for the bench notes, and a kernel-time breakdown with ncu
-#   7. R (when tools/gpu-r-env.sh put the portable R on PATH): the package on the prebuilt
+#   7. several devices: the C tests on logical shards of one device (GPUML_SHARDS=3),
+#      then bench/devices_gpu on 1, 2, 4 ... devices when the machine has more than one
+#   8. R (when tools/gpu-r-env.sh put the portable R on PATH): the package on the prebuilt
 #      library, its testthat suite with backend cuda, bench/knn_gpu_r.R (GPU_RUN_R_BENCH:
 #      its arguments, e.g. "--only self_65536x128_k16"; "none" skips it) and
 #      bench/gpu_user.R when GPU_RUN_USER names its arguments (GPU_RUN_R_TESTS=0: the
@@ -17,7 +19,9 @@
 # Environment:
 #   GPU_RUN_ARCH=sm_90     the device code to build (configure's --with-cuda-arch)
 #   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
-#   GPU_RUN_STEPS="build tests sanitize algos bench variants r"   only these steps
+#   GPU_RUN_STEPS="build tests sanitize algos bench variants devices r"   only these steps
+#   GPU_RUN_SHARD_TESTS="test_tsne test_dpc"   the C test programs run on logical shards
+#   GPU_RUN_DEVICES_ARGS="--only tsne,gmm --reps 2"   bench/devices_gpu's arguments
 #   GPU_RUN_ALGOS="dpc gmm tsne"   the other algorithms' programs (tests, sanitizer,
 #                          benchmarks and scikit-learn peers) to run
 #   GPU_RUN_KNN=0          leave out the kNN tests and sanitizer runs (test_core,
@@ -32,7 +36,7 @@
 set -u
 LOG=build/gpu-run
 mkdir -p "$LOG"
-STEPS=${GPU_RUN_STEPS:-build tests sanitize algos bench variants r}
+STEPS=${GPU_RUN_STEPS:-build tests sanitize algos bench variants devices r}
 ALGOS=${GPU_RUN_ALGOS-dpc gmm tsne}
 T0=$(date +%s)
 failures=0
@@ -294,6 +298,22 @@ if want variants; then
       sort -rn | head -n 15 | tee "$LOG/profile.txt"
   else
     echo "ncu not found: no kernel breakdown"
+  fi
+fi
+
+if want devices; then
+  step "several devices: C tests on logical shards (GPUML_SHARDS=3), bench/devices_gpu"
+  for prog in ${GPU_RUN_SHARD_TESTS:-test_tsne test_dpc}; do
+    run_tests "$prog" shards3 GPUML_TEST_PRECISION=auto GPUML_SHARDS=3
+  done
+  ndev=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "${ndev:-0}" -gt 1 ]; then
+    ./build/bench/devices_gpu ${GPU_RUN_DEVICES_ARGS:-} > "$LOG/bench-devices.log" 2>&1 ||
+      fail "bench/devices_gpu"
+    grep -E '^  [0-9]|failed' "$LOG/bench-devices.log"
+    sed -n '/^case /,$p' "$LOG/bench-devices.log"
+  else
+    echo "one device: bench/devices_gpu skipped"
   fi
 fi
 
