@@ -132,6 +132,7 @@ typedef struct {
   double loglik;
   int64_t n_iter;
   int converged;
+  double seconds_em; /* the wall-clock time of the iterations */
 } gm_fit_result;
 
 /* What a fit needs beyond the engine's data. */
@@ -266,7 +267,8 @@ static gpuml_status em_fit(gm_engine *eng, const gm_gmm_data *data, const gm_fit
                    "the log-likelihood of the starting mixture is not finite: rescale the data");
   int64_t reseeds = 0, iter = 0;
   int converged = 0;
-  double last_report = now_seconds();
+  const double t_em = now_seconds();
+  double last_report = t_em;
   for (iter = 1; iter <= P->max_iter; iter++) {
     if (gm_interrupted(opt))
       return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "Gaussian mixture fit interrupted");
@@ -306,6 +308,7 @@ static gpuml_status em_fit(gm_engine *eng, const gm_gmm_data *data, const gm_fit
   out->loglik = loglik;
   out->n_iter = converged ? iter : P->max_iter;
   out->converged = converged;
+  out->seconds_em = now_seconds() - t_em;
   return GPUML_OK;
 }
 
@@ -743,6 +746,7 @@ static void choose(gpuml_gmm_model *out, gpuml_gmm_covariance model, int64_t G, 
   out->loglik = fit->loglik;
   out->n_iter = fit->n_iter;
   out->converged = fit->converged;
+  out->seconds_em = fit->seconds_em;
   memcpy(out->weights, w, (size_t)G * sizeof(double));
   memcpy(out->means, mu, (size_t)(d * G) * sizeof(double));
   memcpy(out->covariances, cov, (size_t)(d * d * G) * sizeof(double));
@@ -818,7 +822,7 @@ static void run_cell(gm_engine *eng, const gm_gmm_data *data, const gm_sweep *sw
   const int64_t first = sw->refine ? 1 : 0, last = sw->refine ? GM_GMM_REFINE_STARTS : P->n_init - 1;
   for (int64_t r = first; !st && r <= last; r++) {
     const int64_t run = (mi * P->nG + gi) * P->n_init + r;
-    gm_fit_result fit = {0, 0, 0};
+    gm_fit_result fit = {0, 0, 0, 0};
     if (sw->refine) {
       st = refine_start(data, &fs, G, r, s);
     } else if (r == 0 && sw->hc) {
@@ -1223,7 +1227,7 @@ gpuml_status gm_gmm_fit_spread(const gm_gmm_spread *spread, const double *x, int
           same_partition(lab_t, lab_s, hc.m, G, map) || !all_groups_used(lab_s, hc.m, G, map))
         continue;
       const gm_partition part = {hc.x, hc.ld, hc.rows, lab_s, hc.m, 1};
-      gm_fit_result fit = {0, 0, 0};
+      gm_fit_result fit = {0, 0, 0, 0};
       st = partition_start(&data, &fs, G, &part, &s);
       if (!st) st = em_fit(&eng, &data, &fs, G, params, &s, &fit);
       last_run = -2; /* the engine holds this fit */

@@ -105,6 +105,7 @@ typedef struct {
   int64_t *cls;
   gpuml_status status;
   gpuml_backend used;
+  double seconds; /* the call's */
 } fit_t;
 
 static void fit_free(fit_t *f) {
@@ -150,6 +151,7 @@ static fit_t fit_with(const double *x, int64_t n, int64_t d, const int64_t *G, i
   gpuml_gmm_result res;
   f.status = gpuml_gmm_fit(x, n, d, &p, &f.model, f.z, f.cls, f.uncertainty, f.bic, opt, &res);
   f.used = f.status ? GPUML_BACKEND_AUTO : res.run.backend;
+  f.seconds = f.status ? 0 : res.run.seconds;
   return f;
 }
 
@@ -336,17 +338,20 @@ static void test_monotone(void) {
   for (int t_ = 0; t_ < GPUML_GMM_N_MODELS; t_++) {
     const gpuml_gmm_covariance t = (gpuml_gmm_covariance)t_;
     double prev = -INFINITY;
-    int monotone = 1, ok = 1;
+    int monotone = 1, ok = 1, timed = 1;
     for (int64_t it = 1; it <= 25; it++) {
       gpuml_options opt = options(test_backend);
       fit_t f = fit_with(x, n, d, &G, 1, (gpuml_gmm_covariance)t, it, 0, 1e-6, 1, 3, &opt);
       ok &= f.status == GPUML_OK && f.model.n_iter == it && !f.model.converged;
+      /* the iterations' own clock: positive, and within the call's */
+      timed &= f.model.seconds_em > 0 && f.model.seconds_em <= f.seconds;
       if (f.model.loglik < prev - 1e-10 * fabs(prev)) monotone = 0;
       prev = f.model.loglik;
       fit_free(&f);
     }
     CHECK(ok, "%s: max_iter iterations run with tol = 0", model_label(t));
     CHECK(monotone, "%s: the log-likelihood never decreases", model_label(t));
+    CHECK(timed, "%s: the EM iterations' seconds are within the call's", model_label(t));
   }
   free(x);
   free(label);

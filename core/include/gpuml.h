@@ -758,6 +758,8 @@ typedef struct {
   double loglik;         /* out (fit): the log-likelihood of the data under the model */
   int64_t n_iter;        /* out (fit): EM iterations run */
   int converged;         /* out (fit): 1 when tol was met before max_iter */
+  double seconds_em;     /* out (fit): wall-clock seconds of those iterations (the start,
+                            the data's upload and the other fits of a sweep not included) */
 } gpuml_gmm_model;
 
 /*
