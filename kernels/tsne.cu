@@ -52,6 +52,11 @@ __global__ void attraction_kernel(const int64_t *__restrict__ row, const int32_t
     for (int d = 0; d < D; d++) attr[i + d * n] = a[d];
 }
 
+__global__ void rebase_kernel(int64_t *__restrict__ row, int64_t count, int64_t base) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < count) row[e] -= base;
+}
+
 __global__ void narrow_kernel(const int64_t *__restrict__ wide, int64_t count,
                               int32_t *__restrict__ narrow) {
   const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -345,21 +350,38 @@ struct TsneGpu {
     return b;
   }
 
-  // P from the host (uploaded here: the rows first .. last - 1, all when last < 0), or the
-  // device's own (P->resident: used in place, all rows).
+  // P's rows first .. last - 1 (all when last < 0): from the host (uploaded here), or
+  // from a P kept on a device (P->resident: used in place when this optimiser takes all
+  // its rows on its device, else its rows copied from there).
   gpuml_status init(const gm_csr *P, int64_t n_, int dims, gpuml_tsne_method m, double df_) {
     n = n_;
     if (last < 0) first = 0, last = n;
+    int device = 0;
+    GM_TRY(ctx.check(cudaGetDevice(&device), "cudaGetDevice"));
     D = dims;
     df = df_;
     heavy = df != 1.0;
     charged = fixed > 0 ? fixed : n;
     method = m;
     const DeviceCsr *resident = (const DeviceCsr *)P->resident;
-    p_on_device = resident != nullptr;
-    if (p_on_device && (first != 0 || last != n))
-      return gm_fail(GPUML_ERR_CUDA, "tsne:cuda", "internal: a resident P split over devices");
-    nnz = p_on_device ? resident->nnz : P->row[last] - P->row[first];
+    const bool copy_resident =
+        resident && (first != 0 || last != n || resident->device != device);
+    p_on_device = resident && !copy_resident;
+    int64_t e_first = 0;  // the first entry of P's rows first .. last - 1
+    if (copy_resident) {
+      int64_t bounds[2];
+      GM_TRY(ctx.check(cudaMemcpy(&bounds[0], resident->row + first, 8, cudaMemcpyDefault),
+                       "reading P's rows"));
+      GM_TRY(ctx.check(cudaMemcpy(&bounds[1], resident->row + last, 8, cudaMemcpyDefault),
+                       "reading P's rows"));
+      e_first = bounds[0];
+      nnz = bounds[1] - bounds[0];
+    } else if (!resident) {
+      e_first = P->row[first];
+      nnz = P->row[last] - e_first;
+    } else {
+      nnz = resident->nnz;
+    }
     if (method == GPUML_TSNE_EXACT && fixed > 0) {
       // a placement: the columns (fixed points) split by their count alone, so that a
       // new point's sums, and its place, do not depend on the other new points
@@ -393,9 +415,25 @@ struct TsneGpu {
       row = resident->row;
       col = resident->col;
       val = resident->val;
+    } else if (copy_resident) {
+      // this shard's rows, from the device that holds P (directly where the two have
+      // peer access, else through the host)
+      const int64_t rows = last - first;
+      GM_TRY(ctx.alloc(&row, (size_t)rows + 1, "P (rows)"));
+      GM_TRY(ctx.alloc(&col, (size_t)nnz, "P (columns)"));
+      GM_TRY(ctx.alloc(&val, (size_t)nnz, "P (values)"));
+      GM_TRY(ctx.check(cudaMemcpyPeerAsync(row, device, resident->row + first, resident->device,
+                                           ((size_t)rows + 1) * 8, ctx.stream()), "copying P"));
+      rebase_kernel<<<grid_1d(rows + 1, kThreads), kThreads, 0, ctx.stream()>>>(row, rows + 1,
+                                                                              e_first);
+      GM_TRY(ctx.launched("P's rows"));
+      GM_TRY(ctx.check(cudaMemcpyPeerAsync(col, device, resident->col + e_first, resident->device,
+                                           (size_t)nnz * 4, ctx.stream()), "copying P"));
+      GM_TRY(ctx.check(cudaMemcpyPeerAsync(val, device, resident->val + e_first, resident->device,
+                                           (size_t)nnz * 8, ctx.stream()), "copying P"));
     } else {
       // the rows' offsets from their first entry's
-      const int64_t rows = last - first, e_first = P->row[first];
+      const int64_t rows = last - first;
       const int64_t *h_col = P->col + e_first;
       int64_t *h_row = (int64_t *)gm_alloc((size_t)rows + 1, sizeof(int64_t));
       if (!h_row) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate P's rows");
@@ -1020,9 +1058,7 @@ extern "C" gpuml_status gm_cuda_tsne_optimize(const gm_csr *P, const gm_tsne_run
                                               const gpuml_options *opt) {
   gm_shard_plan plan;
   GM_TRY(gm_shard_plan_make(opt, run->n, &plan));
-  // (a P kept on the device comes from a search on one device: its fit stays there)
-  if (plan.count > 1 && !P->resident)
-    return optimize_sharded(plan, P, run, y, itercosts, result, opt);
+  if (plan.count > 1) return optimize_sharded(plan, P, run, y, itercosts, result, opt);
   Context ctx("tsne:cuda");
   GM_TRY(ctx.init(opt, 0));
   TsneGpu t(ctx);

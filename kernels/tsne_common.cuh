@@ -15,6 +15,7 @@ namespace gm {
 // P built on the device to stay there (gm_csr.resident): the optimiser's layout, rows by
 // 64-bit offsets, 32-bit columns (n < 2^31), values in fp64; in held blocks of the pool.
 struct DeviceCsr {
+  int device = 0;  // where it lives
   int64_t n = 0, nnz = 0;
   int64_t *row = nullptr;  // n + 1
   int32_t *col = nullptr;  // nnz

@@ -350,6 +350,7 @@ extern "C" gpuml_status gm_cuda_tsne_fit_affinities(const double *x, int64_t n, 
     if (lists_fit) {
       DeviceCsr *held = new (std::nothrow) DeviceCsr;
       if (!held) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate P's record");
+      held->device = opt->device;
       const gpuml_status st =
           resident_affinities((const int64_t *)idx_block.get(), (double *)dist_block.get(), n, k,
                               perplexities, scales, opt, held, &p_fits);

@@ -545,7 +545,7 @@ static void test_bad_input(void) {
   fit_free(&f);
   {
     double w[2] = {-7, -7}, mu[6], cov[18], z[80], bic = -7;
-    gpuml_gmm_model model = {GPUML_GMM_FULL, 0, 0, w, mu, cov, 0, 0, 0};
+    gpuml_gmm_model model = {GPUML_GMM_FULL, 0, 0, w, mu, cov, 0, 0, 0, 0};
     gpuml_gmm_params p;
     gpuml_gmm_params_init(&p);
     p.G[0] = G2;
