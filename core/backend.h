@@ -58,18 +58,34 @@ typedef struct gm_dpc_ops {
                           double *rho, double *delta_sq, int64_t *nearest,
                           const gpuml_options *opt);
   /* The same passes one part at a time, for work split over devices or processes
-   * (core/dpc_shards.c): each writes only the entries of its part's points, by original
-   * index, into arrays of all n points. A part is cells first .. last - 1 of the index
-   * for rho on it (grid given), sorted positions first .. last - 1 of the index for delta
-   * on it, else rows first .. last - 1. Each point's values are those of density(), bit
-   * for bit (the same walk over its cell or its row of tiles). delta_part takes rho of all
-   * points and leaves `top` untouched. */
-  gpuml_status (*rho_part)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
-                           int gaussian, double dc, double cut, int64_t first, int64_t last,
-                           double *rho, const gpuml_options *opt);
-  gpuml_status (*delta_part)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
-                             const double *rho, int64_t top, int64_t first, int64_t last,
-                             double *delta_sq, int64_t *nearest, const gpuml_options *opt);
+   * (core/dpc_shards.c), in a session that holds what the parts of one device share (the
+   * points, the cell index or the points resident for the tiles, the passes' arrays), so
+   * that the points go to the device and the index is built once for the rho parts and
+   * the delta parts. part_open takes density()'s arguments but its outputs (x and the
+   * grids outlive the session) and opens it on opt->device; the later calls take their
+   * callbacks and threads from their options, their device from the session. Any thread
+   * may make the calls of a session, one at a time, and close it (outside any other call
+   * of the backend).
+   * part_rho and part_delta each write only the entries of their part's points, by
+   * original index, into arrays of all n points. A part is cells first .. last - 1 of the
+   * index for rho on it (rho_grid given), sorted positions first .. last - 1 of the index
+   * for delta on it (delta_grid given), else rows first .. last - 1. Each point's values
+   * are those of density(), bit for bit (the same walk over its cell or its row of
+   * tiles). part_delta takes rho of all points, the same in every part_delta of a session
+   * (which may keep it from the first), and leaves `top` untouched. */
+  gpuml_status (*part_open)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
+                            const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
+                            const gpuml_options *opt, void **session);
+  /* The start[] of the session's index (ncells + 1 values: the points before each cell),
+   * for a backend that sorts the points itself (sorts_index), whose grids hold none; NULL
+   * for one whose grids do. */
+  gpuml_status (*part_starts)(void *session, int64_t *start, const gpuml_options *opt);
+  gpuml_status (*part_rho)(void *session, int64_t first, int64_t last, double *rho,
+                           const gpuml_options *opt);
+  gpuml_status (*part_delta)(void *session, const double *rho, int64_t top, int64_t first,
+                             int64_t last, double *delta_sq, int64_t *nearest,
+                             const gpuml_options *opt);
+  void (*part_close)(void *session);
   /* border[i] = the largest (rho_i + rho_j) / 2 over the j of other clusters with
    * s_ij < cut, 0 when there is none; on the index (grid with its runs, or NULL for the
    * tiles) a point may get less where that cannot be its cluster's largest: each

@@ -56,10 +56,24 @@ double gm_dpc_sq_threshold(double dc, int strict) {
   return t;
 }
 
-int64_t gm_dpc_top(const double *rho, int64_t n) {
-  int64_t top = 0;
-  for (int64_t i = 1; i < n; i++)
-    if (rho[i] > rho[top]) top = i;
+/* The first largest of each run of the array on its thread, then of the runs in order:
+ * the first largest of all, as in one pass. */
+#define GM_DPC_TOP_RUNS 64
+int64_t gm_dpc_top(const double *rho, int64_t n, int threads) {
+  if (threads > GM_DPC_TOP_RUNS) threads = GM_DPC_TOP_RUNS;
+  if (threads < 1 || n < ((int64_t)1 << 20)) threads = 1;
+  int64_t best[GM_DPC_TOP_RUNS];
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+  for (int t = 0; t < threads; t++) {
+    const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+    int64_t b = lo;
+    for (int64_t i = lo + 1; i < hi; i++)
+      if (rho[i] > rho[b]) b = i;
+    best[t] = b;
+  }
+  int64_t top = best[0];
+  for (int t = 1; t < threads; t++)
+    if (rho[best[t]] > rho[top]) top = best[t];
   return top;
 }
 
@@ -226,9 +240,12 @@ gpuml_status gpuml_dpc_estimate_dc(const double *x, int64_t n, int64_t d, double
 
 /* ---- rho and delta --------------------------------------------------------------- */
 
-/* The top point's delta: its largest distance to any point (squared, exact). */
-static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top) {
+/* The top point's delta: its largest distance to any point (squared, exact; the largest
+ * of exact values in any order). */
+static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top, int threads) {
   double best = 0;
+#pragma omp parallel for schedule(static) reduction(max : best) num_threads(threads) \
+    if (n >= ((int64_t)1 << 20))
   for (int64_t j = 0; j < n; j++) {
     const double s = gm_sqdist(x + j, n, x + top, n, d);
     if (s > best) best = s;
@@ -297,8 +314,8 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   if (keep && !st && use_grid) *keep = grid;
   else gm_dpc_grid_free(&grid);
   if (st) return st;
-  const int64_t top = gm_dpc_top(rho, n);
-  delta[top] = farthest_sq(x, n, d, top);
+  const int64_t top = gm_dpc_top(rho, n, gm_threads(&used));
+  delta[top] = farthest_sq(x, n, d, top, gm_threads(&used));
   nearest[top] = -1;
 #pragma omp parallel for schedule(static) num_threads(gm_threads(&used))
   for (int64_t i = 0; i < n; i++) {

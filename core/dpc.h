@@ -26,8 +26,8 @@ static inline int gm_dpc_above(double rho_j, int64_t j, double rho_i, int64_t i)
   return rho_j > rho_i || (rho_j == rho_i && j < i);
 }
 
-/* The top of the density order. */
-int64_t gm_dpc_top(const double *rho, int64_t n);
+/* The top of the density order (the first index of the largest rho), on `threads`. */
+int64_t gm_dpc_top(const double *rho, int64_t n, int threads);
 
 /* The cell index of density peaks (d <= GM_DPC_GRID_MAX_DIM): the points sorted by
  * cell, cells of side h holding about gm_dpc_grid_per_cell(d) points each on average
@@ -78,8 +78,8 @@ gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *
 void gm_dpc_grid_merge_runs(int64_t nc, int64_t *label, int64_t *end, double *top);
 
 /* ---- The passes over parts of the points (core/dpc_shards.c): the backend's
- *      density() split into its rho_part and delta_part (core/backend.h); the same
- *      answers, bit for bit. ---- */
+ *      density() split into the part_rho and part_delta of its sessions (core/backend.h);
+ *      the same answers, bit for bit. ---- */
 struct gm_backend;
 struct gm_shard_plan;
 
@@ -108,6 +108,12 @@ gpuml_status gm_dpc_spread_density(const struct gm_backend *b, const gm_dpc_spre
                                    int gaussian, double dc, double cut, double *rho,
                                    double *delta_sq, int64_t *nearest,
                                    const gpuml_options *used);
+
+/* to[rows[k]] = values[k] (and to_index[rows[k]] = indices[k] when indices is not NULL)
+ * for k < count but where rows[k] == skip, on `threads` threads: a part's values, copied
+ * from a device in the order of its index, put in place on the host. */
+void gm_dpc_scatter(const int64_t *rows, int64_t count, int64_t skip, const double *values,
+                    double *to, const int64_t *indices, int64_t *to_index, int threads);
 
 /* gpuml_dpc_fit() with the passes spread over processes (spread NULL: gpuml_dpc_fit
  * itself). Every process passes all the points and gets every output for all of them. */

@@ -1,18 +1,24 @@
 /* Density peaks over parts of the points (several devices, GPUML_SHARDS, or the ranks of
  * an MPI job): rho of every part first, since delta needs the rho of all points, then
  * delta and nearest of every part. A part computes its points against all points with
- * the backend's rho_part and delta_part, which give each point the values of the whole
+ * the backend's part_rho and part_delta, which give each point the values of the whole
  * pass bit for bit (the same walk over its cell or its row of tiles), so the answers are
  * the single device's, ties included.
  *
- * The parts: on the cell index, rho by runs of whole cells (a cell's points are counted
- * together) of about n / parts points each, and delta by runs of sorted positions; over
- * all pairs, rows (the Gaussian density in multiples of GM_DPC_GAUSS_PART_ROWS, so that
- * every point's weights come from the same GEMM tile as on one device; fewer parts then
- * get work below a few thousand rows a part). Every device or process holds all the
- * points and its own index. */
+ * Every device (or process) holds all the points in one session of the backend
+ * (part_open .. part_close, core/backend.h): the points go to the device and its cell
+ * index is built once, for its rho parts and its delta parts. Over the devices of one
+ * process (or the threads of GPUML_SHARD_THREADS), part p runs in the session of device
+ * p % devices, each device on a thread of its own (a gm_shard_pool kept for the opening
+ * and both passes), its parts in turn; the sessions close on the calling thread.
+ *
+ * The parts: on the cell index, rho by runs of whole cells of about n / parts points each
+ * (cell_bounds), and delta by runs of sorted positions; over all pairs, rows (the
+ * Gaussian density in multiples of GM_DPC_GAUSS_PART_ROWS, so that every point's weights
+ * come from the same GEMM tile as on one device; fewer parts then get work below a few
+ * thousand rows a part). Any split gives the same answers; every process of an MPI job
+ * makes the same one from the same points. */
 #include <stdlib.h>
-#include <string.h>
 #include "backend.h"
 #include "shards.h"
 
@@ -24,78 +30,126 @@ typedef struct {
   int gaussian;
   double dc, cut;
   int parts;
-  const int64_t *rho_bounds; /* parts + 1: the cells (or rows) of each part's rho */
+  int64_t *rho_bounds; /* parts + 1: the cells (or rows) of each part's rho */
+  int slots;           /* the sessions; part p runs in session p % slots */
+  void **sessions;
   int64_t top;
   double *rho, *delta_sq;
   int64_t *nearest;
 } dpc_job;
 
-/* bounds[p] .. bounds[p + 1] - 1: the cells of part p, each part's first cell the first
- * whose points before it reach gm_shard_start(n, parts, p). The points per cell from
- * start[] when the index holds it, else counted by the cell rule (gm_dpc_cell_of) for a
- * backend that sorts the points itself. */
-static gpuml_status cell_bounds(const gm_dpc_grid *g, const double *x, int parts,
-                                int64_t *bounds) {
-  const int64_t n = g->n, nc = g->ncells;
-  int64_t *before = NULL; /* points in the cells before each cell, nc + 1 */
-  if (!g->start) {
-    before = gm_alloc((size_t)nc + 1, sizeof *before);
-    if (!before)
-      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to split the cells",
-                     (double)nc * 8 / 1e6);
-    memset(before, 0, ((size_t)nc + 1) * sizeof *before);
-    for (int64_t i = 0; i < n; i++) before[gm_dpc_cell_of(&g->geom, x, n, i) + 1]++;
-    for (int64_t c = 0; c < nc; c++) before[c + 1] += before[c];
-  }
-  const int64_t *prefix = g->start ? g->start : before;
+/* bounds[p] .. bounds[p + 1] - 1: the cells of part p, from the points before each cell
+ * (start[], nc + 1 values): each part's first cell the first whose points before it reach
+ * gm_shard_start(n, parts, p). */
+static void cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bounds) {
+  const int64_t n = start[nc];
   int64_t c = 0;
   bounds[0] = 0;
   for (int p = 1; p < parts; p++) {
     const int64_t target = gm_shard_start(n, parts, p);
-    while (c < nc && prefix[c] < target) c++;
+    while (c < nc && start[c] < target) c++;
     bounds[p] = c;
   }
   bounds[parts] = nc;
-  free(before);
-  return GPUML_OK;
 }
 
-static gpuml_status rho_of_part(void *ctx, int part, const gpuml_options *opt) {
-  const dpc_job *job = ctx;
-  if (job->rho_bounds[part] == job->rho_bounds[part + 1]) return GPUML_OK;
-  return job->b->dpc->rho_part(job->x, job->n, job->d, job->rho_grid, job->gaussian, job->dc,
-                               job->cut, job->rho_bounds[part], job->rho_bounds[part + 1],
-                               job->rho, opt);
+static gpuml_status rho_of_part(const dpc_job *job, void *session, int part,
+                                const gpuml_options *opt) {
+  const int64_t first = job->rho_bounds[part], last = job->rho_bounds[part + 1];
+  if (first == last) return GPUML_OK;
+  return job->b->dpc->part_rho(session, first, last, job->rho, opt);
 }
 
-static gpuml_status delta_of_part(void *ctx, int part, const gpuml_options *opt) {
-  const dpc_job *job = ctx;
+static gpuml_status delta_of_part(const dpc_job *job, void *session, int part,
+                                  const gpuml_options *opt) {
   const int64_t first = gm_shard_start(job->n, job->parts, part),
                 last = gm_shard_start(job->n, job->parts, part + 1);
   if (first == last) return GPUML_OK;
-  return job->b->dpc->delta_part(job->x, job->n, job->d, job->delta_grid, job->rho, job->top,
-                                 first, last, job->delta_sq, job->nearest, opt);
+  return job->b->dpc->part_delta(session, job->rho, job->top, first, last, job->delta_sq,
+                                 job->nearest, opt);
 }
 
-/* The job of the passes over `parts` parts; *bounds (freed by the caller) its rho parts. */
-static gpuml_status job_make(dpc_job *job, const gm_backend *b, int parts, const double *x,
-                             int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
-                             const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
-                             double *rho, double *delta_sq, int64_t *nearest) {
-  *job = (dpc_job){b, x, n, d, rho_grid, delta_grid, gaussian, dc, cut, parts, NULL, -1,
-                   rho, delta_sq, nearest};
-  int64_t *bounds = gm_alloc((size_t)parts + 1, sizeof *bounds);
-  if (!bounds) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the parts");
-  job->rho_bounds = bounds;
-  if (rho_grid) return cell_bounds(rho_grid, x, parts, bounds);
-  /* the Gaussian's weights carry the rounding of their tile: its parts hold whole tiles
-   * (GM_DPC_GAUSS_PART_ROWS) */
-  const int64_t unit = gaussian ? GM_DPC_GAUSS_PART_ROWS : 1;
-  for (int p = 0; p <= parts; p++) {
-    const int64_t at = (gm_shard_start(n, parts, p) + unit / 2) / unit * unit;
-    bounds[p] = p == parts || at > n ? n : at;
+/* The pool's work, one slot (device) each: its session opened, then its parts of a pass
+ * in turn. */
+static gpuml_status open_slot(void *ctx, int slot, const gpuml_options *opt) {
+  const dpc_job *job = ctx;
+  return job->b->dpc->part_open(job->x, job->n, job->d, job->rho_grid, job->delta_grid,
+                                job->gaussian, job->dc, job->cut, opt, &job->sessions[slot]);
+}
+
+static gpuml_status parts_of_slot(const dpc_job *job, int slot, int delta,
+                                  const gpuml_options *opt) {
+  for (int p = slot; p < job->parts; p += job->slots) {
+    if (gm_interrupted(opt))
+      return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
+    GM_TRY(delta ? delta_of_part(job, job->sessions[slot], p, opt)
+                 : rho_of_part(job, job->sessions[slot], p, opt));
   }
   return GPUML_OK;
+}
+
+static gpuml_status rho_of_slot(void *ctx, int slot, const gpuml_options *opt) {
+  return parts_of_slot(ctx, slot, 0, opt);
+}
+
+static gpuml_status delta_of_slot(void *ctx, int slot, const gpuml_options *opt) {
+  return parts_of_slot(ctx, slot, 1, opt);
+}
+
+/* The job of the passes over `parts` parts in `slots` sessions (none open yet); freed by
+ * job_free() whatever this returns. */
+static gpuml_status job_make(dpc_job *job, const gm_backend *b, int parts, int slots,
+                             const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
+                             const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
+                             double *rho, double *delta_sq, int64_t *nearest) {
+  *job = (dpc_job){.b = b, .x = x, .n = n, .d = d, .rho_grid = rho_grid,
+                   .delta_grid = delta_grid, .gaussian = gaussian, .dc = dc, .cut = cut,
+                   .parts = parts, .slots = slots, .top = -1, .rho = rho,
+                   .delta_sq = delta_sq, .nearest = nearest};
+  job->rho_bounds = gm_alloc((size_t)parts + 1, sizeof *job->rho_bounds);
+  job->sessions = calloc((size_t)slots, sizeof *job->sessions);
+  if (!job->rho_bounds || !job->sessions)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the parts");
+  return GPUML_OK;
+}
+
+/* The rho parts, once the sessions are open: on the index, from its cells' counts (those
+ * of the first session's index where the backend sorts the points itself); over all
+ * pairs, rows (the Gaussian's whole tiles of GM_DPC_GAUSS_PART_ROWS, since its weights
+ * carry the rounding of their tile). */
+static gpuml_status job_bounds(dpc_job *job, const gpuml_options *opt) {
+  const gm_dpc_grid *g = job->rho_grid;
+  int64_t *bounds = job->rho_bounds;
+  const int parts = job->parts;
+  if (!g) {
+    const int64_t n = job->n, unit = job->gaussian ? GM_DPC_GAUSS_PART_ROWS : 1;
+    for (int p = 0; p <= parts; p++) {
+      const int64_t at = (gm_shard_start(n, parts, p) + unit / 2) / unit * unit;
+      bounds[p] = p == parts || at > n ? n : at;
+    }
+    return GPUML_OK;
+  }
+  if (g->start) {
+    cell_bounds(g->start, g->ncells, parts, bounds);
+    return GPUML_OK;
+  }
+  int64_t *start = gm_alloc((size_t)g->ncells + 1, sizeof *start);
+  if (!start)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to split the cells",
+                   (double)g->ncells * 8 / 1e6);
+  const gpuml_status st = job->b->dpc->part_starts(job->sessions[0], start, opt);
+  if (!st) cell_bounds(start, g->ncells, parts, bounds);
+  free(start);
+  return st;
+}
+
+/* Closes the sessions (on the calling thread, outside any call of the backend) and frees
+ * the job. */
+static void job_free(dpc_job *job) {
+  for (int s = 0; job->sessions && s < job->slots; s++)
+    if (job->sessions[s]) job->b->dpc->part_close(job->sessions[s]);
+  free(job->sessions);
+  free(job->rho_bounds);
 }
 
 gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, const double *x,
@@ -103,16 +157,36 @@ gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, cons
                             const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                             double *rho, double *delta_sq, int64_t *nearest,
                             const gpuml_options *used) {
+  /* one slot per device of the plan (one per thread of GPUML_SHARD_THREADS), each looping
+   * over its parts */
+  gm_shard_plan per_device = *plan;
+  per_device.count = plan->ndevices;
   dpc_job job;
-  gpuml_status st = job_make(&job, b, plan->count, x, n, d, rho_grid, delta_grid, gaussian, dc,
-                             cut, rho, delta_sq, nearest);
-  if (!st) st = gm_shards_run(plan, used, rho_of_part, &job, "dpc rho");
+  gpuml_status st = job_make(&job, b, plan->count, plan->ndevices, x, n, d, rho_grid,
+                             delta_grid, gaussian, dc, cut, rho, delta_sq, nearest);
+  gm_shard_pool *pool = NULL;
+  if (!st) st = gm_shard_pool_open(&per_device, used, &pool);
+  if (!st) st = gm_shard_pool_run(pool, open_slot, &job, NULL);
+  if (!st) st = job_bounds(&job, used);
+  if (!st) st = gm_shard_pool_run(pool, rho_of_slot, &job, "dpc rho");
   if (!st) {
-    job.top = gm_dpc_top(rho, n);
-    st = gm_shards_run(plan, used, delta_of_part, &job, "dpc delta");
+    job.top = gm_dpc_top(rho, n, gm_threads(used));
+    st = gm_shard_pool_run(pool, delta_of_slot, &job, "dpc delta");
   }
-  free((void *)job.rho_bounds);
+  gm_shard_pool_close(pool);
+  job_free(&job);
   return st;
+}
+
+void gm_dpc_scatter(const int64_t *rows, int64_t count, int64_t skip, const double *values,
+                    double *to, const int64_t *indices, int64_t *to_index, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (count >= 65536)
+  for (int64_t k = 0; k < count; k++) {
+    const int64_t i = rows[k];
+    if (i == skip) continue;
+    to[i] = values[k];
+    if (indices) to_index[i] = indices[k];
+  }
 }
 
 gpuml_status gm_dpc_spread_density(const gm_backend *b, const gm_dpc_spread *spread,
@@ -127,15 +201,18 @@ gpuml_status gm_dpc_spread_density(const gm_backend *b, const gm_dpc_spread *spr
     delta_sq[i] = 0;
     nearest[i] = -1;
   }
+  /* one session, for this process's part of both passes */
   dpc_job job;
-  gpuml_status st = job_make(&job, b, spread->parts, x, n, d, rho_grid, delta_grid, gaussian, dc,
-                             cut, rho, delta_sq, nearest);
-  if (!st) st = rho_of_part(&job, spread->part, used);
+  gpuml_status st = job_make(&job, b, spread->parts, 1, x, n, d, rho_grid, delta_grid, gaussian,
+                             dc, cut, rho, delta_sq, nearest);
+  if (!st) st = open_slot(&job, 0, used);
+  if (!st) st = job_bounds(&job, used);
+  if (!st) st = rho_of_part(&job, job.sessions[0], spread->part, used);
   if (!(st = spread->merge(spread->ctx, st, rho, NULL, n))) {
-    job.top = gm_dpc_top(rho, n);
-    st = delta_of_part(&job, spread->part, used);
+    job.top = gm_dpc_top(rho, n, gm_threads(used));
+    st = delta_of_part(&job, job.sessions[0], spread->part, used);
     st = spread->merge(spread->ctx, st, delta_sq, nearest, n);
   }
-  free((void *)job.rho_bounds);
+  job_free(&job);
   return st;
 }

@@ -12,8 +12,10 @@ static const gm_neighbour_ops cuda_neighbours = {gm_cuda_dist, gm_cuda_knn,
                                                   gm_cuda_knn_resident_build,
                                                   gm_cuda_knn_resident_search,
                                                   gm_cuda_knn_resident_free};
-static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density, gm_cuda_dpc_rho, gm_cuda_dpc_delta,
-                                     gm_cuda_dpc_border, 1};
+static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density,    gm_cuda_dpc_part_open,
+                                     gm_cuda_dpc_part_starts, gm_cuda_dpc_part_rho,
+                                     gm_cuda_dpc_part_delta, gm_cuda_dpc_part_close,
+                                     gm_cuda_dpc_border,     1};
 static const gm_tsne_ops cuda_tsne = {gm_cuda_tsne_conditional, gm_cuda_tsne_affinities,
                                       gm_cuda_tsne_pca,
                                       gm_cuda_tsne_optimize, gm_cuda_tsne_gradient,

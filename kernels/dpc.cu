@@ -12,7 +12,10 @@
 // The grid passes are kernels/dpc_grid.cuh, the all-pairs passes kernels/dpc_pairs.cuh.
 // Every pass writes per point from one thread or one block, in a fixed order: no float
 // atomics, so results are reproducible. The data and the O(n) arrays stay resident on
-// the device; only the GEMM tiles are sized from the memory budget.
+// the device; only the GEMM tiles are sized from the memory budget. Over several devices
+// (core/dpc_shards.c) each device keeps them in a session (PartSession) from its rho parts
+// to its delta parts.
+#include <new>
 #include <cub/cub.cuh>
 #include "gpuml_cuda.h"
 #include "distance_tiles.cuh"
@@ -200,6 +203,24 @@ gpuml_status interrupted(Context &ctx, const gpuml_options *opt) {
   return GPUML_OK;
 }
 
+// Device arrays that outlive the call that made them (a part session's, below): blocks
+// of the device's pool, given back by their destructors outside any Context.
+struct HeldList {
+  static constexpr int kMax = 16;
+  HeldBlock block[kMax];
+  int count = 0;
+};
+
+// An array in `keep` when given, else in the call's Context (freed when it ends).
+template <typename P>
+gpuml_status keep_alloc(Context &ctx, HeldList *keep, P **p, size_t count, const char *what) {
+  if (!keep) return ctx.alloc(p, count, what);
+  *p = nullptr;
+  if (keep->count == HeldList::kMax)
+    return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: too many held device arrays");
+  return ctx.alloc_held(keep->block[keep->count++], p, count, what);
+}
+
 #include "dpc_grid.cuh"
 
 #include "dpc_pairs.cuh"
@@ -228,8 +249,10 @@ gpuml_status to_host(Context &ctx, T *host, const T *dev, int64_t n, const char 
 
 // The cell index of `plan` (core's geometry) built on the device: keys, a stable radix
 // sort, the cell starts and the points gathered into cell order; no host round trip but
-// the data's upload.
-gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, GridDev &g) {
+// the data's upload. The index's arrays in `keep` when given (else in the Context), the
+// data and the sort's work space in the Context.
+gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, GridDev &g,
+                        HeldList *keep) {
   const int64_t n = plan->n, dim = plan->geom.dim;
   g.geom = plan->geom;
   g.n = n;
@@ -240,10 +263,10 @@ gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, 
   GM_TRY(to_device(ctx, &x_d, x, n * dim, "copying the points to the GPU"));
   GM_TRY(ctx.alloc(&key_in, (size_t)n, "the cells of the points"));
   GM_TRY(ctx.alloc(&row_in, (size_t)n, "the cells of the points"));
-  GM_TRY(ctx.alloc(&key, (size_t)n, "the index"));
-  GM_TRY(ctx.alloc(&order, (size_t)n, "the index"));
-  GM_TRY(ctx.alloc(&start, (size_t)plan->ncells + 1, "the index"));
-  GM_TRY(ctx.alloc(&coords, (size_t)(n * dim), "the index's points"));
+  GM_TRY(keep_alloc(ctx, keep, &key, (size_t)n, "the index"));
+  GM_TRY(keep_alloc(ctx, keep, &order, (size_t)n, "the index"));
+  GM_TRY(keep_alloc(ctx, keep, &start, (size_t)plan->ncells + 1, "the index"));
+  GM_TRY(keep_alloc(ctx, keep, &coords, (size_t)(n * dim), "the index's points"));
   const unsigned blocks = grid_1d(n + 1, 256) < 8192u ? grid_1d(n + 1, 256) : 8192u;
   cell_key_kernel<<<blocks, 256, 0, ctx.stream()>>>(plan->geom, x_d, n, key_in, row_in);
   GM_TRY(ctx.launched("the cells of the points"));
@@ -333,29 +356,29 @@ gpuml_status rho_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
   args.value = rho_d;
   if (rho_grid)
     return grid_rho(ctx, rho_grid->geom.dim, g, cut, gaussian ? args.inv_dc2 : 0, first, last,
-                    rho_d, opt);
+                    rho_d, 0, opt);
   return gaussian ? all_pairs_pass<kGauss>(ctx, ap, n, d, args, first, last, opt)
                   : all_pairs_pass<kCount>(ctx, ap, n, d, args, first, last, opt);
 }
 
-// delta_d and nearest_d (by point index) from rho_d: on the index for sorted positions
-// first .. last - 1, else over all pairs for rows first .. last - 1.
+// delta_d and nearest_d (by point index) of all points from rho_d.
 gpuml_status delta_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
                         const gm_dpc_grid *delta_grid, int64_t n, int64_t d, const double *rho_d,
-                        int64_t top, int64_t first, int64_t last, double *delta_d,
-                        int64_t *nearest_d, const gpuml_options *opt) {
+                        int64_t top, double *delta_d, int64_t *nearest_d,
+                        const gpuml_options *opt) {
   if (delta_grid) {
-    double *rho_sorted = nullptr;
+    double *rho_sorted = nullptr, *cell_max = nullptr;
     GM_TRY(ctx.alloc(&rho_sorted, (size_t)n, "the densities by cell"));
     GM_TRY(gather(ctx, rho_d, g.order, n, rho_sorted));
-    return grid_delta(ctx, delta_grid->geom.dim, g, rho_sorted, top, first, last, delta_d,
-                      nearest_d, opt);
+    GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
+    return grid_delta(ctx, delta_grid->geom.dim, g, rho_sorted, cell_max, top, 0, n, delta_d,
+                      nearest_d, 0, opt);
   }
   PassArgs da;
   da.rho = rho_d;
   da.value = delta_d;
   da.index = nearest_d;
-  return all_pairs_pass<kDelta>(ctx, ap, n, d, da, first, last, opt);
+  return all_pairs_pass<kDelta>(ctx, ap, n, d, da, 0, n, opt);
 }
 
 gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
@@ -369,9 +392,9 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, n));
   GridDev g;
-  if (index) GM_TRY(sort_index(ctx, x, index, g));
+  if (index) GM_TRY(sort_index(ctx, x, index, g, nullptr));
   AllPairs ap;
-  if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
+  if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed, nullptr));
   double *rho_d = nullptr, *delta_d = nullptr;
   int64_t *nearest_d = nullptr;
   GM_TRY(ctx.alloc(&rho_d, (size_t)n, "the densities"));
@@ -381,96 +404,193 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
                   rho_grid ? rho_grid->ncells : n, rho_d, opt));
   GM_TRY(to_host(ctx, rho, rho_d, n, "copying the densities to the host"));
   GM_TRY(ctx.sync("copying the densities to the host"));
-  const int64_t top = gm_dpc_top(rho, n);
-  GM_TRY(delta_pass(ctx, g, ap, delta_grid, n, d, rho_d, top, 0, n, delta_d, nearest_d, opt));
+  const int64_t top = gm_dpc_top(rho, n, gm_threads(opt));
+  GM_TRY(delta_pass(ctx, g, ap, delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt));
   GM_TRY(to_host(ctx, delta_sq, delta_d, n, "copying the distances to the host"));
   GM_TRY(to_host(ctx, nearest, nearest_d, n, "copying the nearest denser points to the host"));
   return ctx.sync("copying the results to the host");
 }
 
-// The values of a part's points into the host array at their original indices, all but
-// `skip` (-1: none): sorted positions s0 .. s1 - 1 of the index g (through its order), or
-// rows s0 .. s1 - 1 when g is null. The other entries of host stay as they are.
-template <typename T>
-gpuml_status part_to_host(Context &ctx, const GridDev *g, int64_t s0, int64_t s1, const T *dev,
-                          T *host, int64_t skip) {
+// ---------------------------------------------------------------------------------------
+// The passes over parts (core/dpc_shards.c, core/backend.h's part_open .. part_close): a
+// session per device holds the index (or the points resident for the tiles) and the
+// arrays of the passes in blocks of the device's pool, so that the points go up and the
+// index is sorted once for the device's rho parts and delta parts. Each call runs under a
+// Context of its own, which holds the device for that call only: any thread may make the
+// calls of a session, and the session is freed outside any call.
+//
+// A part's values come back in one span: off the index they lie by point index, rows
+// first .. last - 1; on it the kernels write them by sorted position (by_position), and
+// the span of the index's order tells the host where each goes (gm_dpc_scatter).
+
+struct PartSession {
+  int device = 0;
+  const double *x = nullptr;  // the caller's points (they outlive the session)
+  int64_t n = 0, d = 0;
+  const gm_dpc_grid *rho_grid = nullptr, *delta_grid = nullptr;
+  int gaussian = 0;
+  double dc = 0, cut = 0;
+  GridDev g;    // the index, when either pass runs on it
+  AllPairs ap;  // the resident points, when either pass runs over all pairs
+  // rho_d by point index: the parts' rho off the index, then all rho for delta.
+  // rho_sorted by sorted position: the parts' rho on the index, then all rho for delta.
+  double *rho_d = nullptr, *rho_sorted = nullptr;
+  double *cell_max = nullptr;  // delta on the index: the densest point of each cell
+  double *delta_d = nullptr;   // by sorted position on the index, else by point index
+  int64_t *nearest_d = nullptr;
+  bool has_rho = false;        // all rho on the device (taken by the first part_delta)
+  // A part's values on the host before they go in place, kept for the next part.
+  int64_t cap = 0;
+  int64_t *rows = nullptr, *indices = nullptr;
+  double *values = nullptr;
+  HeldList held;  // the device arrays above, given back when the session goes
+
+  ~PartSession() {
+    free(rows);
+    free(indices);
+    free(values);
+  }
+};
+
+// The session's options: the call's, on the session's device.
+gpuml_options on_device(const PartSession &s, const gpuml_options *opt) {
+  gpuml_options o = *opt;
+  o.device = s.device;
+  return o;
+}
+
+gpuml_status part_open(PartSession &s, const gpuml_options *opt) {
+  const bool all_pairs = !s.rho_grid || !s.delta_grid;
+  const gm_dpc_grid *index = s.rho_grid ? s.rho_grid : s.delta_grid;
+  Context ctx("dpc:cuda");
+  GM_TRY(ctx.init(opt, all_pairs && s.d >= kGemmMinDim));
+  // what density() holds beside the resident points (so that the tiles are one device's
+  // under the same budget): rho, rho by cell, delta_sq, nearest and the index
+  const size_t fixed = (size_t)s.n * 8 * 4 + (index ? grid_bytes(index) : 0);
+  if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, s.n));
+  if (index) GM_TRY(sort_index(ctx, s.x, index, s.g, &s.held));
+  if (all_pairs) {
+    GM_TRY(setup_all_pairs(ctx, s.ap, s.x, s.n, s.d, fixed, &s.held));
+    s.ap.sg = Staging<double>();  // the staging buffer was the Context's
+  }
+  GM_TRY(keep_alloc(ctx, &s.held, &s.rho_d, (size_t)s.n, "the densities"));
+  if (index) {
+    GM_TRY(keep_alloc(ctx, &s.held, &s.rho_sorted, (size_t)s.n, "the densities by cell"));
+    GM_TRY(keep_alloc(ctx, &s.held, &s.cell_max, (size_t)index->ncells,
+                      "the densest point of each cell"));
+  }
+  GM_TRY(keep_alloc(ctx, &s.held, &s.delta_d, (size_t)s.n, "the distances to denser points"));
+  GM_TRY(keep_alloc(ctx, &s.held, &s.nearest_d, (size_t)s.n, "the nearest denser points"));
+  return ctx.sync("building the density peaks index");
+}
+
+// The values at sorted positions s0 .. s1 - 1 of the index (values, and indices when not
+// null) into the host arrays at their points' original indices, all but `skip` (-1:
+// none): the spans of the index's order and of the values copied as they lie, then put in
+// place on the options' threads.
+gpuml_status part_to_host(Context &ctx, PartSession &s, int64_t s0, int64_t s1,
+                          const double *values, double *host_values, const int64_t *indices,
+                          int64_t *host_indices, int64_t skip, const gpuml_options *opt) {
   const int64_t count = s1 - s0;
   if (count <= 0) return GPUML_OK;
-  const T *src = dev + s0;
-  if (g) {
-    T *packed = nullptr;
-    GM_TRY(ctx.alloc(&packed, (size_t)count, "a part's values"));
-    GM_TRY(gather(ctx, dev, g->order + s0, count, packed));
-    src = packed;
+  if (count > s.cap) {
+    free(s.rows);
+    free(s.indices);
+    free(s.values);
+    s.rows = (int64_t *)gm_alloc((size_t)count, sizeof(int64_t));
+    s.indices = (int64_t *)gm_alloc((size_t)count, sizeof(int64_t));
+    s.values = (double *)gm_alloc((size_t)count, sizeof(double));
+    s.cap = s.rows && s.indices && s.values ? count : 0;
+    if (!s.cap)
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for a part's values",
+                     (double)count * 24 / 1e6);
   }
-  T *values = (T *)malloc((size_t)count * sizeof(T));
-  int64_t *rows = g ? (int64_t *)malloc((size_t)count * sizeof(int64_t)) : nullptr;
-  gpuml_status st = GPUML_OK;
-  if (!values || (g && !rows))
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for a part's values",
-                 (double)count * 16 / 1e6);
-  if (!st) st = to_host(ctx, values, src, count, "copying a part's values to the host");
-  if (!st && g) st = to_host(ctx, rows, g->order + s0, count, "copying a part's points to the host");
-  if (!st) st = ctx.sync("copying a part's values to the host");
-  for (int64_t k = 0; !st && k < count; k++) {
-    const int64_t i = g ? rows[k] : s0 + k;
-    if (i != skip) host[i] = values[k];
-  }
-  free(values);
-  free(rows);
-  return st;
+  GM_TRY(to_host(ctx, s.rows, s.g.order + s0, count, "copying a part's points to the host"));
+  GM_TRY(to_host(ctx, s.values, values + s0, count, "copying a part's values to the host"));
+  if (indices)
+    GM_TRY(to_host(ctx, s.indices, indices + s0, count, "copying a part's values to the host"));
+  GM_TRY(ctx.sync("copying a part's values to the host"));
+  gm_dpc_scatter(s.rows, count, skip, s.values, host_values, indices ? s.indices : nullptr,
+                 host_indices, gm_threads(opt));
+  return GPUML_OK;
 }
 
-gpuml_status rho_part_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
-                          int gaussian, double dc, double cut, int64_t first, int64_t last,
-                          double *rho, const gpuml_options *opt) {
+gpuml_status part_starts(PartSession &s, int64_t *start, const gpuml_options *opt) {
+  if (!s.g.start)
+    return gm_fail(GPUML_ERR_CUDA, "dpc:cuda", "internal: the density peaks session has no index");
   Context ctx("dpc:cuda");
-  GM_TRY(ctx.init(opt, !grid && d >= kGemmMinDim));
-  const size_t fixed = (size_t)n * 8 * 2 + (grid ? grid_bytes(grid) : 0);
-  GridDev g;
-  AllPairs ap;
-  if (grid) {
-    GM_TRY(check_fixed(ctx, fixed, n));
-    GM_TRY(sort_index(ctx, x, grid, g));
-  } else {
-    GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
+  GM_TRY(ctx.init(opt, 0));
+  GM_TRY(to_host(ctx, start, s.g.start, s.g.ncells + 1, "copying the index's cell starts"));
+  return ctx.sync("copying the index's cell starts");
+}
+
+gpuml_status part_rho(PartSession &s, int64_t first, int64_t last, double *rho,
+                      const gpuml_options *opt) {
+  Context ctx("dpc:cuda");
+  GM_TRY(ctx.init(opt, s.ap.gemm));
+  const double inv_dc2 = 1 / (s.dc * s.dc);
+  if (!s.rho_grid) {
+    PassArgs args;
+    args.cut = s.cut;
+    args.inv_dc2 = inv_dc2;
+    args.value = s.rho_d;
+    GM_TRY(s.gaussian ? all_pairs_pass<kGauss>(ctx, s.ap, s.n, s.d, args, first, last, opt)
+                      : all_pairs_pass<kCount>(ctx, s.ap, s.n, s.d, args, first, last, opt));
+    GM_TRY(to_host(ctx, rho + first, (const double *)s.rho_d + first, last - first,
+                   "copying a part's densities to the host"));
+    return ctx.sync("copying a part's densities to the host");
   }
-  double *rho_d = nullptr;
-  GM_TRY(ctx.alloc(&rho_d, (size_t)n, "the densities"));
-  GM_TRY(rho_pass(ctx, g, ap, grid, n, d, gaussian, dc, cut, first, last, rho_d, opt));
-  if (!grid) return part_to_host(ctx, nullptr, first, last, (const double *)rho_d, rho, -1);
+  GM_TRY(grid_rho(ctx, s.rho_grid->geom.dim, s.g, s.cut, s.gaussian ? inv_dc2 : 0, first, last,
+                  s.rho_sorted, 1, opt));
   // the cells' points are sorted positions start[first] .. start[last] - 1
   int64_t span[2];
-  GM_TRY(to_host(ctx, &span[0], g.start + first, 1, "copying the part's cell starts"));
-  GM_TRY(to_host(ctx, &span[1], g.start + last, 1, "copying the part's cell starts"));
+  GM_TRY(to_host(ctx, &span[0], s.g.start + first, 1, "copying the part's cell starts"));
+  GM_TRY(to_host(ctx, &span[1], s.g.start + last, 1, "copying the part's cell starts"));
   GM_TRY(ctx.sync("copying the part's cell starts"));
-  return part_to_host(ctx, &g, span[0], span[1], (const double *)rho_d, rho, -1);
+  return part_to_host(ctx, s, span[0], span[1], s.rho_sorted, rho, nullptr, nullptr, -1, opt);
 }
 
-gpuml_status delta_part_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
-                            const double *rho, int64_t top, int64_t first, int64_t last,
-                            double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
+gpuml_status part_delta(PartSession &s, const double *rho, int64_t top, int64_t first,
+                        int64_t last, double *delta_sq, int64_t *nearest,
+                        const gpuml_options *opt) {
   Context ctx("dpc:cuda");
-  GM_TRY(ctx.init(opt, !grid && d >= kGemmMinDim));
-  // rho, rho by cell, delta_sq, nearest, a part's values
-  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) : 0);
-  GridDev g;
-  AllPairs ap;
-  if (grid) {
-    GM_TRY(check_fixed(ctx, fixed, n));
-    GM_TRY(sort_index(ctx, x, grid, g));
-  } else {
-    GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
+  GM_TRY(ctx.init(opt, s.ap.gemm));
+  if (!s.has_rho) {
+    // all rho, by point index and (for the index) by sorted position with each cell's
+    // densest point: the same for every part of the session
+    GM_TRY(ctx.check(cudaMemcpyAsync(s.rho_d, rho, (size_t)s.n * sizeof(double),
+                                     cudaMemcpyHostToDevice, ctx.stream()),
+                     "copying the densities to the GPU"));
+    if (s.delta_grid) {
+      GM_TRY(gather(ctx, (const double *)s.rho_d, s.g.order, s.n, s.rho_sorted));
+      GM_TRY(cell_max_fill(ctx, s.g, s.rho_sorted, s.cell_max));
+    }
+    GM_TRY(ctx.sync("copying the densities to the GPU"));
+    s.has_rho = true;
   }
-  double *rho_d = nullptr, *delta_d = nullptr;
-  int64_t *nearest_d = nullptr;
-  GM_TRY(to_device(ctx, &rho_d, rho, n, "copying the densities to the GPU"));
-  GM_TRY(ctx.alloc(&delta_d, (size_t)n, "the distances to denser points"));
-  GM_TRY(ctx.alloc(&nearest_d, (size_t)n, "the nearest denser points"));
-  GM_TRY(delta_pass(ctx, g, ap, grid, n, d, rho_d, top, first, last, delta_d, nearest_d, opt));
-  const GridDev *order = grid ? &g : nullptr;
-  GM_TRY(part_to_host(ctx, order, first, last, (const double *)delta_d, delta_sq, top));
-  return part_to_host(ctx, order, first, last, (const int64_t *)nearest_d, nearest, top);
+  if (s.delta_grid) {
+    GM_TRY(grid_delta(ctx, s.delta_grid->geom.dim, s.g, s.rho_sorted, s.cell_max, top, first,
+                      last, s.delta_d, s.nearest_d, 1, opt));
+    return part_to_host(ctx, s, first, last, s.delta_d, delta_sq, s.nearest_d, nearest, top,
+                        opt);
+  }
+  PassArgs da;
+  da.rho = s.rho_d;
+  da.value = s.delta_d;
+  da.index = s.nearest_d;
+  GM_TRY(all_pairs_pass<kDelta>(ctx, s.ap, s.n, s.d, da, first, last, opt));
+  // rows first .. last - 1 as they lie, around top's
+  const int64_t spans[2][2] = {{first, top >= first && top < last ? top : last},
+                               {top >= first && top < last ? top + 1 : last, last}};
+  for (int k = 0; k < 2; k++) {
+    const int64_t a = spans[k][0], count = spans[k][1] - a;
+    if (count <= 0) continue;
+    GM_TRY(to_host(ctx, delta_sq + a, (const double *)s.delta_d + a, count,
+                   "copying a part's distances to the host"));
+    GM_TRY(to_host(ctx, nearest + a, (const int64_t *)s.nearest_d + a, count,
+                   "copying a part's nearest denser points to the host"));
+  }
+  return ctx.sync("copying a part's distances to the host");
 }
 
 gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
@@ -486,7 +606,7 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
                    "of %.1f MB: raise gpu_memory_limit, free GPU memory or use backend \"cpu\"",
                    (double)fixed / 1e6, (long long)n, (double)ctx.budget() / 1e6);
   AllPairs ap;
-  if (!grid) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed));
+  if (!grid) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed, nullptr));
   double *rho_d = nullptr, *border_d = nullptr;
   int64_t *cluster_d = nullptr;
   GM_TRY(to_device(ctx, &rho_d, rho, n, "copying the densities to the GPU"));
@@ -494,7 +614,7 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
   GM_TRY(ctx.alloc(&border_d, (size_t)n, "the border densities"));
   if (grid) {
     GridDev g;
-    GM_TRY(sort_index(ctx, x, grid, g));
+    GM_TRY(sort_index(ctx, x, grid, g, nullptr));
     double *rho_sorted = nullptr, *cell_max = nullptr;
     int64_t *cluster_sorted = nullptr;
     unsigned long long *found = nullptr;
@@ -557,17 +677,54 @@ extern "C" gpuml_status gm_cuda_dpc_border(const double *x, int64_t n, int64_t d
   return gm::border_run(x, n, d, grid, cut, rho, cluster, border, opt);
 }
 
-extern "C" gpuml_status gm_cuda_dpc_rho(const double *x, int64_t n, int64_t d,
-                                        const struct gm_dpc_grid *grid, int gaussian, double dc,
-                                        double cut, int64_t first, int64_t last, double *rho,
-                                        const gpuml_options *opt) {
-  return gm::rho_part_run(x, n, d, grid, gaussian, dc, cut, first, last, rho, opt);
+extern "C" gpuml_status gm_cuda_dpc_part_open(const double *x, int64_t n, int64_t d,
+                                              const struct gm_dpc_grid *rho_grid,
+                                              const struct gm_dpc_grid *delta_grid,
+                                              int gaussian, double dc, double cut,
+                                              const gpuml_options *opt, void **session) {
+  *session = nullptr;
+  gm::PartSession *s = new (std::nothrow) gm::PartSession();
+  if (!s) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate a density peaks session");
+  s->device = opt->device;
+  s->x = x;
+  s->n = n;
+  s->d = d;
+  s->rho_grid = rho_grid;
+  s->delta_grid = delta_grid;
+  s->gaussian = gaussian;
+  s->dc = dc;
+  s->cut = cut;
+  const gpuml_status st = gm::part_open(*s, opt);
+  if (st) {
+    delete s;  // after part_open's Context: the held arrays go back to the pool
+    return st;
+  }
+  *session = s;
+  return GPUML_OK;
 }
 
-extern "C" gpuml_status gm_cuda_dpc_delta(const double *x, int64_t n, int64_t d,
-                                          const struct gm_dpc_grid *grid, const double *rho,
-                                          int64_t top, int64_t first, int64_t last,
-                                          double *delta_sq, int64_t *nearest,
-                                          const gpuml_options *opt) {
-  return gm::delta_part_run(x, n, d, grid, rho, top, first, last, delta_sq, nearest, opt);
+extern "C" gpuml_status gm_cuda_dpc_part_starts(void *session, int64_t *start,
+                                                const gpuml_options *opt) {
+  gm::PartSession &s = *static_cast<gm::PartSession *>(session);
+  const gpuml_options o = gm::on_device(s, opt);
+  return gm::part_starts(s, start, &o);
+}
+
+extern "C" gpuml_status gm_cuda_dpc_part_rho(void *session, int64_t first, int64_t last,
+                                             double *rho, const gpuml_options *opt) {
+  gm::PartSession &s = *static_cast<gm::PartSession *>(session);
+  const gpuml_options o = gm::on_device(s, opt);
+  return gm::part_rho(s, first, last, rho, &o);
+}
+
+extern "C" gpuml_status gm_cuda_dpc_part_delta(void *session, const double *rho, int64_t top,
+                                               int64_t first, int64_t last, double *delta_sq,
+                                               int64_t *nearest, const gpuml_options *opt) {
+  gm::PartSession &s = *static_cast<gm::PartSession *>(session);
+  const gpuml_options o = gm::on_device(s, opt);
+  return gm::part_delta(s, rho, top, first, last, delta_sq, nearest, &o);
+}
+
+extern "C" void gm_cuda_dpc_part_close(void *session) {
+  delete static_cast<gm::PartSession *>(session);
 }

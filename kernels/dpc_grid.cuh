@@ -46,10 +46,11 @@ __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *
 // the CPU's and the brute force's. With inv_dc2 > 0 (the truncated Gaussian) the lanes
 // sum the weights exp(-s inv_dc2) of every point within the cut but themselves instead
 // (no cell taken whole); sums in another order than the CPU's, so equal to rounding.
+// rho by point index, or by sorted position when by_position (a part's values in one span).
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
     grid_count_kernel(GridDev g, double cut, double inv_dc2, double *__restrict__ rho,
-                      int64_t c0, int64_t c1) {
+                      int64_t c0, int64_t c1, int by_position) {
   const int64_t cell = c0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (cell >= c1) return;  // the whole warp
@@ -108,7 +109,8 @@ __global__ void __launch_bounds__(kPassThreads)
       weight += __shfl_xor_sync(0xffffffffu, weight, off);
     }
     // each point itself, at 0 < cut, is counted once: not a neighbour
-    if (mine && part == 0) rho[g.order[s]] = gauss ? weight : (double)(count - 1);
+    if (mine && part == 0)
+      rho[by_position ? s : g.order[s]] = gauss ? weight : (double)(count - 1);
   }
 }
 
@@ -172,12 +174,14 @@ __global__ void gather_points_kernel(const double *__restrict__ x, const int64_t
   }
 }
 
+// delta_sq and nearest by point index, or by sorted position when by_position; top's
+// entry is left as it is.
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
     grid_delta_kernel(GridDev g, const double *__restrict__ rho_sorted,
                       const double *__restrict__ cell_max, int64_t top,
                       double *__restrict__ delta_sq, int64_t *__restrict__ nearest, int64_t s0,
-                      int64_t s1) {
+                      int64_t s1, int by_position) {
   const int64_t s = s0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= s1) return;
   const int64_t i = g.order[s];
@@ -224,8 +228,9 @@ __global__ void __launch_bounds__(kPassThreads)
       }
     } while (gm_dpc_rows_next(geo, &rows));
   }
-  delta_sq[i] = best;
-  nearest[i] = best_j;
+  const int64_t at = by_position ? s : i;
+  delta_sq[at] = best;
+  nearest[at] = best_j;
 }
 
 // found[c]: the largest border density written so far for cluster c, as the bits of a
@@ -311,12 +316,18 @@ size_t grid_bytes(const gm_dpc_grid *grid) {
          n * dim * 8 + 4 * n * 8;
 }
 
+// The densest point of each cell into cell_max (ncells).
+gpuml_status cell_max_fill(Context &ctx, const GridDev &g, const double *rho_sorted,
+                           double *cell_max) {
+  const unsigned blocks = grid_1d(g.ncells, 256) < 4096u ? grid_1d(g.ncells, 256) : 4096u;
+  cell_max_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, rho_sorted, cell_max);
+  return ctx.launched("the densest point of each cell");
+}
+
 gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorted,
                          double **cell_max) {
   GM_TRY(ctx.alloc(cell_max, (size_t)g.ncells, "the densest point of each cell"));
-  const unsigned blocks = grid_1d(g.ncells, 256) < 4096u ? grid_1d(g.ncells, 256) : 4096u;
-  cell_max_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, rho_sorted, *cell_max);
-  return ctx.launched("the densest point of each cell");
+  return cell_max_fill(ctx, g, rho_sorted, *cell_max);
 }
 
 #define GM_DPC_DIM_SWITCH(dim, KERNEL, ...)                                            \
@@ -331,13 +342,14 @@ gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorte
     default: KERNEL<8><<<blocks, kPassThreads, 0, ctx.stream()>>>(__VA_ARGS__); break; \
   }
 
-// rho of the points of cells first .. last - 1.
+// rho of the points of cells first .. last - 1 (by point index, or by sorted position).
 gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
-                      int64_t first, int64_t last, double *rho, const gpuml_options *opt) {
+                      int64_t first, int64_t last, double *rho, int by_position,
+                      const gpuml_options *opt) {
   for (int64_t c0 = first; c0 < last; c0 += kGridCellChunk) {
     const int64_t c1 = min64(last, c0 + kGridCellChunk);
     const unsigned blocks = grid_1d((c1 - c0) * 32, kPassThreads);
-    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, rho, c0, c1);
+    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, rho, c0, c1, by_position);
     GM_TRY(ctx.launched("density peaks rho (index)"));
     GM_TRY(ctx.sync("density peaks rho (index)"));
     GM_TRY(interrupted(ctx, opt));
@@ -348,17 +360,17 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   return GPUML_OK;
 }
 
-// delta of the points of sorted positions first .. last - 1.
+// delta of the points of sorted positions first .. last - 1 (by point index, or by sorted
+// position), with the densest point of each cell (cell_max_fill).
 gpuml_status grid_delta(Context &ctx, int dim, const GridDev &g, const double *rho_sorted,
-                        int64_t top, int64_t first, int64_t last, double *delta_sq,
-                        int64_t *nearest, const gpuml_options *opt) {
-  double *cell_max = nullptr;
-  GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
+                        const double *cell_max, int64_t top, int64_t first, int64_t last,
+                        double *delta_sq, int64_t *nearest, int by_position,
+                        const gpuml_options *opt) {
   for (int64_t s0 = first; s0 < last; s0 += kGridChunk) {
     const int64_t s1 = min64(last, s0 + kGridChunk);
     const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
     GM_DPC_DIM_SWITCH(dim, grid_delta_kernel, g, rho_sorted, cell_max, top, delta_sq, nearest,
-                      s0, s1);
+                      s0, s1, by_position);
     GM_TRY(ctx.launched("density peaks delta (index)"));
     GM_TRY(ctx.sync("density peaks delta (index)"));
     GM_TRY(interrupted(ctx, opt));

@@ -144,9 +144,11 @@ gpuml_status all_pairs_pass(Context &ctx, const AllPairs &ap, int64_t n, int64_t
 }
 
 // Uploads the points; `fixed` is the other device memory the call needs. The GEMM tile
-// takes what the budget leaves.
+// takes what the budget leaves. The resident points, the centre and the tile in `keep`
+// when given (a session's, for later calls), else in the call's Context; the staging
+// buffer in the Context either way.
 gpuml_status setup_all_pairs(Context &ctx, AllPairs &ap, const double *x, int64_t n, int64_t d,
-                             size_t fixed) {
+                             size_t fixed, HeldList *keep) {
   ap.gemm = d >= kGemmMinDim;
   const size_t staging_bytes = ctx.budget() / 16 < ((size_t)32 << 20) ? ctx.budget() / 16
                                                                          : ((size_t)32 << 20);
@@ -171,13 +173,21 @@ gpuml_status setup_all_pairs(Context &ctx, AllPairs &ap, const double *x, int64_
   ap.R.d = d;
   ap.R.gemm = ap.gemm;
   if (ap.gemm) {
-    GM_TRY(ctx.alloc(&ap.centre, (size_t)d, "the centre"));
+    GM_TRY(keep_alloc(ctx, keep, &ap.centre, (size_t)d, "the centre"));
     ap.R.centre = ap.centre;
   }
-  GM_TRY(alloc_points(ctx, ap.R, n));
+  // alloc_points() (kernels/points.cuh) with the arrays where keep says; fp64: no split
+  ap.R.cap = n;
+  ap.R.first = -1;
+  ap.R.count = 0;
+  GM_TRY(keep_alloc(ctx, keep, &ap.R.x, (size_t)n * (size_t)d, "points"));
+  if (ap.gemm) {
+    GM_TRY(keep_alloc(ctx, keep, &ap.R.p, (size_t)n * (size_t)ap.R.width(), "centred points"));
+    GM_TRY(keep_alloc(ctx, keep, &ap.R.norm, (size_t)n, "squared norms"));
+  }
   if (ap.gemm) {
     GM_TRY(load_resident_with_centre(ctx, ap.sg, ap.R, (const double *)nullptr, 0, ap.centre));
-    GM_TRY(ctx.alloc(&ap.G, (size_t)ap.rt * (size_t)ap.qt, "the distance tile"));
+    GM_TRY(keep_alloc(ctx, keep, &ap.G, (size_t)ap.rt * (size_t)ap.qt, "the distance tile"));
   } else {
     GM_TRY(load_points(ctx, ap.sg, ap.R, 0, n));
   }

@@ -40,12 +40,17 @@ gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t d,
                                  const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                  int gaussian, double dc, double cut, double *rho,
                                  double *delta_sq, int64_t *nearest, const gpuml_options *opt);
-gpuml_status gm_cuda_dpc_rho(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
-                             int gaussian, double dc, double cut, int64_t first, int64_t last,
-                             double *rho, const gpuml_options *opt);
-gpuml_status gm_cuda_dpc_delta(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
-                               const double *rho, int64_t top, int64_t first, int64_t last,
-                               double *delta_sq, int64_t *nearest, const gpuml_options *opt);
+gpuml_status gm_cuda_dpc_part_open(const double *x, int64_t n, int64_t d,
+                                   const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
+                                   int gaussian, double dc, double cut, const gpuml_options *opt,
+                                   void **session);
+gpuml_status gm_cuda_dpc_part_starts(void *session, int64_t *start, const gpuml_options *opt);
+gpuml_status gm_cuda_dpc_part_rho(void *session, int64_t first, int64_t last, double *rho,
+                                  const gpuml_options *opt);
+gpuml_status gm_cuda_dpc_part_delta(void *session, const double *rho, int64_t top,
+                                    int64_t first, int64_t last, double *delta_sq,
+                                    int64_t *nearest, const gpuml_options *opt);
+void gm_cuda_dpc_part_close(void *session);
 gpuml_status gm_cuda_dpc_border(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                                 double cut, const double *rho, const int64_t *cluster,
                                 double *border, const gpuml_options *opt);

@@ -1201,6 +1201,23 @@ static void test_shards(void) {
     check_sharded("blobs, large dc (rho on the tiles)", x, n, d, 6, 0, 0, 4, "3", NULL);
     check_sharded("blobs, exact Gaussian", x, n, d, 0.3, 1, 0, 4, "2", NULL);
     check_sharded("blobs, threaded runner", x, n, d, 0.3, 0, 0, 4, "5", "2");
+    check_sharded("blobs, large dc (rho on the tiles), threads", x, n, d, 6, 0, 0, 4, "5", "2");
+    check_sharded("blobs, exact Gaussian, threads", x, n, d, 0.3, 1, 0, 4, "3", "3");
+    free(x);
+  }
+  /* uneven work: a dense blob (in one cell), a wider one and a sparse field, so that the
+   * rho parts (runs of whole cells) are uneven, some empty, and each device's session
+   * runs several parts */
+  {
+    const int64_t n = 4000, d = 2;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t t = 0; t < d; t++)
+        x[i + t * n] = i < 2000 ? 5 + 0.05 * normal() : i < 3000 ? 3 + normal() : 10 * uniform();
+    check_sharded("dense blobs in a sparse field", x, n, d, 0.3, 0, 0, 3, "16", NULL);
+    check_sharded("dense blobs in a sparse field, threads", x, n, d, 0.3, 0, 0, 3, "16", "3");
+    check_sharded("dense blobs in a sparse field, truncated Gaussian", x, n, d, 0.1, 1, 3, 3, "9",
+                  "4");
     free(x);
   }
   /* ties: an integer lattice (every density tied, pairs exactly at dc) and duplicates */
@@ -1250,6 +1267,36 @@ static void test_shards(void) {
     check_sharded("5 points on 64 shards", tiny, 5, 2, 1.5, 0, 0, 2, "64", NULL);
     check_sharded("5 points on 64 shards, threads", tiny, 5, 2, 1.5, 0, 0, 2, "64", "4");
   }
+}
+
+/* An interrupted fit over shards stops with its status and leaves nothing held: the next
+ * fit over shards is one device's. */
+static void test_shards_interrupted(void) {
+  const int64_t n = 20000, d = 2;
+  double *x = blobs(n, d, 4, 0.6, NULL);
+  gpuml_dpc_params p;
+  gpuml_dpc_params_init(&p);
+  p.dc = 0.3;
+  fit f = fit_alloc(n);
+  const char *threads[] = {NULL, "2"};
+  for (int t = 0; t < 2; t++) {
+    gpuml_options opt = options();
+    opt.interrupted = interrupt_later;
+    stop_after = 0;
+    set_shard_knobs("3", threads[t]);
+    const gpuml_status st =
+        gpuml_dpc_density(x, n, d, &p, f.rho, f.delta, f.nearest, NULL, &opt, NULL);
+    set_shard_knobs(NULL, NULL);
+    /* on the calling thread the first check stops it; with threads the calling thread
+     * looks every few ms, and the passes may be done before */
+    CHECK((st == GPUML_ERR_INTERRUPTED && strcmp(gpuml_last_error_id(), "interrupted") == 0) ||
+              (threads[t] && st == GPUML_OK),
+          "dpc over shards (threads %s) interrupted: status %d (%s)",
+          threads[t] ? threads[t] : "1", st, gpuml_last_error());
+    check_sharded("blobs after an interrupted fit", x, n, d, 0.3, 0, 0, 4, "3", threads[t]);
+  }
+  fit_free(&f);
+  free(x);
 }
 
 /* The device list of a fit: checked on every backend (ignored on the CPU when valid). */
@@ -1322,6 +1369,7 @@ int main(void) {
     test_recut_order();
     test_order_threads();
     test_shards();
+    test_shards_interrupted();
     test_device_list();
   }
   gpuml_shutdown(); /* the contexts' own memory, so that a leak check sees only leaks */

@@ -25,6 +25,16 @@ gpuml_status gm_cpu_dpc_rho(const double *x, int64_t n, int64_t d, const gm_dpc_
 gpuml_status gm_cpu_dpc_delta(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                               const double *rho, int64_t top, int64_t first, int64_t last,
                               double *delta_sq, int64_t *nearest, const gpuml_options *opt);
+gpuml_status gm_cpu_dpc_part_open(const double *x, int64_t n, int64_t d,
+                                  const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
+                                  int gaussian, double dc, double cut, const gpuml_options *opt,
+                                  void **session);
+gpuml_status gm_cpu_dpc_part_rho(void *session, int64_t first, int64_t last, double *rho,
+                                 const gpuml_options *opt);
+gpuml_status gm_cpu_dpc_part_delta(void *session, const double *rho, int64_t top, int64_t first,
+                                   int64_t last, double *delta_sq, int64_t *nearest,
+                                   const gpuml_options *opt);
+void gm_cpu_dpc_part_close(void *session);
 gpuml_status gm_cpu_dpc_border(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                                double cut, const double *rho, const int64_t *cluster,
                                double *border, const gpuml_options *opt);

@@ -1,6 +1,8 @@
 /* The density peaks passes of the CPU backend: on the grid of cells when the driver
  * built one (d <= GM_DPC_GRID_MAX_DIM, see gm_dpc_rows_fit), else on distance tiles over
- * all pairs. The whole passes are their parts over all points. */
+ * all pairs. The whole passes are their parts over all points; a session of parts
+ * (core/backend.h) keeps nothing but its arguments. */
+#include <stdlib.h>
 #include "cpu_backend.h"
 
 gpuml_status gm_cpu_dpc_rho(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
@@ -24,9 +26,48 @@ gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,
   gpuml_status st = gm_cpu_dpc_rho(x, n, d, rho_grid, gaussian, dc, cut, 0,
                                    rho_grid ? rho_grid->ncells : n, rho, opt);
   if (st) return st;
-  return gm_cpu_dpc_delta(x, n, d, delta_grid, rho, gm_dpc_top(rho, n), 0, n, delta_sq, nearest,
-                          opt);
+  return gm_cpu_dpc_delta(x, n, d, delta_grid, rho, gm_dpc_top(rho, n, gm_threads(opt)), 0, n,
+                          delta_sq, nearest, opt);
 }
+
+/* A session of the passes over parts: the arguments alone, since the points and the index
+ * are in host memory already. */
+typedef struct {
+  const double *x;
+  int64_t n, d;
+  const gm_dpc_grid *rho_grid, *delta_grid;
+  int gaussian;
+  double dc, cut;
+} cpu_part_session;
+
+gpuml_status gm_cpu_dpc_part_open(const double *x, int64_t n, int64_t d,
+                                  const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
+                                  int gaussian, double dc, double cut, const gpuml_options *opt,
+                                  void **session) {
+  (void)opt;
+  cpu_part_session *s = malloc(sizeof *s);
+  *session = s;
+  if (!s) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate a density peaks session");
+  *s = (cpu_part_session){x, n, d, rho_grid, delta_grid, gaussian, dc, cut};
+  return GPUML_OK;
+}
+
+gpuml_status gm_cpu_dpc_part_rho(void *session, int64_t first, int64_t last, double *rho,
+                                 const gpuml_options *opt) {
+  const cpu_part_session *s = session;
+  return gm_cpu_dpc_rho(s->x, s->n, s->d, s->rho_grid, s->gaussian, s->dc, s->cut, first, last,
+                        rho, opt);
+}
+
+gpuml_status gm_cpu_dpc_part_delta(void *session, const double *rho, int64_t top, int64_t first,
+                                   int64_t last, double *delta_sq, int64_t *nearest,
+                                   const gpuml_options *opt) {
+  const cpu_part_session *s = session;
+  return gm_cpu_dpc_delta(s->x, s->n, s->d, s->delta_grid, rho, top, first, last, delta_sq,
+                          nearest, opt);
+}
+
+void gm_cpu_dpc_part_close(void *session) { free(session); }
 
 gpuml_status gm_cpu_dpc_border(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                                double cut, const double *rho, const int64_t *cluster,
