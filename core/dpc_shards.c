@@ -12,7 +12,7 @@
  * p % devices, each device on a thread of its own (a gm_shard_pool kept for the opening
  * and both passes), its parts in turn; the sessions close on the calling thread.
  *
- * The parts: on the cell index, rho by runs of whole cells of about n / parts points each
+ * The parts: on the cell index, rho by runs of whole cells of about equal work
  * (cell_bounds), and delta by runs of sorted positions; over all pairs, rows (the
  * Gaussian density in multiples of GM_DPC_GAUSS_PART_ROWS, so that every point's weights
  * come from the same GEMM tile as on one device; fewer parts then get work below a few
@@ -39,15 +39,27 @@ typedef struct {
 } dpc_job;
 
 /* bounds[p] .. bounds[p + 1] - 1: the cells of part p, from the points before each cell
- * (start[], nc + 1 values): each part's first cell the first whose points before it reach
- * gm_shard_start(n, parts, p). */
+ * (start[], nc + 1 values). A cell's rho work is its points times the points of the cells
+ * around it; for a density that changes slowly from cell to cell that is about the square
+ * of its count, so the parts are runs of cells of about equal sums of squared counts. On
+ * the CPU, 10^6 points in 20 blobs: the slowest of 4 parts took 1.06-1.11x the mean time
+ * of a part (1.18-1.28x with equal counts), of 8 parts 1.19x (1.33x). */
 static void cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bounds) {
-  const int64_t n = start[nc];
+  double total = 0;
+  for (int64_t c = 0; c < nc; c++) {
+    const double count = (double)(start[c + 1] - start[c]);
+    total += count * count;
+  }
   int64_t c = 0;
+  double reached = 0; /* the weight of the cells before cell c */
   bounds[0] = 0;
   for (int p = 1; p < parts; p++) {
-    const int64_t target = gm_shard_start(n, parts, p);
-    while (c < nc && start[c] < target) c++;
+    const double target = total * p / parts;
+    while (c < nc && reached < target) {
+      const double count = (double)(start[c + 1] - start[c]);
+      reached += count * count;
+      c++;
+    }
     bounds[p] = c;
   }
   bounds[parts] = nc;
