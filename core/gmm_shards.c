@@ -145,7 +145,7 @@ static gpuml_status shard_close(void *ctx, int s, const gpuml_options *opt) {
 static void sharded_close(void *p) {
   gmm_sharded *g = p;
   if (!g) return;
-  if (g->pool && g->shards) gm_shard_pool_run(g->pool, shard_close, g, NULL);
+  if (g->pool && g->shards) gm_shard_pool_run_all(g->pool, shard_close, g);
   gm_shard_pool_close(g->pool);
   for (int s = 0; g->shards && s < g->plan.count; s++) {
     free(g->shards[s].x);

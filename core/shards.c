@@ -84,6 +84,7 @@ struct gm_shard_pool {
   /* the job (under lock) */
   gm_shard_fn fn;
   void *ctx;
+  int all;                 /* every shard runs, whatever the interrupts and failures */
   long generation;
   int finished, quit;
   atomic_int stop;         /* set by the calling thread on an interrupt, or by a failure */
@@ -102,13 +103,16 @@ static void run_shards(worker *w) {
   gm_shard_pool *p = w->pool;
   w->status = GPUML_OK;
   w->failed_shard = -1;
-  for (int s = w->thread; s < p->plan.count && !atomic_load(&p->stop); s += p->plan.ndevices) {
+  for (int s = w->thread; s < p->plan.count && (p->all || !atomic_load(&p->stop));
+       s += p->plan.ndevices) {
     gpuml_status st = p->fn(p->ctx, s, &w->opt);
-    if (st) {
+    if (st && !w->status) {
       w->status = st;
       w->failed_shard = s;
       snprintf(w->id, sizeof w->id, "%s", gpuml_last_error_id());
       snprintf(w->message, sizeof w->message, "%s", gpuml_last_error());
+    }
+    if (st && !p->all) {
       atomic_store(&p->stop, 1);
       break;
     }
@@ -190,9 +194,18 @@ gpuml_status gm_shard_pool_open(const gm_shard_plan *plan, const gpuml_options *
   return GPUML_OK;
 }
 
-gpuml_status gm_shard_pool_run(gm_shard_pool *p, gm_shard_fn fn, void *ctx, const char *stage) {
+static gpuml_status pool_run(gm_shard_pool *p, gm_shard_fn fn, void *ctx, const char *stage,
+                             int all) {
   const gm_shard_plan *plan = &p->plan;
   const gpuml_options *used = &p->used;
+  if (p->nthreads == 0 && all) {
+    gpuml_status first = GPUML_OK;
+    for (int s = 0; s < plan->count; s++) {
+      const gpuml_status st = fn(ctx, s, &p->workers[0].opt);
+      if (st && !first) first = st; /* its message stays the last error */
+    }
+    return first;
+  }
   if (p->nthreads == 0) {
     /* one device (or the CPU): the shards in turn on the calling thread, whose callbacks
      * the shards may call; progress counts shards */
@@ -205,6 +218,7 @@ gpuml_status gm_shard_pool_run(gm_shard_pool *p, gm_shard_fn fn, void *ctx, cons
   pthread_mutex_lock(&p->lock);
   p->fn = fn;
   p->ctx = ctx;
+  p->all = all;
   p->finished = 0;
   atomic_store(&p->stop, 0);
   atomic_store(&p->rows_done, 0);
@@ -227,7 +241,7 @@ gpuml_status gm_shard_pool_run(gm_shard_pool *p, gm_shard_fn fn, void *ctx, cons
     const int all_done = p->finished == p->nthreads;
     pthread_mutex_unlock(&p->lock);
     if (all_done) break;
-    if (!interrupted && gm_interrupted(used)) {
+    if (!all && !interrupted && gm_interrupted(used)) {
       interrupted = 1;
       atomic_store(&p->stop, 1);
     }
@@ -251,6 +265,14 @@ gpuml_status gm_shard_pool_run(gm_shard_pool *p, gm_shard_fn fn, void *ctx, cons
   /* the last shards may finish between two looks */
   if (stage && reported < plan->rows) gm_progress(used, stage, plan->rows, plan->rows);
   return GPUML_OK;
+}
+
+gpuml_status gm_shard_pool_run(gm_shard_pool *p, gm_shard_fn fn, void *ctx, const char *stage) {
+  return pool_run(p, fn, ctx, stage, 0);
+}
+
+gpuml_status gm_shard_pool_run_all(gm_shard_pool *p, gm_shard_fn fn, void *ctx) {
+  return pool_run(p, fn, ctx, NULL, 1);
 }
 
 gpuml_status gm_shards_run(const gm_shard_plan *plan, const gpuml_options *used, gm_shard_fn fn,

@@ -51,6 +51,10 @@ gpuml_status gm_shard_pool_open(const gm_shard_plan *plan, const gpuml_options *
                                 gm_shard_pool **pool);
 gpuml_status gm_shard_pool_run(gm_shard_pool *pool, gm_shard_fn fn, void *ctx,
                                const char *stage);
+/* fn on every shard whatever happens: no interrupt stops it, nor a shard's failure (the
+ * first is returned). For closing what the shards hold (an engine that holds its
+ * device's lock until it is closed must be closed). */
+gpuml_status gm_shard_pool_run_all(gm_shard_pool *pool, gm_shard_fn fn, void *ctx);
 void gm_shard_pool_close(gm_shard_pool *pool);
 
 /* ---- the sharded algorithms ---- */

@@ -8,9 +8,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "gmm_compare.h"
 #include "harness.h"
+#include "shards.h"
 
 static uint64_t state = 977;
 static double uniform(void) {
@@ -213,10 +215,54 @@ static void test_set_devices(void) {
         "no device list: %s", gpuml_last_error());
 }
 
+static atomic_int pool_calls;
+
+static gpuml_status count_shard(void *ctx, int s, const gpuml_options *opt) {
+  (void)ctx;
+  (void)opt;
+  atomic_fetch_add(&pool_calls, 1);
+  return s == 1 ? gm_fail(GPUML_ERR_CUDA, "test:shard", "shard 1 fails") : GPUML_OK;
+}
+
+static int always_interrupted(void *ctx) {
+  (void)ctx;
+  return 1;
+}
+
+/* The job that closes what the shards hold runs on every shard although the caller asks
+ * to stop and a shard fails (an engine left open keeps its device's lock): on the
+ * calling thread and on 3 threads. */
+static void test_pool_run_all(void) {
+  gpuml_options opt;
+  gpuml_options_init(&opt);
+  opt.backend = GPUML_BACKEND_CPU;
+  opt.verbose = 1;
+  opt.interrupted = always_interrupted;
+  for (int threads = 1; threads <= 3; threads += 2) {
+    gm_shard_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.rows = 100;
+    plan.count = 6;
+    plan.ndevices = threads;
+    gm_shard_pool *pool = NULL;
+    gpuml_status st = gm_shard_pool_open(&plan, &opt, &pool);
+    CHECK(!st, "a pool of %d thread(s): %s", threads, gpuml_last_error());
+    if (st) continue;
+    atomic_store(&pool_calls, 0);
+    st = gm_shard_pool_run_all(pool, count_shard, NULL);
+    CHECK(st == GPUML_ERR_CUDA && atomic_load(&pool_calls) == 6 &&
+              strcmp(gpuml_last_error_id(), "test:shard") == 0,
+          "run_all on %d thread(s), interrupted, shard 1 failing: every shard ran (%d of 6), "
+          "the failure returned (%s)", threads, atomic_load(&pool_calls), gpuml_last_error());
+    gm_shard_pool_close(pool);
+  }
+}
+
 int main(void) {
   harness_init();
   test_device_list();
   test_set_devices();
+  test_pool_run_all();
   HARNESS_FOR_EACH_BACKEND(b) {
     if (!harness_runs(b, "kNN over shards")) continue;
     test_knn_shards(b);
