@@ -71,6 +71,12 @@
 ## @qcode{"auto"} (default), @qcode{"cpu"} or @qcode{"cuda"}.
 ## @item @qcode{"verbose"}
 ## @code{true} prints each stage and, every 50 iterations, the KL divergence.
+## @item @qcode{"devices"}
+## The CUDA devices to spread the optimisation over: @code{[]} (default: one device),
+## device numbers such as @code{[0 1]}, or @qcode{"all"}. The neighbours and P are built
+## on the first device; each device moves a block of the points while holding all their
+## places, and the embedding is one device's, bit for bit. On the CPU backend the list is
+## checked and then ignored.
 ## @end table
 ##
 ## @strong{Outputs}
@@ -111,7 +117,8 @@ function [Y, info] = gpu_tsne (X, varargin)
                      "exaggeration", 12, "stop_lying_iter", 250, "method", "auto",
                      "seed", [], "verbose", false, "backend", "auto", "momentum", 0.5,
                      "final_momentum", 0.8, "mom_switch_iter", 250, "max_step_norm", 5,
-                     "df", 1, "is_distance", false, "nn_index", [], "nn_dist", []);
+                     "df", 1, "is_distance", false, "nn_index", [], "nn_dist", [],
+                     "devices", []);
   [opts, given] = gpuml_parse_options ("gpu_tsne", defaults, varargin);
   out_single = isa (X, "single");
   if ((isnumeric (X) || islogical (X)) && ! issparse (X) && ! iscomplex (X))
@@ -123,7 +130,7 @@ function [Y, info] = gpu_tsne (X, varargin)
   init_y = [];
   for i = 1:2:numel (given)
     switch (given{i})
-      case {"seed", "verbose", "backend", "is_distance", "nn_index", "nn_dist"}
+      case {"seed", "verbose", "backend", "is_distance", "nn_index", "nn_dist", "devices"}
       case "init"
         if (ischar (given{i+1}))
           params(end+1:end+2) = given(i:i+1);
@@ -159,7 +166,8 @@ function [Y, info] = gpu_tsne (X, varargin)
   seed = gpuml_seed (opts.seed);
   try
     [Y, costs, backend, method, eta, k, seconds, costs_at] = ...
-      gpuml_tsne_mex (X, params, init_y, seed, opts.backend, opts.verbose, input, nn_dist);
+      gpuml_tsne_mex (X, params, init_y, seed, opts.backend, opts.verbose, input, nn_dist,
+                      opts.devices);
   catch err
     gpuml_rethrow (err, "gpu_tsne", "gpuml_tsne_mex");
   end_try_catch
@@ -298,3 +306,20 @@ endfunction
 %!error id=gpuml:badBackend gpu_tsne (rand (20, 3), "perplexity", 5, "backend", "gpu")
 %!error id=gpuml:tsne:badType gpu_tsne ({1, 2})
 %!error <Invalid call> gpu_tsne ()
+
+## devices: checked by the core, ignored on the CPU; the optimiser over shards
+## (GPUML_SHARDS, the development knob that stands for several devices) gives one
+## shard's embedding bit for bit
+%!error <listed twice> gpu_tsne (rand (40, 3), "perplexity", 5, "backend", "cpu", "devices", [1 1])
+%!test
+%! randn ("seed", 3);
+%! X = [randn(100, 4); randn(100, 4) + 5];
+%! [Y1, i1] = gpu_tsne (X, "perplexity", 10, "max_iter", 100, "seed", 2, "backend", B);
+%! unwind_protect
+%!   setenv ("GPUML_SHARDS", "3");
+%!   [Y2, i2] = gpu_tsne (X, "perplexity", 10, "max_iter", 100, "seed", 2, "backend", B,
+%!                        "devices", "all");
+%! unwind_protect_cleanup
+%!   unsetenv ("GPUML_SHARDS");
+%! end_unwind_protect
+%! assert (isequal (Y2, Y1) && isequal (i2.itercosts, i1.itercosts));

@@ -8,7 +8,7 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
                      seed = NULL, verbose = FALSE, backend = "auto", momentum = 0.5,
                      final_momentum = 0.8, mom_switch_iter = 250, max_step_norm = 5,
                      df = 1, keep_data = TRUE, is_distance = FALSE, nn_index = NULL,
-                     nn_dist = NULL) {
+                     nn_dist = NULL, devices = getOption("gpuml.devices")) {
   # the input: data (rows), a distance matrix or dist object, or neighbour lists
   input <- if (!is.null(nn_index) || !is.null(nn_dist)) "neighbours"
            else if (isTRUE(is_distance)) "distance" else "data"
@@ -40,7 +40,7 @@ gpu_tsne <- function(X, dims = 2, perplexity = 30, max_iter = 1000, pca = TRUE,
   seed <- as_seed(seed)
   started <- proc.time()[["elapsed"]]
   res <- .Call(gpuml_r_tsne, X, params, init_y, seed, as_backend(backend),
-               as_flag(verbose, "verbose"), gpuml_threads(), input, nn)
+               as_flag(verbose, "verbose"), gpuml_threads(), input, nn, as_devices(devices))
   elapsed <- proc.time()[["elapsed"]] - started
   if (input != "neighbours" && !is.null(rownames(X))) rownames(res$Y) <- rownames(X)
   used <- res$settings  # what the core ran with, its defaults included

@@ -331,7 +331,7 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_dpc_rank", (DL_FUNC)&gpuml_r_dpc_rank, 4},
 
     /* t-SNE (gpuml_r_tsne.c) */
-    {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 9},
+    {"gpuml_r_tsne", (DL_FUNC)&gpuml_r_tsne, 10},
     {"gpuml_r_tsne_transform", (DL_FUNC)&gpuml_r_tsne_transform, 7},
 
     /* Gaussian mixtures (gpuml_r_gmm.c) */

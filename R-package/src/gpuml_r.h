@@ -68,7 +68,7 @@ SEXP gpuml_r_dpc_cut(SEXP x, SEXP dc, SEXP rho, SEXP delta, SEXP nearest, SEXP o
 SEXP gpuml_r_dpc_index(SEXP x, SEXP dc, SEXP threads);
 SEXP gpuml_r_dpc_rank(SEXP rho, SEXP delta, SEXP m, SEXP threads);
 SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEXP verbose,
-                  SEXP threads, SEXP input, SEXP nn_dist);
+                  SEXP threads, SEXP input, SEXP nn_dist, SEXP devices);
 SEXP gpuml_r_tsne_transform(SEXP x, SEXP y, SEXP newdata, SEXP params, SEXP backend,
                             SEXP verbose, SEXP threads);
 SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads,

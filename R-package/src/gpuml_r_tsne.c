@@ -41,9 +41,10 @@ static void tsne_report(void *ctx, const char *stage, int64_t done, int64_t tota
  * n x dims double matrix (the user's start). seed: a double holding a whole number.
  * backend: a string. */
 SEXP gpuml_r_tsne(SEXP x, SEXP params, SEXP init_y, SEXP seed, SEXP backend, SEXP verbose,
-                  SEXP threads, SEXP input, SEXP nn_dist) {
+                  SEXP threads, SEXP input, SEXP nn_dist, SEXP devices) {
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  gpuml_r_devices(&opt, devices);
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
   gpuml_tsne_result result;
   tsne_progress progress = {&result, now_seconds(), opt.verbose};

@@ -2,12 +2,12 @@
  * gpuml_tsne_mex: MEX gateway to gpuml_tsne_fit. Called by gpu_tsne.m.
  *
  *   [Y, itercosts, backend, method, learning_rate, neighbours, seconds, costs_at] =
- *       gpuml_tsne_mex (X, params, init_y, seed, backend, verbose, input, nn_dist)
+ *       gpuml_tsne_mex (X, params, init_y, seed, backend, verbose, input, nn_dist, devices)
  *
  * input: "data" (X: n x d double), "distance" (X: the n x n distances) or "neighbours"
  * (X: nn_index, n x k 1-based indices as double; nn_dist: their n x k distances). params: a cell {name, value, ...} of the parameters the user gave,
  * by the core's names (the core holds the defaults). init_y: [] or the user's n x dims
- * start. seed: a whole number. Y: n x dims double.
+ * start. seed: a whole number. devices: [], device numbers or "all". Y: n x dims double.
  */
 #include <math.h>
 #include "gpuml_mex.h"
@@ -37,10 +37,10 @@ static void tsne_report(void *ctx, const char *stage, int64_t done, int64_t tota
 }
 
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  if (nrhs != 8)
+  if (nrhs != 9)
     mexErrMsgIdAndTxt("gpuml:tsne:nargs",
                       "usage: gpuml_tsne_mex (X, params, init_y, seed, backend, verbose, input, "
-                      "nn_dist); call gpu_tsne instead");
+                      "nn_dist, devices); call gpu_tsne instead");
   if (nlhs > 8) mexErrMsgIdAndTxt("gpuml:tsne:nargs", "gpuml_tsne_mex returns at most 8 outputs");
   const mxArray *x = prhs[0], *init = prhs[2];
   gpuml_mex_check_matrix(x, "X", "tsne");
@@ -51,6 +51,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_options opt;
   tsne_progress progress;
   gpuml_mex_options(&opt, prhs[4], prhs[5], &progress.base);
+  gpuml_mex_devices(&opt, prhs[8]);
   gpuml_tsne_result result;
   memset(&result, 0, sizeof result);
   progress.result = &result;

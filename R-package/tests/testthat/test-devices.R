@@ -95,3 +95,18 @@ test_that("density peaks split into shards give the fit of one shard, bit for bi
   expect_identical(gpu_dpc(x, dc = 0.4, backend = "cpu", devices = c(0, 1))$rho,
                    gpu_dpc(x, dc = 0.4, backend = "cpu")$rho)
 })
+
+test_that("t-SNE on shards is the one-shard embedding bit for bit", {
+  set.seed(5)
+  x <- rbind(matrix(rnorm(150 * 4), 150), matrix(rnorm(150 * 4, 5), 150))
+  b <- test_backend()
+  expect_error(gpu_tsne(x, perplexity = 10, max_iter = 10, backend = "cpu", devices = c(2, 2)),
+               "listed twice")
+  for (method in c("exact", "fft")) {
+    one <- gpu_tsne(x, perplexity = 10, max_iter = 120, seed = 4, backend = b, method = method)
+    split <- with_shards(3, 1, gpu_tsne(x, perplexity = 10, max_iter = 120, seed = 4,
+                                        backend = b, method = method, devices = "all"))
+    expect_identical(split$Y, one$Y)
+    expect_identical(split$itercosts, one$itercosts)
+  }
+})
