@@ -42,8 +42,9 @@ typedef struct {
  * (start[], nc + 1 values). A cell's rho work is its points times the points of the cells
  * around it; for a density that changes slowly from cell to cell that is about the square
  * of its count, so the parts are runs of cells of about equal sums of squared counts. On
- * the CPU, 10^6 points in 20 blobs: the slowest of 4 parts took 1.06-1.11x the mean time
- * of a part (1.18-1.28x with equal counts), of 8 parts 1.19x (1.33x). */
+ * the CPU, 10^6 points in 20 blobs: the slowest of 4 parts took 1.04-1.07x the mean time
+ * of a part (1.20-1.42x with equal counts), of 8 parts 1.07-1.14x (1.39-1.56x). The GPU's
+ * rho kernel takes a cell per warp, so its cost per cell grows less than the square. */
 static void cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bounds) {
   double total = 0;
   for (int64_t c = 0; c < nc; c++) {
@@ -149,7 +150,11 @@ static gpuml_status job_bounds(dpc_job *job, const gpuml_options *opt) {
   if (!start)
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to split the cells",
                    (double)g->ncells * 8 / 1e6);
-  const gpuml_status st = job->b->dpc->part_starts(job->sessions[0], start, opt);
+  const gpuml_status st =
+      job->b->dpc->part_starts
+          ? job->b->dpc->part_starts(job->sessions[0], start, opt)
+          : gm_fail(GPUML_ERR_CUDA, "internal", "a backend that sorts on the device without "
+                                                "part_starts");
   if (!st) cell_bounds(start, g->ncells, parts, bounds);
   free(start);
   return st;
