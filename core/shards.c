@@ -176,6 +176,10 @@ gpuml_status gm_shard_pool_open(const gm_shard_plan *plan, const gpuml_options *
     w->opt.ndevices = 0;
     w->opt.verbose = 0;
     if (threaded) {
+      /* the host threads shared among the workers, whose host work (a density pass's
+       * scatter, say) runs at the same time */
+      const int share = gm_threads(used) / plan->ndevices;
+      w->opt.threads = share > 1 ? share : 1;
       /* a worker never calls the caller's callbacks */
       w->opt.progress = NULL;
       w->opt.interrupted = worker_interrupted;
