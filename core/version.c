@@ -13,8 +13,9 @@ static const struct {
                                "default 80% of the free memory"},
     {"GPUML_CUDA_POOL_CACHE", "bytes of device memory kept cached between calls (K/M/G); "
                               "default a quarter of the device"},
-    {"GPUML_SHARDS", "development: split kNN references and the mixtures' rows into this "
-                     "many logical shards"},
+    {"GPUML_SHARDS", "development: split the work of several devices (kNN references, the "
+                     "mixtures' rows, the density passes, t-SNE's points) into this many "
+                     "logical shards"},
     {"GPUML_SHARD_THREADS", "development: run the shards on this many host threads (the "
                             "runner of several devices, on one device or the CPU)"},
     {"GPUML_CUDA_TILE", "development: tiles of at most this many rows, data not resident"},
@@ -29,8 +30,8 @@ static const struct {
                              "for fp32"},
     {"GPUML_CUDA_KNN_RECHECK", "development: \"all\" sends every query of precision auto to "
                                "the fp64 re-check"},
-    {"GPUML_GMM_FUSED", "development: 0 takes the GEMM path of the full-covariance mixture "
-                        "steps instead of the fused kernels"},
+    {"GPUML_GMM_FUSED", "development: 1 takes the fused kernels of the full-covariance "
+                        "mixture steps instead of the GEMM path (the default)"},
     {"GPUML_CUDA_PAGEABLE", "development: 1 uploads straight from pageable memory instead of "
                             "the page-locked ring (for comparisons)"},
     {"GPUML_TEST_BACKENDS", "tests: the backends the C tests run (\"cpu\", \"cuda\", \"cpu,cuda\")"},
