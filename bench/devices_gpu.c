@@ -74,6 +74,21 @@ static void *must(void *p) {
 
 static int counts[8], ncounts = 0, reps = 2;
 
+/* n x d points (column-major) around G centres drawn uniformly in [0, width)^d, each row
+ * i at centre i mod G plus standard normal noise from stream `stream` (the same values
+ * on any number of threads). */
+static double *blobs(int64_t n, int64_t d, int64_t G, double width, uint64_t stream) {
+  double *x = must(malloc(sizeof(double) * (size_t)n * (size_t)d));
+  double *centre = must(malloc(sizeof(double) * (size_t)(G * d)));
+  for (int64_t i = 0; i < G * d; i++) centre[i] = width * uniform();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < d; j++)
+      x[i + j * n] = centre[(i % G) * d + j] + normal_at(stream, (uint64_t)(i * d + j));
+  free(centre);
+  return x;
+}
+
 /* The options of a run on the first c devices. */
 static gpuml_options on_devices(int c) {
   gpuml_options o;
@@ -215,14 +230,7 @@ static void bench_gmm(int64_t n, int64_t d, int64_t G) {
            (long long)G);
   printf("== %s (fp64; seconds per EM iteration)\n", name);
   fflush(stdout);
-  double *x = must(malloc(sizeof(double) * (size_t)n * (size_t)d));
-  double *centre = must(malloc(sizeof(double) * (size_t)(G * d)));
-  for (int64_t i = 0; i < G * d; i++) centre[i] = 8 * uniform();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < d; j++)
-      x[i + j * n] = centre[(i % G) * d + j] + normal_at(3, (uint64_t)(i * d + j));
-  free(centre);
+  double *x = blobs(n, d, G, 8, 3);
   double one = 0, loglik1 = NAN;
   const int64_t lengths[2] = {5, 105};
   for (int ci = 0; ci < ncounts; ci++) {
@@ -262,13 +270,7 @@ static void bench_dpc(int64_t n) {
   printf("== %s (fp64, dc estimated, cutoff kernel, 10 centres with halo)\n", name);
   fflush(stdout);
   const int64_t d = 2, G = 20;
-  double *x = must(malloc(sizeof(double) * (size_t)n * (size_t)d));
-  double centre[2 * 20];
-  for (int i = 0; i < 2 * G; i++) centre[i] = 20 * uniform();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < d; j++)
-      x[i + j * n] = centre[(i % G) * d + j] + normal_at(4, (uint64_t)(i * d + j));
+  double *x = blobs(n, d, G, 20, 4);
   double *rho1 = must(malloc(sizeof(double) * (size_t)n));
   double *delta1 = must(malloc(sizeof(double) * (size_t)n));
   int64_t *near1 = must(malloc(sizeof(int64_t) * (size_t)n));
@@ -359,14 +361,7 @@ static void bench_tsne(int64_t n, int64_t d) {
   printf("== %s (fp64, FFT, 1000 iterations; whole fit and optimisation)\n", name);
   fflush(stdout);
   const int64_t G = 30;
-  double *x = must(malloc(sizeof(double) * (size_t)n * (size_t)d));
-  double *centre = must(malloc(sizeof(double) * (size_t)(G * d)));
-  for (int64_t i = 0; i < G * d; i++) centre[i] = 6 * uniform();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < d; j++)
-      x[i + j * n] = centre[(i % G) * d + j] + normal_at(5, (uint64_t)(i * d + j));
-  free(centre);
+  double *x = blobs(n, d, G, 6, 5);
   double *y1 = must(malloc(sizeof(double) * (size_t)n * 2));
   double *y = must(malloc(sizeof(double) * (size_t)n * 2));
   double one = 0, one_opt = 0;
