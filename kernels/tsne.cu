@@ -291,7 +291,6 @@ struct TsneGpu {
   int32_t *col = nullptr;
   double *val = nullptr;
   bool p_on_device = false;  // row, col, val are a resident P's (not this call's)
-  bool p_copied = false;     // this optimiser's rows of a resident P, copied on the device
   double *y = nullptr, *uy = nullptr, *gains = nullptr, *attr = nullptr, *rep = nullptr,
          *zrow = nullptr, *partial = nullptr, *scal = nullptr;
   // exact
@@ -338,8 +337,7 @@ struct TsneGpu {
   size_t bytes_needed() const {
     // P (row pointers, 32-bit columns, values) and the buffer its columns pass through,
     // unless P is on the device already
-    size_t b = p_on_device ? 0 : (size_t)(last - first + 1) * 8 + (size_t)nnz * 12;
-    if (!p_on_device && !p_copied) b += (size_t)column_chunk() * 8;
+    size_t b = p_on_device ? 0 : (size_t)(last - first + 1) * 8 + (size_t)nnz * 12 + (size_t)column_chunk() * 8;
     b += (size_t)n * D * 8 * 5 + (size_t)n * 8 + (size_t)kReduceBlocks * 8 * 4 + 1024;
     if (method == GPUML_TSNE_EXACT) {
       b += (size_t)chunks * n * 8 * (1 + D);
@@ -369,7 +367,6 @@ struct TsneGpu {
     const bool copy_resident =
         resident && (first != 0 || last != n || resident->device != device);
     p_on_device = resident && !copy_resident;
-    p_copied = copy_resident;
     int64_t e_first = 0;  // the first entry of P's rows first .. last - 1
     if (copy_resident) {
       int64_t bounds[2];
