@@ -129,8 +129,9 @@ typedef struct gm_tsne_ops {
   gpuml_status (*place)(const gm_csr *P, const gm_tsne_place_run *run, double *y,
                         const gpuml_options *opt);
   /* The fit's P from the data x (n x d) without a round trip through the host: the
-   * self-search for k neighbours as knn() does it (Euclidean, one device), then P as
-   * affinities() builds it from those lists, kept in the backend's memory for its
+   * self-search for k neighbours as knn() does it (Euclidean; split by query blocks over
+   * opt's devices or shards, the lists gathered on the first device), then P as
+   * affinities() builds it from those lists, kept in the first device's memory for
    * optimize() (P->resident, n and nnz set). Where that memory is too small, P comes
    * back on the host as affinities() gives it. NULL: the core searches, then calls
    * affinities() (the CPU, where the lists and P are in host memory anyway). */

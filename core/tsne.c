@@ -500,18 +500,14 @@ gpuml_status gm_tsne_fit_affinities(const double *x, int64_t n, int64_t d, int64
                                     const gpuml_options *opt) {
   memset(P, 0, sizeof *P);
   const gm_backend *b = gm_backend_used(opt);
-  gm_shard_plan plan;
-  gpuml_status st = gm_shard_plan_make(opt, n, &plan);
-  if (st) return st;
-  /* The backend's own path searches one device with the plain Euclidean distance, also
-   * when several are listed (the first): a search split over devices brings its lists
-   * through the host, and P with them, which cost more than the split saved (10^6 x 50
-   * on 4 H200s: 10.2 s to P against 4.3 s on one); the optimiser splits P's rows. */
+  gpuml_status st = GPUML_OK;
+  /* The backend's own path (the plain Euclidean distance) keeps the lists and P on the
+   * device: the search split by query blocks over the devices, its lists gathered on the
+   * first by peer copies, P built there. (A search split by references, merged through
+   * the host with P built there, cost more than the split saved: 10^6 x 50 on 4 H200s,
+   * 10.2 s to P against 4.3 s on one.) The optimiser splits P's rows. */
   if (b->tsne->fit_affinities && opt->metric == GPUML_METRIC_EUCLIDEAN) {
-    gpuml_options first = *opt;
-    first.device = plan.devices[0];
-    first.ndevices = 0;
-    st = b->tsne->fit_affinities(x, n, d, k, perplexities, scales, P, &first);
+    st = b->tsne->fit_affinities(x, n, d, k, perplexities, scales, P, opt);
     if (!st) gm_progress(opt, "affinities", n, n);
     return st;
   }

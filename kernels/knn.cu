@@ -30,10 +30,12 @@
 //   GPUML_CUDA_FUSED_SPLIT=N    the fused kernel with the references split every ~N points
 //   GPUML_CUDA_KNN_SPLIT=0      plain SGEMM instead of the split TF32 GEMM (fp32)
 //   GPUML_CUDA_KNN_RECHECK=all  precision auto: every query searched again in fp64
+#include <memory>
 #include <new>
 #include "gpuml_cuda.h"
 #include "knn_fused.cuh"
 #include "knn_lists.cuh"
+#include "shards.h"
 
 namespace gm {
 namespace {
@@ -434,6 +436,9 @@ struct KnnSearch {
   // unused); lists_fit turns false, and nothing is searched, when they do not fit.
   HeldBlock *keep_idx = nullptr, *keep_dist = nullptr;
   bool lists_fit = true;
+  // The queries searched: rows [q_begin, q_end) of the query matrix (all of it unless the
+  // caller narrows it with only_rows); the lists hold their mq = q_end - q_begin rows.
+  int64_t q_begin = 0, q_end = 0, mq = 0;
   int64_t splits = 1, fused_per = 0, gemm_count = 0;
   // precision auto: the largest reference norm, each tile's certificate flags, and the
   // queries whose lists were not certified (searched again in fp64 afterwards)
@@ -459,6 +464,15 @@ struct KnnSearch {
       query = data;
       m = n;
     }
+    q_end = mq = m;
+  }
+
+  // Searches only the queries [begin, end) (a block of a self-search split over devices:
+  // each query's list is the whole search's, the self-exclusion by its global row).
+  void only_rows(int64_t begin, int64_t end) {
+    q_begin = begin;
+    q_end = end;
+    mq = end - begin;
   }
 
   // The kind of search and its tiles, from the device's free memory.
@@ -491,11 +505,11 @@ struct KnnSearch {
     K = (int)p.K;
     GM_TRY(ctx.init(opt, p.gemm));
     p.sm_count = ctx.sm_count();
-    if (p.fused && (plan_knn(p, n, d, m, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
+    if (p.fused && (plan_knn(p, n, d, mq, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
       p.fused = false;  // the data do not fit on the device: tile by tile instead
       p.tile = p.gemm || !p.small;
     }
-    if (!p.fused) GM_TRY(plan_knn(p, n, d, m, k, self, ctx.budget()));
+    if (!p.fused) GM_TRY(plan_knn(p, n, d, mq, k, self, ctx.budget()));
     qt = p.qt;
     rt = p.resident && !p.tile ? n : p.rt;
     QK = (size_t)qt * (size_t)K;
@@ -584,9 +598,9 @@ struct KnnSearch {
     // The whole m x k result stays on the device when it fits (one copy at the end);
     // otherwise each query tile's part is copied out as it is done.
     const size_t out_bytes = (size_t)k * (8 + sizeof(In));
-    full_out = plan_bytes(p, n, d, k, self, qt, nullptr) + ((size_t)m - (size_t)qt) * out_bytes <=
+    full_out = plan_bytes(p, n, d, k, self, qt, nullptr) + ((size_t)mq - (size_t)qt) * out_bytes <=
                ctx.budget();
-    const size_t out_rows = full_out ? (size_t)m : (size_t)qt;
+    const size_t out_rows = full_out ? (size_t)mq : (size_t)qt;
     if (keep_idx) {
       if (!full_out) {
         lists_fit = false;
@@ -620,7 +634,7 @@ struct KnnSearch {
   // Queues the load of the query tile at q0 into slot b on the `up` stream, once the
   // tile that used the slot before is done with it.
   gpuml_status load_queries(int64_t q0, int b) {
-    const int64_t qn = m - q0 < qt ? m - q0 : qt;
+    const int64_t qn = q_end - q0 < qt ? q_end - q0 : qt;
     GM_TRY(ctx.check(cudaStreamWaitEvent(up_s, q_free[b], 0), "cudaStreamWaitEvent"));
     GM_TRY(load_points(ctx, sg2, Qb[b], q0, qn, up_s));
     return ctx.check(cudaEventRecord(q_ready[b], up_s), "cudaEventRecord");
@@ -647,7 +661,7 @@ struct KnnSearch {
     for (int64_t r0 = 0; r0 < n; r0 += rt) {
       const int64_t rn = n - r0 < rt ? n - r0 : rt;
       GM_TRY(load_points(ctx, sg, R, r0, rn));
-      if (p.certify && q0 == 0) {  // every reference passes here in the first query tile
+      if (p.certify && q0 == q_begin) {  // every reference passes here in the first query tile
         max_norm_kernel<<<grid_1d(rn, 256) < 1024u ? grid_1d(rn, 256) : 1024u, 256, 0,
                           ctx.stream()>>>((const float *)R.norm_at(r0), rn, max_norm_bits);
         GM_TRY(ctx.launched("the largest norm"));
@@ -735,8 +749,8 @@ struct KnnSearch {
       GM_TRY(ctx.launched("exact distances"));
     }
     if (!big_final) {
-      GM_TRY(final_sort<In>(ctx, Rd, cand, p.K, qn, k, out_idx + (full_out ? q0 : 0),
-                            out_dist + (full_out ? q0 : 0), full_out ? m : qn));
+      GM_TRY(final_sort<In>(ctx, Rd, cand, p.K, qn, k, out_idx + (full_out ? q0 - q_begin : 0),
+                            out_dist + (full_out ? q0 - q_begin : 0), full_out ? mq : qn));
     } else {
       size_t bytes = cub_bytes;
       GM_TRY(ctx.check(cub::DeviceSegmentedSort::StableSortPairs(
@@ -749,8 +763,8 @@ struct KnnSearch {
                            offsets + 1, ctx.stream()),
                        "sorting neighbours by distance (cub::DeviceSegmentedSort)"));
       write_output_kernel<In><<<grid_1d(qn * k, 256), 256, 0, ctx.stream()>>>(
-          Rd, Li, p.K, qn, k, out_idx + (full_out ? q0 : 0), out_dist + (full_out ? q0 : 0),
-          full_out ? m : qn);
+          Rd, Li, p.K, qn, k, out_idx + (full_out ? q0 - q_begin : 0),
+          out_dist + (full_out ? q0 - q_begin : 0), full_out ? mq : qn);
       GM_TRY(ctx.launched("writing the neighbours"));
     }
     return GPUML_OK;
@@ -759,11 +773,11 @@ struct KnnSearch {
   // A query tile's neighbours to the host, when the result does not stay on the device.
   gpuml_status copy_tile(int64_t q0, int64_t qn) {
     if (full_out) return GPUML_OK;
-    GM_TRY(ctx.check(cudaMemcpy2DAsync(index + q0, (size_t)m * 8, out_idx, (size_t)qn * 8,
+    GM_TRY(ctx.check(cudaMemcpy2DAsync(index + (q0 - q_begin), (size_t)mq * 8, out_idx, (size_t)qn * 8,
                                        (size_t)qn * 8, (size_t)k, cudaMemcpyDeviceToHost,
                                        ctx.stream()),
                      "copying neighbour indices to the host"));
-    return ctx.check(cudaMemcpy2DAsync(dist + q0, (size_t)m * sizeof(In), out_dist,
+    return ctx.check(cudaMemcpy2DAsync(dist + (q0 - q_begin), (size_t)mq * sizeof(In), out_dist,
                                        (size_t)qn * sizeof(In), (size_t)qn * sizeof(In),
                                        (size_t)k, cudaMemcpyDeviceToHost, ctx.stream()),
                      "copying neighbour distances to the host");
@@ -773,9 +787,9 @@ struct KnnSearch {
     GM_TRY(plan());
     GM_TRY(load());
     if (!lists_fit) return GPUML_OK;
-    if (prefetch) GM_TRY(load_queries(0, 0));
-    for (int64_t q0 = 0, tile = 0; q0 < m; q0 += qt, tile++) {
-      const int64_t qn = m - q0 < qt ? m - q0 : qt;
+    if (prefetch) GM_TRY(load_queries(q_begin, 0));
+    for (int64_t q0 = q_begin, tile = 0; q0 < q_end; q0 += qt, tile++) {
+      const int64_t qn = q_end - q0 < qt ? q_end - q0 : qt;
       const int slot = (int)(tile % 2);
       if (prefetch)
         GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, q_ready[slot], 0), "cudaStreamWaitEvent"));
@@ -788,19 +802,19 @@ struct KnnSearch {
         // This slot's queries are no longer needed once the work queued so far is done;
         // the next tile loads into the other slot meanwhile.
         GM_TRY(ctx.check(cudaEventRecord(q_free[slot], main_s), "cudaEventRecord"));
-        if (q0 + qt < m) GM_TRY(load_queries(q0 + qt, 1 - slot));
+        if (q0 + qt < q_end) GM_TRY(load_queries(q0 + qt, 1 - slot));
       }
       GM_TRY(copy_tile(q0, qn));
       GM_TRY(ctx.sync("kNN search"));
       if (p.certify) note_uncertified(q0, qn);
       // the last tile's report waits for the copy and the re-checks (knn_run)
-      if (q0 + qn < m) gm_progress(opt, "knn", q0 + qn, m);
+      if (q0 + qn < q_end) gm_progress(opt, "knn", q0 + qn - q_begin, mq);
     }
     if (!full_out || keep_idx) return GPUML_OK;  // (each tile synced: the lists are final)
-    GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)m * (size_t)k * 8,
+    GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)mq * (size_t)k * 8,
                                      cudaMemcpyDeviceToHost, ctx.stream()),
                      "copying neighbour indices to the host"));
-    GM_TRY(ctx.check(cudaMemcpyAsync(dist, out_dist, (size_t)m * (size_t)k * sizeof(In),
+    GM_TRY(ctx.check(cudaMemcpyAsync(dist, out_dist, (size_t)mq * (size_t)k * sizeof(In),
                                      cudaMemcpyDeviceToHost, ctx.stream()),
                      "copying neighbour distances to the host"));
     return ctx.sync("copying the neighbours to the host");
@@ -944,17 +958,19 @@ __global__ void replace_rows_kernel(const int64_t *__restrict__ rows, int64_t co
   dist[at] = sub_dist[e];
 }
 
-// knn_self_lists (knn_lists.cuh) in compute type T: knn_run's search and re-checks, the
-// lists left in the held blocks and the re-checked rows replaced there.
+// The lists of the self-search's queries [begin, end) in compute type T (their rows
+// only, end - begin x k): knn_run's search and re-checks, the lists left in the held
+// blocks and the re-checked rows replaced there.
 template <typename T>
-gpuml_status self_lists(const double *data, int64_t n, int64_t d, int64_t k,
-                        const gpuml_options *opt, HeldBlock &held_idx, HeldBlock &held_dist,
-                        bool *fits) {
+gpuml_status self_lists(const double *data, int64_t n, int64_t d, int64_t k, int64_t begin,
+                        int64_t end, const gpuml_options *opt, HeldBlock &held_idx,
+                        HeldBlock &held_dist, bool *fits) {
   *fits = false;
   HostArray<int64_t> rows;
   int64_t count = 0;
   {
     KnnSearch<T, double> search(data, n, d, nullptr, 0, k, nullptr, nullptr, opt);
+    search.only_rows(begin, end);
     search.keep_idx = &held_idx;
     search.keep_dist = &held_dist;
     GM_TRY(search.run());
@@ -974,6 +990,7 @@ gpuml_status self_lists(const double *data, int64_t n, int64_t d, int64_t k,
       return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the re-checked lists");
     GM_TRY(recheck_in_fp64(data, n, d, nullptr, n, k, rows.p, count, sub_idx.p, sub_dist.p, opt,
                            nullptr));
+    for (int64_t i = 0; i < count; i++) rows.p[i] -= begin;  // the block's own rows
     Context ctx{"knn:cuda"};
     GM_TRY(ctx.init(opt, 0));
     int64_t *rows_d = nullptr, *idx_d = nullptr;
@@ -988,27 +1005,122 @@ gpuml_status self_lists(const double *data, int64_t n, int64_t d, int64_t k,
     GM_TRY(ctx.check(cudaMemcpyAsync(dist_d, sub_dist.p, ck * 8, cudaMemcpyHostToDevice,
                                      ctx.stream()), "copying the re-checked lists"));
     replace_rows_kernel<<<grid_1d((int64_t)ck, 256), 256, 0, ctx.stream()>>>(
-        rows_d, count, k, idx_d, dist_d, n, (int64_t *)held_idx.get(), (double *)held_dist.get());
+        rows_d, count, k, idx_d, dist_d, end - begin, (int64_t *)held_idx.get(),
+        (double *)held_dist.get());
     GM_TRY(ctx.launched("replacing the re-checked lists"));
     GM_TRY(ctx.sync("replacing the re-checked lists"));
   }
-  gm_progress(opt, "knn", n, n);
   return GPUML_OK;
 }
+
+gpuml_status block_lists(const double *data, int64_t n, int64_t d, int64_t k, int64_t begin,
+                         int64_t end, const gpuml_options *opt, HeldBlock &index,
+                         HeldBlock &dist, bool *fits) {
+  gpuml_status st =
+      opt->precision == GPUML_PRECISION_SINGLE || certified_search<float, double>(opt, d)
+          ? self_lists<float>(data, n, d, k, begin, end, opt, index, dist, fits)
+          : self_lists<double>(data, n, d, k, begin, end, opt, index, dist, fits);
+  if (st || !*fits) {
+    index.release();
+    dist.release();
+  }
+  return st;
+}
+
+// A self-search split by query rows over the shards of a plan: each shard's device
+// searches its block against all the points and keeps its lists; they are then gathered
+// on the first device.
+struct SplitSelfSearch {
+  const double *data;
+  int64_t n, d, k;
+  const gm_shard_plan *plan;
+  std::unique_ptr<HeldBlock[]> idx, dist;
+  std::unique_ptr<bool[]> fits;
+
+  static gpuml_status shard(void *self, int s, const gpuml_options *opt) {
+    SplitSelfSearch &w = *(SplitSelfSearch *)self;
+    return block_lists(w.data, w.n, w.d, w.k, gm_shard_start(w.n, w.plan->count, s),
+                       gm_shard_start(w.n, w.plan->count, s + 1), opt, w.idx[s], w.dist[s],
+                       &w.fits[s]);
+  }
+
+  // The blocks into whole n x k lists on the first device (first: the options naming it),
+  // by peer copies (each block's rows of every column); *fits false, nothing held, when
+  // they do not fit there beside the first block.
+  gpuml_status gather(const gpuml_options *first, HeldBlock &index, HeldBlock &distances,
+                      bool *gathered) {
+    *gathered = false;
+    {
+      Context ctx{"knn:cuda"};
+      GM_TRY(ctx.init(first, 0));
+      const size_t nk = (size_t)n * (size_t)k;
+      if (nk * 16 > ctx.budget()) return GPUML_OK;
+      int64_t *to_idx = nullptr;
+      double *to_dist = nullptr;
+      GM_TRY(ctx.alloc_held(index, &to_idx, nk, "the neighbour indices"));
+      GM_TRY(ctx.alloc_held(distances, &to_dist, nk, "the neighbour distances"));
+      for (int s = 0; s < plan->count; s++) {
+        const int64_t a = gm_shard_start(n, plan->count, s),
+                      rows = gm_shard_start(n, plan->count, s + 1) - a;
+        const int device = plan->devices[s % plan->ndevices];
+        for (int part = 0; part < 2; part++) {
+          void *src = part ? dist[s].get() : idx[s].get();
+          void *dst = part ? (void *)(to_dist + a) : (void *)(to_idx + a);
+          cudaError_t e;
+          if (device == first->device) {
+            e = cudaMemcpy2DAsync(dst, (size_t)n * 8, src, (size_t)rows * 8, (size_t)rows * 8,
+                                  (size_t)k, cudaMemcpyDeviceToDevice, ctx.stream());
+          } else {
+            cudaMemcpy3DPeerParms copy = {};
+            copy.srcPtr = make_cudaPitchedPtr(src, (size_t)rows * 8, (size_t)rows * 8, (size_t)k);
+            copy.srcDevice = device;
+            copy.dstPtr = make_cudaPitchedPtr(dst, (size_t)n * 8, (size_t)rows * 8, (size_t)k);
+            copy.dstDevice = first->device;
+            copy.extent = make_cudaExtent((size_t)rows * 8, (size_t)k, 1);
+            e = cudaMemcpy3DPeerAsync(&copy, ctx.stream());
+          }
+          GM_TRY(ctx.check(e, "gathering the neighbour lists"));
+        }
+      }
+      // done before the blocks go back to their devices' pools
+      GM_TRY(ctx.sync("gathering the neighbour lists"));
+    }
+    *gathered = true;
+    return GPUML_OK;
+  }
+};
 
 }  // namespace
 
 gpuml_status knn_self_lists(const double *data, int64_t n, int64_t d, int64_t k,
                             const gpuml_options *opt, HeldBlock &index, HeldBlock &dist,
                             bool *fits) {
-  gpuml_status st = opt->precision == GPUML_PRECISION_SINGLE || certified_search<float, double>(opt, d)
-                        ? self_lists<float>(data, n, d, k, opt, index, dist, fits)
-                        : self_lists<double>(data, n, d, k, opt, index, dist, fits);
-  if (st || !*fits) {
-    index.release();
-    dist.release();
+  *fits = false;
+  gm_shard_plan plan;
+  GM_TRY(gm_shard_plan_make(opt, n, &plan));
+  gpuml_options first = *opt;
+  first.device = plan.devices[0];
+  first.ndevices = 0;
+  if (plan.count == 1) {
+    GM_TRY(block_lists(data, n, d, k, 0, n, &first, index, dist, fits));
+    if (*fits) gm_progress(opt, "knn", n, n);
+  } else {
+    SplitSelfSearch split{data, n, d, k, &plan, nullptr, nullptr, nullptr};
+    split.idx.reset(new (std::nothrow) HeldBlock[plan.count]);
+    split.dist.reset(new (std::nothrow) HeldBlock[plan.count]);
+    split.fits.reset(new (std::nothrow) bool[plan.count]());
+    if (!split.idx || !split.dist || !split.fits)
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the shards' records");
+    GM_TRY(gm_shards_run(&plan, opt, SplitSelfSearch::shard, &split, "knn"));
+    bool all_fit = true;
+    for (int s = 0; s < plan.count; s++) all_fit = all_fit && split.fits[s];
+    if (all_fit) GM_TRY(split.gather(&first, index, dist, fits));
+    if (!*fits) {  // (the blocks go back as split ends)
+      index.release();
+      dist.release();
+    }
   }
-  return st;
+  return GPUML_OK;
 }
 
 }  // namespace gm

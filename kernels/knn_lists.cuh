@@ -10,9 +10,12 @@
 namespace gm {
 
 // index (int64_t) and dist (double) receive the n x k lists, column-major, as
-// gm_cuda_knn gives them for double data; *fits = false, with nothing held, when the
-// whole lists do not fit beside the search in the memory budget (the caller then
-// searches with the lists copied out tile by tile).
+// gm_cuda_knn gives them for double data, on the first device of opt's shard plan
+// (gm_shard_plan_make). With several shards (devices, or GPUML_SHARDS) each searches a
+// block of the queries against all the points on its device, and the blocks are
+// gathered on the first device by peer copies: the same lists. *fits = false, with
+// nothing held, when the whole lists do not fit beside a search in the memory budget
+// (the caller then searches with the lists copied out tile by tile).
 gpuml_status knn_self_lists(const double *data, int64_t n, int64_t d, int64_t k,
                             const gpuml_options *opt, HeldBlock &index, HeldBlock &dist,
                             bool *fits);

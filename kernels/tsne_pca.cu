@@ -7,6 +7,7 @@
 // layout without a round trip through the host.
 #include <new>
 #include "knn_lists.cuh"
+#include "shards.h"
 #include "tsne_common.cuh"
 
 namespace gm {
@@ -335,18 +336,26 @@ extern "C" gpuml_status gm_cuda_tsne_affinities(const int64_t *idx, const double
   return gm_tsne_affinities_host(idx, dist, n, k, perplexities, scales, P, entropy, opt);
 }
 
+// The search may be split over the devices of opt (knn_self_lists); its lists, P and
+// everything after are on the first.
 extern "C" gpuml_status gm_cuda_tsne_fit_affinities(const double *x, int64_t n, int64_t d,
                                                    int64_t k, const double *perplexities,
                                                    int64_t scales, gm_csr *P,
-                                                   const gpuml_options *opt) {
+                                                   const gpuml_options *all) {
   memset(P, 0, sizeof *P);
+  gm_shard_plan plan;
+  GM_TRY(gm_shard_plan_make(all, n, &plan));
+  gpuml_options first = *all;
+  first.device = plan.devices[0];
+  first.ndevices = 0;
+  const gpuml_options *opt = &first;
   const size_t nk = (size_t)n * (size_t)k;
   HostArray<int64_t> idx;
   HostArray<double> dist;
   {
     HeldBlock idx_block, dist_block;
     bool lists_fit = false, p_fits = false;
-    GM_TRY(knn_self_lists(x, n, d, k, opt, idx_block, dist_block, &lists_fit));
+    GM_TRY(knn_self_lists(x, n, d, k, all, idx_block, dist_block, &lists_fit));
     if (lists_fit) {
       DeviceCsr *held = new (std::nothrow) DeviceCsr;
       if (!held) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate P's record");

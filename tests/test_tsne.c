@@ -196,25 +196,35 @@ static void test_fit_affinities(void) {
   gpuml_options co = options(GPUML_BACKEND_CPU);
   gpuml_status st = gpuml_knn_search(x, n, d, NULL, 0, k, idx, dist, &co, NULL);
   CHECK(!st, "CPU neighbours: %s", gpuml_last_error());
-  const char *forced = getenv("GPUML_CUDA_KNN_RECHECK");
-  char saved[64] = "";
-  if (forced) snprintf(saved, sizeof saved, "%s", forced);
-  /* a memory limit or logical shards may send P the host's way */
-  const int limited = getenv("GPUML_GPU_MEMORY_LIMIT") != NULL || getenv("GPUML_SHARDS") != NULL;
-  for (int c = 0; !st && c < 4; c++) {
+  /* the knobs some cases set, restored after each */
+  const char *knobs[3] = {"GPUML_CUDA_KNN_RECHECK", "GPUML_SHARDS", "GPUML_SHARD_THREADS"};
+  char saved[3][64] = {"", "", ""};
+  for (int v = 0; v < 3; v++)
+    if (getenv(knobs[v])) snprintf(saved[v], sizeof saved[v], "%s", getenv(knobs[v]));
+  /* a memory limit may send P the host's way */
+  const int limited = getenv("GPUML_GPU_MEMORY_LIMIT") != NULL;
+  /* cases 4-6: the search split by query blocks over logical shards (on one thread, and
+   * on two sharing the device), its lists gathered; case 5 with every list re-checked in
+   * fp64 (each block's re-checked rows written back into it) */
+  const char *names[7] = {"default",  "all re-checked",           "multiscale",
+                          "4 MB",     "3 shards",                 "3 shards, all re-checked",
+                          "3 shards on 2 threads"};
+  for (int c = 0; !st && c < 7; c++) {
     const double *perplexities = c == 2 ? multi : single;
     const int64_t scales = c == 2 ? 2 : 1;
-    const char *what = c == 0 ? "default" : c == 1 ? "all re-checked" : c == 2 ? "multiscale" : "4 MB";
+    const char *what = names[c];
     gpuml_options opt = options(test_backend);
     if (c == 3) opt.gpu_memory_limit = (size_t)4 << 20;
-    if (c == 1) setenv("GPUML_CUDA_KNN_RECHECK", "all", 1);
+    if (c == 1 || c == 5) setenv("GPUML_CUDA_KNN_RECHECK", "all", 1);
+    if (c >= 4) setenv("GPUML_SHARDS", "3", 1);
+    if (c == 6) setenv("GPUML_SHARD_THREADS", "2", 1);
     gm_csr Pc = {0}, Pf = {0};
     gpuml_status a = gm_tsne_affinities_multiscale(idx, dist, n, k, perplexities, scales, &Pc,
                                                    NULL, &co);
     gpuml_status b = gm_tsne_fit_affinities(x, n, d, k, perplexities, scales, &Pf, &opt);
-    if (c == 1) {
-      if (saved[0]) setenv("GPUML_CUDA_KNN_RECHECK", saved, 1);
-      else unsetenv("GPUML_CUDA_KNN_RECHECK");
+    for (int v = 0; v < 3; v++) {
+      if (saved[v][0]) setenv(knobs[v], saved[v], 1);
+      else unsetenv(knobs[v]);
     }
     CHECK(!a && !b, "fit's P (%s): %s", what, gpuml_last_error());
     if (!a && !b && Pf.resident) {
@@ -222,7 +232,7 @@ static void test_fit_affinities(void) {
       CHECK(ops->resident_to_host && ops->resident_to_host(&Pf, &opt) == GPUML_OK,
             "fit's P (%s) copied from the device: %s", what, gpuml_last_error());
     }
-    if (test_backend == GPUML_BACKEND_CUDA && c < 3 && !limited)
+    if (test_backend == GPUML_BACKEND_CUDA && c != 3 && !limited)
       CHECK(Pf.resident != NULL, "fit's P (%s) stays on the device", what);
     if (test_backend == GPUML_BACKEND_CPU)
       CHECK(Pf.resident == NULL, "fit's P on the CPU is on the host");
