@@ -189,7 +189,9 @@ test_that("a vector of perplexities gives multiscale affinities", {
   expect_equal(multi$neighbours, 75L)
   expect_output(print(multi), "perplexity 5, 25 \\(75 neighbours\\)")
   expect_false(identical(multi$Y, run(perplexity = 25)$Y))
-  expect_gte(knn_label_accuracy(multi$Y, b$y, k = 5), 0.99)
+  # 179 of 180 on the CPU, 178 on an H100 (other summation orders); a wrong P scatters
+  # the blobs far below this
+  expect_gte(knn_label_accuracy(multi$Y, b$y, k = 5), 0.98)
 })
 
 test_that("duplicated points give a finite embedding", {
