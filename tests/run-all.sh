@@ -122,8 +122,11 @@ if [ "$HAVE_OCTAVE" = yes ] && [ "$gpu" = no ] && [ "${HAVE_MPI:-no}" = yes ]; t
   echo "== Octave under MPI (mpirun -np 3 octave, tests/mpi/octave_mpi.m, the package in build/octave-pkg)"
   run_as_root=""
   [ "$(id -u)" -eq 0 ] && run_as_root="--allow-run-as-root"
+  # stderr apart: Octave's messages at exit, some without a newline, would otherwise run
+  # into another rank's result line
   "$MPIRUN" $run_as_root --oversubscribe -np 3 "$OCTAVE" --no-gui --norc -q \
-    --eval "$OCT_LOAD addpath('tests/mpi'); octave_mpi()" > "$log_dir/octave-mpi.log" 2>&1
+    --eval "$OCT_LOAD addpath('tests/mpi'); octave_mpi()" > "$log_dir/octave-mpi.log" \
+    2> "$log_dir/octave-mpi.stderr.log"
   grep -E 'FAIL|got' "$log_dir/octave-mpi.log"
   for rank in 0 1 2; do
     printf 'rank %s ' "$rank"
