@@ -103,15 +103,9 @@ function [clusters, info] = gpu_dpc (X, varargin)
   if (nargin < 1)
     print_usage ();
   endif
-  [opts, given] = gpuml_parse_options ("gpu_dpc",
-                                       struct ("dc", [], "gaussian", false,
-                                               "gaussian_cutoff", [], "k", [],
-                                               "rho", [], "delta", [], "seed", [],
-                                               "backend", "auto", "verbose", false,
-                                               "devices", []),
-                                       varargin);
-  X = gpuml_dpc_double (X);
-  params = gpuml_dpc_params (given);
+  [X, params, opts] = gpuml_dpc_args ("gpu_dpc", X, varargin,
+                                      struct ("seed", [], "backend", "auto",
+                                              "verbose", false, "devices", []));
   try
     [rho, delta, nearest, gamma, dc, backend, peaks, clusters, halo] = ...
       gpuml_dpc_mex (X, params, gpuml_seed (opts.seed), opts.backend, opts.verbose,
@@ -124,44 +118,6 @@ function [clusters, info] = gpu_dpc (X, varargin)
                  "gaussian", logical (opts.gaussian), "peaks", peaks, "halo", halo,
                  "backend", backend);
 
-endfunction
-
-## Integer, logical and single input computes in double; other classes are left for
-## the gateway to reject.
-## The given options the core takes, by its names: [] means not given; gaussian is
-## the kernel's name.
-function params = gpuml_dpc_params (given)
-  params = {};
-  for i = 1:2:numel (given)
-    name = given{i};
-    v = given{i+1};
-    if (any (strcmp (name, {"seed", "backend", "verbose", "devices"})) || isempty (v))
-      continue;
-    endif
-    if (strcmp (name, "gaussian"))
-      name = "kernel";
-      if (! ((islogical (v) || isnumeric (v)) && isscalar (v)))
-        error ("gpuml:badOption", "gpu_dpc: gaussian must be true or false");
-      endif
-      v = ifelse_kernel (v);
-    endif
-    params(end+1:end+2) = {name, v};
-  endfor
-endfunction
-
-function k = ifelse_kernel (gaussian)
-  if (gaussian)
-    k = "gaussian";
-  else
-    k = "cutoff";
-  endif
-endfunction
-
-function X = gpuml_dpc_double (X)
-  X = gpuml_float (X);
-  if (isa (X, "single"))
-    X = double (X);
-  endif
 endfunction
 
 

@@ -39,10 +39,7 @@ function [clusters, info] = gpu_dpc_clusters (X, info, varargin)
                                        struct ("k", [], "rho", [], "delta", [],
                                                "backend", info.backend, "verbose", false),
                                        varargin);
-  X = gpuml_float (X);
-  if (isa (X, "single"))
-    X = double (X);
-  endif
+  X = gpuml_double (X);
   params = {};
   for i = 1:2:numel (given)
     if (any (strcmp (given{i}, {"k", "rho", "delta"})) && ! isempty (given{i+1}))

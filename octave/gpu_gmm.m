@@ -117,31 +117,9 @@ function [labels, model] = gpu_gmm (X, varargin)
   if (nargin < 1)
     print_usage ();
   endif
-  args = varargin;
-  params = {};
-  if (! isempty (args) && ! ischar (args{1}))
-    params = {"G", args{1}};  # K, given by position
-    args(1) = [];
-  endif
-  [opts, given] = gpuml_parse_options ("gpu_gmm",
-                                       struct ("modelNames", [], "init", "hc",
-                                               "max_iter", 1000, "tol", 1e-5, "reg", 0,
-                                               "n_init", 1,
-                                               "seed", [], "backend", "auto",
-                                               "verbose", false, "devices", []),
-                                       args);
-  if ((isnumeric (X) || islogical (X)) && ! issparse (X))
-    X = double (X);
-  endif
-  ## the parameters the user gave go to the core by name (it holds the defaults, K = 1:9
-  ## among them); seed, backend, verbosity and devices are options of the call
-  for i = 1:2:numel (given)
-    if (strcmpi (given{i}, "modelNames"))
-      params(end+1:end+2) = {"models", given{i+1}};  # the core's name
-    elseif (! any (strcmp (given{i}, {"seed", "backend", "verbose", "devices"})))
-      params(end+1:end+2) = given(i:i+1);
-    endif
-  endfor
+  [X, params, opts] = gpuml_gmm_args ("gpu_gmm", X, varargin,
+                                      struct ("seed", [], "backend", "auto",
+                                              "verbose", false, "devices", []));
   try
     [labels, model] = gpuml_gmm_mex (X, params, gpuml_seed (opts.seed), opts.backend,
                                      opts.verbose, opts.devices);

@@ -147,18 +147,7 @@ function [idx, dist, info] = gpu_knn (data, varargin)
     print_usage ();
   endif
 
-  ## Positional query and k come before the first option name.
-  query = [];
-  k = 10;
-  args = varargin;
-  if (! isempty (args) && ! ischar (args{1}))
-    query = args{1};
-    args(1) = [];
-    if (! isempty (args) && ! ischar (args{1}))
-      k = args{1};
-      args(1) = [];
-    endif
-  endif
+  [query, k, args] = gpuml_knn_args (varargin);  # before the first option name
   [opts, given] = gpuml_parse_options ("gpu_knn",
                                        struct ("backend", "auto", "precision", "auto",
                                                "metric", "euclidean", "verbose", false,
@@ -176,10 +165,7 @@ function [idx, dist, info] = gpu_knn (data, varargin)
              "gpu_knn: '%s' belongs to gpu_knn_index: an index is searched with the backend, precision and metric it was built with",
              fixed{1});
     endif
-    query = gpuml_float (query);
-    if (isa (query, "single"))
-      query = double (query);
-    endif
+    query = gpuml_double (query);
     try
       [idx, dist, backend, rechecked] = gpuml_knn_index_mex ("search", data.id, query, k,
                                                              opts.verbose);

@@ -85,10 +85,7 @@ function ix = gpu_knn_index (data, varargin)
                               struct ("metric", "euclidean", "backend", "auto",
                                       "precision", "auto", "verbose", false),
                               varargin);
-  data = gpuml_float (data);
-  if (isa (data, "single"))
-    data = double (data);   # the core's index is double only
-  endif
+  data = gpuml_double (data);   # the core's index is double only
   try
     [id, info] = gpuml_knn_index_mex ("build", data, opts.backend, opts.verbose,
                                       opts.precision, opts.metric);

@@ -39,6 +39,10 @@
 ## The C compiler that built the library.
 ## @item environment
 ## The environment variables gpuml reads: a cell array, name and meaning per row.
+## @item mpi
+## @code{true} when the package was built with MPI (@code{gpu_mpi_knn},
+## @code{gpu_mpi_gmm}, @code{gpu_mpi_dpc} under @command{mpirun}); without it those
+## functions give an error saying so.
 ## @end table
 ##
 ## @strong{Example}
@@ -54,7 +58,7 @@
 ## @end group
 ## @end example
 ##
-## @seealso{gpu_knn, gpu_dist}
+## @seealso{gpu_knn, gpu_dist, gpu_mpi_rank}
 ## @end deftypefn
 
 function s = gpuml_info ()
@@ -79,6 +83,7 @@ endfunction
 %!           "device_name", "compute_capability", "device_memory", "cuda_message"};
 %! assert (all (isfield (s, fields)));
 %! assert (ischar (s.version) && ! isempty (s.version));
+%! assert (isfield (s, "mpi") && islogical (s.mpi) && isscalar (s.mpi));
 %! assert (islogical (s.openmp) && islogical (s.cuda_compiled));
 %! assert (s.max_threads >= 1);
 %! assert (s.device_count >= 0 && s.device_count == round (s.device_count));

@@ -4,9 +4,12 @@
 #   R       R CMD check of the package tarball; its testthat counts, plus one test for
 #           the check itself (no ERROR, no WARNING). With --gpu: testthat alone against
 #           the package in RPKG_LIB, with GPUML_TEST_BACKEND=cuda.
-#   Octave  the %!test blocks of octave/*.m through octave/run_tests.m
+#   Octave  the %!test blocks of octave/*.m through tests/run_octave_tests.m
+#   MPI     with MPI (not with --gpu): the C tests of tests/mpi, tests/mpi/r_mpi.R and
+#           tests/mpi/octave_mpi.m under mpirun -np 3; and the Octave package installed
+#           without MPI, whose gpu_mpi_* functions must say so
 # Called by `make check` / `make check-gpu`, which set R, OCTAVE, HAVE_R, HAVE_OCTAVE,
-# RPKG_TARBALL and RPKG_LIB.
+# HAVE_MPI, MPIRUN, OCT_LOAD, OCT_PKG, RPKG_TARBALL and RPKG_LIB.
 gpu=no
 [ "${1:-}" = "--gpu" ] && gpu=yes
 passed=0
@@ -112,6 +115,43 @@ if [ "$HAVE_R" = yes ] && [ "$gpu" = no ] && [ "${HAVE_MPI:-no}" = yes ]; then
     printf 'rank %s ' "$rank"
     add_counts "R-MPI-$rank" "$log_dir/r-mpi.log"
   done
+fi
+
+if [ "$HAVE_OCTAVE" = yes ] && [ "$gpu" = no ] && [ "${HAVE_MPI:-no}" = yes ]; then
+  # The Octave package's MPI functions: 3 ranks of Octave, each with its counts.
+  echo "== Octave under MPI (mpirun -np 3 octave, tests/mpi/octave_mpi.m, the package in build/octave-pkg)"
+  run_as_root=""
+  [ "$(id -u)" -eq 0 ] && run_as_root="--allow-run-as-root"
+  # stderr apart: Octave's messages at exit, some without a newline, would otherwise run
+  # into another rank's result line
+  "$MPIRUN" $run_as_root --oversubscribe -np 3 "$OCTAVE" --no-gui --norc -q \
+    --eval "$OCT_LOAD addpath('tests/mpi'); octave_mpi()" > "$log_dir/octave-mpi.log" \
+    2> "$log_dir/octave-mpi.stderr.log"
+  grep -E 'FAIL|got' "$log_dir/octave-mpi.log"
+  for rank in 0 1 2; do
+    printf 'rank %s ' "$rank"
+    add_counts "Octave-MPI-$rank" "$log_dir/octave-mpi.log"
+  done
+fi
+
+if [ "$HAVE_OCTAVE" = yes ] && [ "$gpu" = no ] && [ -n "${OCT_PKG:-}" ]; then
+  # The Octave package built without MPI (GPUML_MPI=no, as where Open MPI is missing):
+  # it installs, and the %!test blocks of gpu_mpi_*.m check that each function says so.
+  echo "== Octave package without MPI (pkg install with GPUML_MPI=no; the tests of gpu_mpi_*.m)"
+  tmp=$(mktemp -d)
+  log=$log_dir/octave-without-mpi.log
+  lists="pkg('local_list', '$tmp/octave_packages'); pkg('global_list', '$tmp/global_packages');"
+  if GPUML_MPI=no "$OCTAVE" --no-gui --norc -q --eval "pkg('prefix', '$tmp', '$tmp'); $lists warning('off', 'all'); pkg('install', '$PWD/$OCT_PKG')" > "$log" 2>&1; then
+    "$OCTAVE" --no-gui --norc -q --eval "$lists pkg load gpuml; assert (! gpuml_info ().mpi); addpath('tests'); run_octave_tests('octave', 'gpu_mpi_*.m')" >> "$log" 2>&1
+    grep -iE '^!!!!! |failed' "$log" | grep -v ' 0 failed' | head -n 20
+    printf 'without MPI '
+    add_counts Octave "$log"
+  else
+    tail -n 20 "$log"
+    echo "Octave without MPI: the package did not install; counted as 1 failure (see $log)"
+    failed=$((failed + 1))
+  fi
+  rm -rf "$tmp"
 fi
 
 if [ "$HAVE_R" = yes ] && [ "$gpu" = no ]; then

@@ -1,6 +1,8 @@
 ## -*- texinfo -*-
-## @deftypefn {} {} run_octave_tests (@var{dir})
-## Run the %!test blocks of every gpu*.m file of the folder @var{dir} (the gpuml
+## @deftypefn  {} {} run_octave_tests (@var{dir})
+## @deftypefnx {} {} run_octave_tests (@var{dir}, @var{pattern})
+## Run the %!test blocks of every gpu*.m file (or those that match @var{pattern}, e.g.
+## @qcode{"gpu_mpi_*.m"}) of the folder @var{dir} (the gpuml
 ## Octave layer, octave/ of the tree), as the loaded gpuml package holds them (run
 ## @code{pkg load gpuml} first), and print one final line
 ## @samp{Octave: @var{N} passed, @var{N} failed}.  Failures are printed in full
@@ -16,9 +18,12 @@
 ## @end example
 ## @end deftypefn
 
-function run_octave_tests (dir_name)
+function run_octave_tests (dir_name, pattern)
 
-  files = dir (fullfile (dir_name, "gpu*.m"));
+  if (nargin < 2)
+    pattern = "gpu*.m";
+  endif
+  files = dir (fullfile (dir_name, pattern));
   names = sort ({files.name});
   passed = 0;
   failed = 0;

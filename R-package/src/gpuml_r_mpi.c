@@ -1,69 +1,37 @@
 /* gpuml_r_mpi.c: the .Call glue of the MPI functions (R/mpi.R), for a job started as
  * `mpirun -np N Rscript script.R` in which every rank calls them on its own rows over
  * MPI_COMM_WORLD. MPI is initialised by the first call when nobody has done it (then
- * gpuml finalises it: gpu_mpi_finalize(), or at R's exit). Built with MPI when the
- * package's configure finds it (GPUML_HAVE_MPI); without it every function says so. */
-#define _GNU_SOURCE /* dladdr */
+ * gpuml finalises it: gpu_mpi_finalize(), or at R's exit; gpuml_mpi_start and
+ * gpuml_mpi_end hold that rule). Built with MPI when the package's configure finds it
+ * (GPUML_HAVE_MPI); without it every function says so. */
 #include <stdint.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
 #include "gpuml_r.h"
 #ifdef GPUML_HAVE_MPI
-#include <dlfcn.h>
 #include <mpi.h>
 #include "gpuml_mpi.h"
 
 int gpuml_r_mpi_built(void) { return 1; }
 
-static int started_here; /* MPI_Init was called by this package */
-
-/* Open MPI loads its components as plugins that need libmpi's symbols; R loads this
- * package's library with local symbols, so libmpi is made global first. */
-static void make_libmpi_global(void) {
-  Dl_info info;
-  if (dladdr((void *)&MPI_Init, &info) && info.dli_fname)
-    dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-}
-
-static void mpi_up(void) {
-  int up = 0, down = 0;
-  MPI_Finalized(&down);
-  if (down)
-    Rf_error("MPI has been finalised in this R session (gpu_mpi_finalize()): it cannot "
-             "start again");
-  MPI_Initialized(&up);
-  if (up) return;
-  make_libmpi_global();
-  if (MPI_Init(NULL, NULL) != MPI_SUCCESS) Rf_error("MPI_Init failed");
-  started_here = 1;
-}
+static void mpi_up(void) { gpuml_r_stop_on_failure(gpuml_mpi_start(NULL, NULL, NULL)); }
 
 /* list(rank, size, started): started is TRUE when this call initialised MPI. */
 SEXP gpuml_r_mpi_start(void) {
-  const int before = started_here;
-  mpi_up();
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int rank = 0, size = 1, started = 0;
+  gpuml_r_stop_on_failure(gpuml_mpi_start(&rank, &size, &started));
   static const char *names[] = {"rank", "size", "started", ""};
   SEXP res = PROTECT(Rf_mkNamed(VECSXP, names));
   SET_VECTOR_ELT(res, 0, Rf_ScalarInteger(rank));
   SET_VECTOR_ELT(res, 1, Rf_ScalarInteger(size));
-  SET_VECTOR_ELT(res, 2, Rf_ScalarLogical(started_here && !before));
+  SET_VECTOR_ELT(res, 2, Rf_ScalarLogical(started));
   UNPROTECT(1);
   return res;
 }
 
-/* Finalises MPI when this package initialised it and it is still up; TRUE then. */
-SEXP gpuml_r_mpi_finalize(void) {
-  int up = 0, down = 0;
-  MPI_Initialized(&up);
-  MPI_Finalized(&down);
-  if (!started_here || !up || down) return Rf_ScalarLogical(FALSE);
-  MPI_Finalize();
-  return Rf_ScalarLogical(TRUE);
-}
+/* Finalises MPI when gpuml initialised it and it is still up; TRUE then. */
+SEXP gpuml_r_mpi_finalize(void) { return Rf_ScalarLogical(gpuml_mpi_end()); }
 
 /* As gpuml_r_knn, over the ranks: data is this rank's rows; the indices are global. */
 SEXP gpuml_r_mpi_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
@@ -132,11 +100,7 @@ SEXP gpuml_r_mpi_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
   gpuml_r_set_params(GPUML_PARAMS_DPC, &p, params);
   const int64_t n_local = (int64_t)Rf_nrows(x), d = (int64_t)Rf_ncols(x);
   int64_t n_total = 0, offset = 0;
-  gpuml_r_stop_on_failure(gpuml_mpi_rows(MPI_COMM_WORLD, n_local, d, &n_total));
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Exscan(&n_local, &offset, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) offset = 0; /* MPI_Exscan leaves rank 0's undefined */
+  gpuml_r_stop_on_failure(gpuml_mpi_block(MPI_COMM_WORLD, n_local, d, &n_total, &offset));
   const int cut = p.select.has_k || p.select.has_rho || p.select.has_delta;
   const size_t len = n_local > 0 ? (size_t)n_local : 1;
   SEXP rho = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)n_local));

@@ -30,6 +30,29 @@ extern "C" {
 gpuml_status gpuml_mpi_rows(MPI_Comm comm, int64_t n_local, int64_t d, int64_t *n_total);
 
 /*
+ * As gpuml_mpi_rows, and *offset receives this rank's first global row (0-based): the
+ * rows of the ranks before it (a collective, as gpuml_mpi_rows).
+ */
+gpuml_status gpuml_mpi_block(MPI_Comm comm, int64_t n_local, int64_t d, int64_t *n_total,
+                             int64_t *offset);
+
+/*
+ * MPI for a front end whose users never call MPI themselves (R, Octave: every rank of
+ * `mpirun -np N` runs a script that calls gpuml). gpuml_mpi_start() initialises MPI when
+ * nobody has; rank and size (may be NULL) receive this process's place in
+ * MPI_COMM_WORLD, *started (may be NULL) 1 when this call initialised MPI, else 0.
+ * Open MPI loads its components as plugins that need libmpi's symbols, which a front end
+ * loading gpuml as a plugin with local symbols (an R package, a MEX file) would hide:
+ * libmpi is made global first. Errors: "mpi:finalized" when MPI has been finalised (it
+ * cannot start again in this process), "mpi:error" when MPI_Init fails.
+ * gpuml_mpi_end() finalises MPI when gpuml_mpi_start() initialised it and it is still up,
+ * and returns 1 then, else 0 (MPI started by someone else is theirs to end); front ends
+ * call it at exit.
+ */
+gpuml_status gpuml_mpi_start(int *rank, int *size, int *started);
+int gpuml_mpi_end(void);
+
+/*
  * Exact kNN across the ranks of comm (double precision).
  *   data: this rank's n_local x d rows (n_local may be 0); d the same on every rank.
  *   query: m x d queries, the same on every rank; then index and dist (m x k, global

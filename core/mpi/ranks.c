@@ -1,4 +1,5 @@
-/* Agreement on a status and on the rows across the ranks (ranks.h, gpuml_mpi_rows). */
+/* Agreement on a status and on the rows across the ranks (ranks.h, gpuml_mpi_rows,
+ * gpuml_mpi_block). */
 #include <stdio.h>
 #include <string.h>
 #include "gpuml_mpi.h"
@@ -9,6 +10,12 @@ gpuml_status gm_mpi_failed(const char *what) {
 }
 
 gpuml_status gpuml_mpi_rows(MPI_Comm comm, int64_t n_local, int64_t d, int64_t *n_total) {
+  int64_t offset = 0;
+  return gpuml_mpi_block(comm, n_local, d, n_total, &offset);
+}
+
+gpuml_status gpuml_mpi_block(MPI_Comm comm, int64_t n_local, int64_t d, int64_t *n_total,
+                             int64_t *offset) {
   gm_clear_error();
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -18,6 +25,12 @@ gpuml_status gpuml_mpi_rows(MPI_Comm comm, int64_t n_local, int64_t d, int64_t *
   if (MPI_Allreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, comm) != MPI_SUCCESS ||
       MPI_Allreduce(&rows, n_total, 1, MPI_INT64_T, MPI_SUM, comm) != MPI_SUCCESS)
     return gm_mpi_failed("MPI_Allreduce");
+  int rank = 0;
+  *offset = 0;
+  if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
+      MPI_Exscan(&rows, offset, 1, MPI_INT64_T, MPI_SUM, comm) != MPI_SUCCESS)
+    return gm_mpi_failed("MPI_Exscan");
+  if (rank == 0) *offset = 0; /* MPI_Exscan leaves rank 0's undefined */
   if (most[0] != -most[1])
     return gm_fail(GPUML_ERR_ARG, "mpi:mismatch",
                    "the ranks disagree on the number of columns (from %lld to %lld): every "

@@ -10,9 +10,16 @@
  * covariances (d x d x G), z (n x G), uncertainty (n x 1), loglik, bic (K tried x models
  * tried), K, modelNames, n_iter, converged, backend.
  */
-#include <math.h>
-#include <string.h>
-#include "gpuml_mex.h"
+#include "gpuml_gmm_mex.h"
+
+static gpuml_status fit_here(void *ctx, const double *x, int64_t n, int64_t d,
+                             const gpuml_gmm_params *params, gpuml_gmm_model *model, double *z,
+                             int64_t *classification, double *uncertainty, double *bic,
+                             const gpuml_options *opt, gpuml_gmm_result *result) {
+  (void)ctx;
+  return gpuml_gmm_fit(x, n, d, params, model, z, classification, uncertainty, bic, opt,
+                       result);
+}
 
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   if (nrhs != 6)
@@ -20,91 +27,12 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
                       "usage: [labels, model] = gpuml_gmm_mex (X, params, seed, backend, "
                       "verbose, devices); call gpu_gmm instead");
   if (nlhs > 2) mexErrMsgIdAndTxt("gpuml:gmm:nargs", "gpuml_gmm_mex returns at most 2 outputs");
-  const mxArray *X = prhs[0];
-  gpuml_mex_check_matrix(X, "X", "gmm");
-  if (!mxIsDouble(X)) mexErrMsgIdAndTxt("gpuml:gmm:badType", "X must be double");
-  if (!(mxIsNumeric(prhs[2]) || mxIsLogical(prhs[2])) || mxGetNumberOfElements(prhs[2]) != 1)
-    mexErrMsgIdAndTxt("gpuml:badSeed", "seed must be a single whole number");
-  const int64_t n = (int64_t)mxGetM(X), d = (int64_t)mxGetN(X);
-
+  gpuml_gmm_mex_check_x(prhs[0]);
   gpuml_options opt;
   gpuml_mex_progress_state ps;
   gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
   gpuml_mex_devices(&opt, prhs[5]);
-  gpuml_status st = gpuml_options_set_seed(&opt, mxGetScalar(prhs[2]));
-  if (st) gpuml_mex_raise(st);
-  gpuml_gmm_params p;
-  gpuml_gmm_params_init(&p);
-  gpuml_mex_set_params(GPUML_PARAMS_GMM, &p, prhs[1]);
-  int64_t kmax = 0;
-  if ((st = gpuml_gmm_check(n, d, &p, &opt, &kmax))) gpuml_mex_raise(st);  /* before allocating */
-  const int64_t nK = p.nG;
-  gpuml_gmm_covariance models[GPUML_GMM_N_MODELS];
-  const int64_t nM = gpuml_gmm_models_tried(n, d, &p, models);
-  const size_t rows = n > 0 ? (size_t)n : 1, dd = d > 0 ? (size_t)d : 1;
-  gpuml_gmm_model model;
-  memset(&model, 0, sizeof model);
-  model.weights = (double *)mxMalloc((size_t)kmax * sizeof(double));
-  model.means = (double *)mxMalloc(dd * (size_t)kmax * sizeof(double));
-  model.covariances = (double *)mxMalloc(dd * dd * (size_t)kmax * sizeof(double));
-  double *z = (double *)mxMalloc(rows * (size_t)kmax * sizeof(double));
-  double *unc = (double *)mxMalloc(rows * sizeof(double));
-  int64_t *cls = (int64_t *)mxMalloc(rows * sizeof(int64_t));
-  double *bic = (double *)mxMalloc((size_t)(nK * nM) * sizeof(double));
-  gpuml_gmm_result result;
-  st = gpuml_gmm_fit((const double *)gpuml_mex_data(X), n, d, &p, &model, z, cls, unc, bic, &opt,
-                     &result);
-  if (st) gpuml_mex_raise(st); /* the mxMalloc'ed buffers are freed by Octave */
-
-  const int64_t G = model.G;
-  mxArray *labels = mxCreateDoubleMatrix((mwSize)n, 1, mxREAL);
-  for (int64_t i = 0; i < n; i++) mxGetPr(labels)[i] = (double)(cls[i] + 1);
-  plhs[0] = labels;
-  if (nlhs > 1) {
-    const char *fields[] = {"G",           "modelName", "weights", "means",
-                            "covariances", "z",         "uncertainty", "loglik", "bic",
-                            "K",           "modelNames", "n_iter",   "converged", "backend"};
-    mxArray *s = mxCreateStructMatrix(1, 1, 14, fields);
-    mxSetField(s, 0, "G", mxCreateDoubleScalar((double)G));
-    mxSetField(s, 0, "modelName", mxCreateString(gpuml_gmm_model_name(model.covariance, d)));
-    mxArray *w = mxCreateDoubleMatrix(1, (mwSize)G, mxREAL);
-    memcpy(mxGetPr(w), model.weights, (size_t)G * sizeof(double));
-    mxSetField(s, 0, "weights", w);
-    mxArray *mu = mxCreateDoubleMatrix((mwSize)G, (mwSize)d, mxREAL); /* rows: components */
-    for (int64_t k = 0; k < G; k++)
-      for (int64_t j = 0; j < d; j++) mxGetPr(mu)[k + j * G] = model.means[j + k * d];
-    mxSetField(s, 0, "means", mu);
-    const mwSize dims[3] = {(mwSize)d, (mwSize)d, (mwSize)G};
-    mxArray *sigma = mxCreateNumericArray(3, dims, mxDOUBLE_CLASS, mxREAL);
-    memcpy(mxGetPr(sigma), model.covariances, (size_t)(d * d * G) * sizeof(double));
-    mxSetField(s, 0, "covariances", sigma);
-    mxArray *zz = mxCreateDoubleMatrix((mwSize)n, (mwSize)G, mxREAL);
-    memcpy(mxGetPr(zz), z, (size_t)n * (size_t)G * sizeof(double));
-    mxSetField(s, 0, "z", zz);
-    mxArray *u = mxCreateDoubleMatrix((mwSize)n, 1, mxREAL);
-    memcpy(mxGetPr(u), unc, (size_t)n * sizeof(double));
-    mxSetField(s, 0, "uncertainty", u);
-    mxSetField(s, 0, "loglik", mxCreateDoubleScalar(model.loglik));
-    mxArray *b = mxCreateDoubleMatrix((mwSize)nK, (mwSize)nM, mxREAL);
-    memcpy(mxGetPr(b), bic, (size_t)(nK * nM) * sizeof(double));
-    mxArray *kt = mxCreateDoubleMatrix(1, (mwSize)nK, mxREAL);
-    for (int64_t g = 0; g < nK; g++) mxGetPr(kt)[g] = (double)p.G[g];
-    mxArray *mn = mxCreateCellMatrix(1, (mwSize)nM);
-    for (int64_t m = 0; m < nM; m++)
-      mxSetCell(mn, (mwIndex)m, mxCreateString(gpuml_gmm_model_name(models[m], d)));
-    mxSetField(s, 0, "bic", b);
-    mxSetField(s, 0, "K", kt);
-    mxSetField(s, 0, "modelNames", mn);
-    mxSetField(s, 0, "n_iter", mxCreateDoubleScalar((double)model.n_iter));
-    mxSetField(s, 0, "converged", mxCreateLogicalScalar(model.converged != 0));
-    mxSetField(s, 0, "backend", mxCreateString(gpuml_backend_name(result.run.backend)));
-    plhs[1] = s;
-  }
-  mxFree(model.weights);
-  mxFree(model.means);
-  mxFree(model.covariances);
-  mxFree(z);
-  mxFree(unc);
-  mxFree(cls);
-  mxFree(bic);
+  gpuml_mex_seed(&opt, prhs[2]);
+  gpuml_gmm_mex_fit_with(nlhs, plhs, prhs[0], prhs[1], &opt, (int64_t)mxGetM(prhs[0]), fit_here,
+                         NULL);
 }

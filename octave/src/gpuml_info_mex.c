@@ -3,7 +3,9 @@
  *
  *   s = gpuml_info_mex ()
  *
- * s: scalar struct with the fields of gpuml_info (see gpuml.h).
+ * s: scalar struct with the fields of gpuml_info (see gpuml.h), and mpi: true when the
+ * package was built with MPI (GPUML_HAVE_MPI, set by its build for every gateway when it
+ * builds gpuml_mpi_mex with MPI).
  */
 #include "gpuml_mex.h"
 
@@ -30,7 +32,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
                                  "device_count",   "device_name",
                                  "compute_capability",   "device_memory",
                                  "cuda_message",   "cuda_architectures",
-                                 "compiler",       "environment"};
+                                 "compiler",       "environment",
+                                 "mpi"};
   mxArray *s = mxCreateStructMatrix(1, 1, (int)(sizeof fields / sizeof fields[0]), fields);
   mxSetField(s, 0, "version", mxCreateString(info.version));
   set_logical(s, "openmp", info.openmp);
@@ -56,5 +59,10 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     mxSetCell(env, (mwIndex)(i + nenv), mxCreateString(gpuml_env_meaning(i)));
   }
   mxSetField(s, 0, "environment", env);
+#ifdef GPUML_HAVE_MPI
+  set_logical(s, "mpi", 1);
+#else
+  set_logical(s, "mpi", 0);
+#endif
   plhs[0] = s;
 }

@@ -18,22 +18,10 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
                       "backend, verbose, precision, metric, devices); call gpu_knn instead");
   if (nlhs > 4) mexErrMsgIdAndTxt("gpuml:knn:nargs", "gpuml_knn_mex returns at most 4 outputs");
   const mxArray *data = prhs[0], *query = prhs[1];
-  gpuml_mex_check_matrix(data, "data", "knn");
-  const int self = mxGetM(query) == 0 && mxGetN(query) == 0 && mxIsNumeric(query);
-  if (!self) {
-    gpuml_mex_check_matrix(query, "query", "knn");
-    if (mxIsSingle(data) != mxIsSingle(query))
-      mexErrMsgIdAndTxt("gpuml:knn:badType", "data and query must both be double or both single");
-    gpuml_status st = gpuml_check_columns("knn", "query", (int64_t)mxGetN(query), "data",
-                                          (int64_t)mxGetN(data));
-    if (st) gpuml_mex_raise(st);
-  }
-  const int64_t k = gpuml_mex_k(prhs[2]);
+  int64_t k = 0;
   gpuml_options opt;
   gpuml_mex_progress_state ps;
-  gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
-  opt.precision = gpuml_mex_precision(prhs[5]);
-  opt.metric = gpuml_mex_metric(prhs[6]);
+  const int self = gpuml_mex_knn_args(prhs, &k, &opt, &ps);
   gpuml_mex_devices(&opt, prhs[7]);
 
   const int64_t n = (int64_t)mxGetM(data), d = (int64_t)mxGetN(data);

@@ -149,6 +149,14 @@ static inline int gpuml_mex_flag(const mxArray *a, const char *what) {
   return mxGetScalar(a) != 0;
 }
 
+/* The seed of a call (gpuml_seed.m gives one): a number the core checks. */
+static inline void gpuml_mex_seed(gpuml_options *opt, const mxArray *a) {
+  if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxGetNumberOfElements(a) != 1)
+    mexErrMsgIdAndTxt("gpuml:badSeed", "seed must be a single whole number");
+  gpuml_status st = gpuml_options_set_seed(opt, mxGetScalar(a));
+  if (st) gpuml_mex_raise(st);
+}
+
 /* ---- Callbacks ---------------------------------------------------------------- */
 
 typedef struct {
@@ -245,6 +253,30 @@ static inline void gpuml_mex_options(gpuml_options *opt, const mxArray *backend,
   opt->progress = gpuml_mex_progress;
   opt->interrupted = GPUML_MEX_CAN_POLL_INTERRUPT ? gpuml_mex_interrupted : NULL;
   opt->callback_ctx = ps;
+}
+
+/* The arguments of a kNN gateway, args[0..6] = data, query, k, backend, verbose,
+ * precision, metric: data and query float matrices of one class with the same columns
+ * (query [] (0 x 0): the data against itself; 1 is returned then, else 0), *k, and *opt
+ * for the call (gpuml_mex_options). */
+static inline int gpuml_mex_knn_args(const mxArray *const args[], int64_t *k, gpuml_options *opt,
+                                     gpuml_mex_progress_state *ps) {
+  const mxArray *data = args[0], *query = args[1];
+  gpuml_mex_check_matrix(data, "data", "knn");
+  const int self = mxGetM(query) == 0 && mxGetN(query) == 0 && mxIsNumeric(query);
+  if (!self) {
+    gpuml_mex_check_matrix(query, "query", "knn");
+    if (mxIsSingle(data) != mxIsSingle(query))
+      mexErrMsgIdAndTxt("gpuml:knn:badType", "data and query must both be double or both single");
+    gpuml_status st = gpuml_check_columns("knn", "query", (int64_t)mxGetN(query), "data",
+                                          (int64_t)mxGetN(data));
+    if (st) gpuml_mex_raise(st);
+  }
+  *k = gpuml_mex_k(args[2]);
+  gpuml_mex_options(opt, args[3], args[4], ps);
+  opt->precision = gpuml_mex_precision(args[5]);
+  opt->metric = gpuml_mex_metric(args[6]);
+  return self;
 }
 
 #endif
