@@ -3,6 +3,9 @@
  *   build/bench/startup_gpu libs    the CUDA libraries' own start: the context
  *                                   (cudaFree(0)), a cuBLAS and a cuSOLVER handle, the
  *                                   first and a second cuFFT plan of the t-SNE grids' kind
+ *   build/bench/startup_gpu fft     after the context: for each FFT size of t-SNE's grids
+ *                                   (2^a 3^b from 32 to 729, 2-D, C2C, batch 4), the
+ *                                   plan's time, the first execution's, a second one's
  *   build/bench/startup_gpu tsne    gpuml_tsne_fit on 70,000 x 50 (uniform, seed 1,
  *                                   FFT, 1000 iterations) twice: every progress report
  *                                   with its time since the call began, then both totals
@@ -68,6 +71,50 @@ static int libs(void) {
   return 0;
 }
 
+static int good(int n) {
+  for (;; n++) {
+    int m = n;
+    while (m % 2 == 0) m /= 2;
+    while (m % 3 == 0) m /= 3;
+    if (m == 1) return n;
+  }
+}
+
+static int fft(void) {
+  double t = now_s();
+  if (cudaFree(0) != cudaSuccess) return 1;
+  printf("STARTUP context %.3f s\n", now_s() - t);
+  const int batch = 4, largest = 729;
+  cufftComplex *buf = NULL;
+  if (cudaMalloc((void **)&buf, sizeof(cufftComplex) * largest * largest * batch) != cudaSuccess)
+    return 1;
+  cudaMemset(buf, 0, sizeof(cufftComplex) * largest * largest * batch);
+  double plans = 0, firsts = 0, seconds = 0;
+  for (int size = 32; size <= largest; size = good(size + 1)) {
+    int dims[2] = {size, size};
+    cufftHandle plan;
+    t = now_s();
+    if (cufftPlanMany(&plan, 2, dims, NULL, 1, size * size, NULL, 1, size * size, CUFFT_C2C,
+                      batch) != CUFFT_SUCCESS)
+      return 1;
+    const double tp = now_s() - t;
+    double te[2];
+    for (int e = 0; e < 2; e++) {
+      t = now_s();
+      if (cufftExecC2C(plan, buf, buf, CUFFT_FORWARD) != CUFFT_SUCCESS) return 1;
+      cudaDeviceSynchronize();
+      te[e] = now_s() - t;
+    }
+    cufftDestroy(plan);
+    printf("FFT %4d plan %.4f s first exec %.4f s second %.4f s\n", size, tp, te[0], te[1]);
+    plans += tp, firsts += te[0], seconds += te[1];
+  }
+  printf("STARTUP fft sizes: plans %.3f s, first executions %.3f s, second %.3f s\n", plans,
+         firsts, seconds);
+  cudaFree(buf);
+  return 0;
+}
+
 static int tsne(void) {
   const int64_t n = 70000, d = 50;
   double *x = malloc(sizeof(double) * n * d), *y = malloc(sizeof(double) * n * 2);
@@ -107,6 +154,7 @@ static int tsne(void) {
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "libs")) return libs();
   if (argc > 1 && !strcmp(argv[1], "tsne")) return tsne();
-  fprintf(stderr, "usage: startup_gpu libs|tsne\n");
+  if (argc > 1 && !strcmp(argv[1], "fft")) return fft();
+  fprintf(stderr, "usage: startup_gpu libs|fft|tsne\n");
   return 2;
 }
