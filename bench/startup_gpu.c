@@ -6,6 +6,9 @@
  *   build/bench/startup_gpu fft     after the context: for each FFT size of t-SNE's grids
  *                                   (2^a 3^b from 32 to 729, 2-D, C2C, batch 4), the
  *                                   plan's time, the first execution's, a second one's
+ *   build/bench/startup_gpu fftpar T   the same plans made by T threads at once (wall time)
+ * (CUDA_CACHE_PATH set to an empty folder: the case of a machine's first run, when cuFFT
+ * compiles each size's kernels; later processes find them in that cache.)
  *   build/bench/startup_gpu tsne    gpuml_tsne_fit on 70,000 x 50 (uniform, seed 1,
  *                                   FFT, 1000 iterations) twice: every progress report
  *                                   with its time since the call began, then both totals
@@ -16,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <cusolverDn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +119,36 @@ static int fft(void) {
   return 0;
 }
 
+enum { kLargest = 729 };
+static int plan_threads = 1;
+
+static void *plan_some(void *arg) {
+  const int t = (int)(intptr_t)arg;
+  int i = 0;
+  for (int size = 32; size <= kLargest; size = good(size + 1), i++) {
+    if (i % plan_threads != t) continue;
+    int dims[2] = {size, size};
+    cufftHandle plan;
+    if (cufftPlanMany(&plan, 2, dims, NULL, 1, size * size, NULL, 1, size * size, CUFFT_C2C, 4) ==
+        CUFFT_SUCCESS)
+      cufftDestroy(plan);
+  }
+  return NULL;
+}
+
+static int fftpar(int threads) {
+  double t = now_s();
+  if (cudaFree(0) != cudaSuccess) return 1;
+  printf("STARTUP context %.3f s\n", now_s() - t);
+  plan_threads = threads;
+  pthread_t th[64];
+  t = now_s();
+  for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, plan_some, (void *)(intptr_t)i);
+  for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
+  printf("STARTUP fft sizes planned by %d threads: %.3f s\n", threads, now_s() - t);
+  return 0;
+}
+
 static int tsne(void) {
   const int64_t n = 70000, d = 50;
   double *x = malloc(sizeof(double) * n * d), *y = malloc(sizeof(double) * n * 2);
@@ -155,6 +189,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "libs")) return libs();
   if (argc > 1 && !strcmp(argv[1], "tsne")) return tsne();
   if (argc > 1 && !strcmp(argv[1], "fft")) return fft();
-  fprintf(stderr, "usage: startup_gpu libs|fft|tsne\n");
+  if (argc > 2 && !strcmp(argv[1], "fftpar")) {
+    const int threads = atoi(argv[2]);
+    return fftpar(threads < 1 ? 1 : threads > 64 ? 64 : threads);
+  }
+  fprintf(stderr, "usage: startup_gpu libs|fft|fftpar T|tsne\n");
   return 2;
 }
