@@ -275,6 +275,42 @@ inline int64_t ipow64(int64_t b, int e) {
 // Slots of the device scalars.
 enum { kZ = 0, kLo = 1, kHi = 2, kMean = 4, kKl = 8, kPlogp = 9, kPsum = 10, kScalars = 16 };
 
+// The optimiser's schedule, one device's or the shards': the grid chosen again (and an
+// interrupt looked for) every GM_TSNE_GRID_EVERY iterations, the early exaggeration and
+// the momentum switch, the KL every GM_TSNE_COST_EVERY iterations and after the last
+// (into itercosts and the result, with a progress report). regrid(), iterate(exaggeration,
+// momentum) and cost(&value) do the work.
+template <typename Regrid, typename Iterate, typename Cost>
+gpuml_status run_schedule(const gm_tsne_run *run, double *itercosts, gpuml_tsne_result *result,
+                          const gpuml_options *opt, Regrid regrid, Iterate iterate, Cost cost) {
+  int cost_at = 0;
+  for (int it = 0; it < run->max_iter; it++) {
+    if (it % GM_TSNE_GRID_EVERY == 0) {
+      GM_TRY(regrid());
+      if (gm_interrupted(opt))
+        return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d", it);
+    }
+    const double exaggeration = it < run->stop_lying_iter ? run->exaggeration : 1.0;
+    const double momentum = it < run->mom_switch_iter ? run->momentum : run->final_momentum;
+    GM_TRY(iterate(exaggeration, momentum));
+    if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter) {
+      double value;
+      GM_TRY(cost(&value));
+      if (itercosts) itercosts[cost_at] = value;
+      cost_at++;
+      if (result) {
+        result->kl = value;
+        result->iterations_done = it + 1;
+      }
+      gm_progress(opt, "tsne", it + 1, run->max_iter);
+      if (gm_interrupted(opt))
+        return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d",
+                       it + 1);
+    }
+  }
+  return GPUML_OK;
+}
+
 struct TsneGpu {
   Context &ctx;
   int64_t n = 0, nnz = 0;
@@ -786,31 +822,13 @@ struct TsneGpu {
   template <int DD>
   gpuml_status optimise(const gm_tsne_run *run, double *itercosts, gpuml_tsne_result *result,
                         const gpuml_options *opt, double plogp, double psum) {
-    int cost_at = 0;
-    for (int it = 0; it < run->max_iter; it++) {
-      if (it % GM_TSNE_GRID_EVERY == 0) {
-        if (method == GPUML_TSNE_FFT) GM_TRY(choose_grid(0));
-        if (gm_interrupted(opt))
-          return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d", it);
-      }
-      const double exaggeration = it < run->stop_lying_iter ? run->exaggeration : 1.0;
-      const double momentum = it < run->mom_switch_iter ? run->momentum : run->final_momentum;
-      GM_TRY(iterate<DD>(exaggeration, momentum, run->learning_rate, run->max_step_norm));
-      if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter) {
-        double value;
-        GM_TRY(kl<DD>(plogp, psum, &value));
-        if (itercosts) itercosts[cost_at] = value;
-        cost_at++;
-        if (result) {
-          result->kl = value;
-          result->iterations_done = it + 1;
-        }
-        gm_progress(opt, "tsne", it + 1, run->max_iter);
-        if (gm_interrupted(opt))
-          return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d", it + 1);
-      }
-    }
-    return GPUML_OK;
+    return run_schedule(
+        run, itercosts, result, opt,
+        [&]() { return method == GPUML_TSNE_FFT ? choose_grid(0) : GPUML_OK; },
+        [&](double exaggeration, double momentum) {
+          return iterate<DD>(exaggeration, momentum, run->learning_rate, run->max_step_norm);
+        },
+        [&](double *value) { return kl<DD>(plogp, psum, value); });
   }
 };
 
@@ -976,55 +994,45 @@ struct TsneShards {
     GM_TRY(use(0));
     GM_TRY(t[0]->p_sums_read(&plogp, &psum));
     GM_TRY(sync_all("P's sums"));
-    int cost_at = 0;
-    for (int it = 0; it < run->max_iter; it++) {
-      if (it % GM_TSNE_GRID_EVERY == 0) {
-        // every shard holds the same places, so all choose the same grid
-        if (t[0]->method == GPUML_TSNE_FFT)
+    GM_TRY(run_schedule(
+        run, itercosts, result, opt,
+        [&]() {
+          // every shard holds the same places, so all choose the same grid
+          if (t[0]->method == GPUML_TSNE_FFT)
+            for (int s = 0; s < count; s++) {
+              GM_TRY(use(s));
+              GM_TRY(t[s]->choose_grid(0));
+            }
+          return GPUML_OK;
+        },
+        [&](double exaggeration, double momentum) {
+          GM_TRY(repulsion_all<DD>());
           for (int s = 0; s < count; s++) {
             GM_TRY(use(s));
-            GM_TRY(t[s]->choose_grid(0));
+            GM_TRY(t[s]->z_sum());
+            GM_TRY(t[s]->step<DD>(exaggeration, momentum, run->learning_rate,
+                                  run->max_step_norm));
           }
-        if (gm_interrupted(opt))
-          return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d", it);
-      }
-      const double exaggeration = it < run->stop_lying_iter ? run->exaggeration : 1.0;
-      const double momentum = it < run->mom_switch_iter ? run->momentum : run->final_momentum;
-      GM_TRY(repulsion_all<DD>());
-      for (int s = 0; s < count; s++) {
-        GM_TRY(use(s));
-        GM_TRY(t[s]->z_sum());
-        GM_TRY(t[s]->step<DD>(exaggeration, momentum, run->learning_rate, run->max_step_norm));
-      }
-      GM_TRY(exchange(&TsneGpu::y, DD));
-      GM_TRY(barrier());  // the copies of y read before the mean is taken off
-      for (int s = 0; s < count; s++) {
-        GM_TRY(use(s));
-        GM_TRY(t[s]->recentre<DD>());
-      }
-      if ((it + 1) % GM_TSNE_COST_EVERY == 0 || it + 1 == run->max_iter) {
-        GM_TRY(repulsion_all<DD>());
-        GM_TRY(use(0));
-        GM_TRY(t[0]->z_sum());
-        for (int s = 0; s < count; s++) {
-          GM_TRY(use(s));
-          GM_TRY(t[s]->kl_rows<DD>(t[s]->attr));
-        }
-        GM_TRY(exchange(&TsneGpu::attr, 1));
-        double value;
-        GM_TRY(use(0));
-        GM_TRY(t[0]->kl_read(t[0]->attr, plogp, psum, &value));
-        if (itercosts) itercosts[cost_at] = value;
-        cost_at++;
-        if (result) {
-          result->kl = value;
-          result->iterations_done = it + 1;
-        }
-        gm_progress(opt, "tsne", it + 1, run->max_iter);
-        if (gm_interrupted(opt))
-          return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "t-SNE interrupted at iteration %d", it + 1);
-      }
-    }
+          GM_TRY(exchange(&TsneGpu::y, DD));
+          GM_TRY(barrier());  // the copies of y read before the mean is taken off
+          for (int s = 0; s < count; s++) {
+            GM_TRY(use(s));
+            GM_TRY(t[s]->recentre<DD>());
+          }
+          return GPUML_OK;
+        },
+        [&](double *value) {
+          GM_TRY(repulsion_all<DD>());
+          GM_TRY(use(0));
+          GM_TRY(t[0]->z_sum());
+          for (int s = 0; s < count; s++) {
+            GM_TRY(use(s));
+            GM_TRY(t[s]->kl_rows<DD>(t[s]->attr));
+          }
+          GM_TRY(exchange(&TsneGpu::attr, 1));
+          GM_TRY(use(0));
+          return t[0]->kl_read(t[0]->attr, plogp, psum, value);
+        }));
     return sync_all("the t-SNE iterations");
   }
 };
