@@ -281,9 +281,11 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
                                &used, &b)))
     return st;
 
+  gm_trace("dpc: start");
   double dc = params->dc;
   if (params->estimate_dc && (st = estimate_dc(x, n, d, params->neighbor_rate, &dc, &used)))
     return st;
+  gm_trace("dpc: dc");
   const int gaussian = params->kernel == GPUML_DPC_GAUSSIAN;
   const int truncated = gaussian && params->gaussian_cutoff > 0;
   /* The pairs rho sums over, s < cut: within dc (cutoff kernel), within gaussian_cutoff
@@ -297,6 +299,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   memset(&grid, 0, sizeof grid);
   const int use_grid = gm_dpc_grid_usable(d);
   if (use_grid) st = grid_for(b, x, n, d, &used, &grid);
+  gm_trace("dpc: index geometry");
   const int rho_on_grid = !st && use_grid && (!gaussian || truncated) && gm_dpc_rows_fit(&grid, cut, n);
   const gm_dpc_grid *rho_grid = rho_on_grid ? &grid : NULL, *delta_grid = use_grid ? &grid : NULL;
   if (!st && spread) {
@@ -314,6 +317,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   if (keep && !st && use_grid) *keep = grid;
   else gm_dpc_grid_free(&grid);
   if (st) return st;
+  gm_trace("dpc: density passes");
   const int64_t top = gm_dpc_top(rho, n, gm_threads(&used));
   delta[top] = farthest_sq(x, n, d, top, gm_threads(&used));
   nearest[top] = -1;
@@ -322,6 +326,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
     delta[i] = sqrt(delta[i]);
     if (gamma) gamma[i] = rho[i] * delta[i];
   }
+  gm_trace("dpc: top point's delta, gamma");
   if (result) {
     gm_run_info_fill(&result->run, &used, GM_F64, t0);
     result->dc = dc;
@@ -537,7 +542,10 @@ gpuml_status gpuml_dpc_order(const double *rho, int64_t n, int64_t *order) {
   if (st) return st;
   gpuml_options opt;
   gpuml_options_init(&opt);
-  return density_order(rho, n, order, gm_threads(&opt));
+  gm_trace("dpc order: start");
+  st = density_order(rho, n, order, gm_threads(&opt));
+  gm_trace("dpc order: sorted");
+  return st;
 }
 
 /* Each point not yet in a cluster joins that of its nearest denser point, in the order
@@ -930,10 +938,12 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
   const gpuml_run_info run = result->run;
   st = cut_impl(rho, delta, nearest, NULL, n, &params->select, centres, ncentres, cluster,
                 gm_threads(opt));
+  gm_trace("dpc: centres and clusters");
   if (!st) {
     gm_clear_error();
     st = halo_impl(x, n, d, result->dc, rho, cluster, *ncentres, halo, opt, result, &index);
   }
+  gm_trace("dpc: halo");
   gm_dpc_grid_free(&index);
   if (st) return st;
   result->run = run;

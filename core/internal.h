@@ -66,6 +66,12 @@ int gm_interrupted(const gpuml_options *opt);
 /* A monotonic clock in seconds, for the times that results report. */
 double gm_seconds(void);
 
+/* GPUML_TRACE=1, a development aid: gm_trace(step) writes the step's name and the wall
+ * time since this thread's previous mark to stderr (where a call's time goes; the CUDA
+ * backend waits for its stream at each mark while tracing, Context::trace). */
+int gm_trace_on(void);
+void gm_trace(const char *step);
+
 /* OpenMP threads to use for this call. */
 int gm_threads(const gpuml_options *opt);
 /* This thread's number in the current OpenMP team (0 outside one), and whether it is

@@ -69,10 +69,12 @@ static gpuml_status search_prepared(const gm_backend *b, const void *resident,
 static gpuml_status knn_run(const gm_matrix *data, const gm_matrix *query, int64_t k,
                             int64_t *index, void *dist, const gpuml_options *opt,
                             gpuml_knn_result *result) {
+  gm_trace("knn: start");
   gpuml_status st = gm_check_values(data, "data", "knn");
   if (!st && query) st = gm_check_values(query, "query", "knn");
   if (!st) st = gpuml_knn_check(data->rows, data->cols, query ? query->rows : -1, k, opt);
   if (st) return st;
+  gm_trace("knn: the values checked");
   if (!index || !dist)
     return gm_fail(GPUML_ERR_ARG, "knn:badOutput", "the output arrays must not be NULL");
   const double t0 = gm_seconds();
@@ -89,6 +91,7 @@ static gpuml_status knn_run(const gm_matrix *data, const gm_matrix *query, int64
   int64_t rechecked = 0;
   st = search_prepared(b, NULL, &D, query, k, index, dist, &used, &rechecked);
   free(owned_data);
+  gm_trace("knn: searched (re-checks included)");
   if (!st && result) {
     gm_run_info_fill(&result->run, &used, data->dtype, t0);
     result->rechecked = rechecked;

@@ -207,6 +207,23 @@ double gm_seconds(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+int gm_trace_on(void) {
+  static int on = -1; /* read once; a race writes the same value */
+  if (on < 0) {
+    const char *v = getenv("GPUML_TRACE");
+    on = v && strcmp(v, "1") == 0;
+  }
+  return on;
+}
+
+void gm_trace(const char *step) {
+  if (!gm_trace_on()) return;
+  static _Thread_local double last = 0;
+  const double now = gm_seconds();
+  fprintf(stderr, "gpuml trace: %-40s %9.3f ms\n", step, last > 0 ? (now - last) * 1e3 : 0.0);
+  last = now;
+}
+
 int gm_thread_id(void) {
 #ifdef _OPENMP
   return omp_get_thread_num();

@@ -34,6 +34,8 @@ static const struct {
                         "mixture steps instead of the GEMM path (the default)"},
     {"GPUML_CUDA_PAGEABLE", "development: 1 uploads straight from pageable memory instead of "
                             "the page-locked ring (for comparisons)"},
+    {"GPUML_TRACE", "development: 1 writes each traced step of a call and its wall time to "
+                    "stderr (the GPU's work waited for at each step)"},
     {"GPUML_TEST_BACKENDS", "tests: the backends the C tests run (\"cpu\", \"cuda\", \"cpu,cuda\")"},
     {"GPUML_TEST_BACKEND", "tests: the backend of the R tests, and the C tests' older form"},
     {"GPUML_TEST_PRECISION", "tests: \"auto\", \"double\" or \"single\""},

@@ -149,6 +149,13 @@ class Context {
   gpuml_status launched(const char *what) { return check(cudaGetLastError(), what); }
   // Waits for the stream: reports errors of the kernels queued before.
   gpuml_status sync(const char *what) { return check(cudaStreamSynchronize(stream_), what); }
+  // GPUML_TRACE=1: the step's mark (gm_trace) once the work queued so far is done.
+  gpuml_status trace(const char *step) {
+    if (!gm_trace_on()) return GPUML_OK;
+    GM_TRY(check(cudaDeviceSynchronize(), step));
+    gm_trace(step);
+    return GPUML_OK;
+  }
 
   // Takes the device's context (created on the first call of the process, with its
   // stream; the cuBLAS handle on the first call that needs one) and works out the

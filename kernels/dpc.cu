@@ -391,10 +391,12 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   const gm_dpc_grid *index = rho_grid ? rho_grid : delta_grid;
   const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, n));
+  GM_TRY(ctx.trace("dpc cuda: context"));
   GridDev g;
   if (index) GM_TRY(sort_index(ctx, x, index, g, nullptr));
   AllPairs ap;
   if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed, nullptr));
+  GM_TRY(ctx.trace("dpc cuda: points uploaded, index sorted"));
   double *rho_d = nullptr, *delta_d = nullptr;
   int64_t *nearest_d = nullptr;
   GM_TRY(ctx.alloc(&rho_d, (size_t)n, "the densities"));
@@ -402,13 +404,17 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   GM_TRY(ctx.alloc(&nearest_d, (size_t)n, "the nearest denser points"));
   GM_TRY(rho_pass(ctx, g, ap, rho_grid, n, d, gaussian, dc, cut, 0,
                   rho_grid ? rho_grid->ncells : n, rho_d, opt));
+  GM_TRY(ctx.trace("dpc cuda: rho pass"));
   GM_TRY(to_host(ctx, rho, rho_d, n, "copying the densities to the host"));
   GM_TRY(ctx.sync("copying the densities to the host"));
   const int64_t top = gm_dpc_top(rho, n, gm_threads(opt));
+  GM_TRY(ctx.trace("dpc cuda: rho to the host, top point"));
   GM_TRY(delta_pass(ctx, g, ap, delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt));
+  GM_TRY(ctx.trace("dpc cuda: delta pass"));
   GM_TRY(to_host(ctx, delta_sq, delta_d, n, "copying the distances to the host"));
   GM_TRY(to_host(ctx, nearest, nearest_d, n, "copying the nearest denser points to the host"));
-  return ctx.sync("copying the results to the host");
+  GM_TRY(ctx.sync("copying the results to the host"));
+  return ctx.trace("dpc cuda: delta and nearest to the host");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -784,9 +784,11 @@ struct KnnSearch {
   }
 
   gpuml_status run() {
+    GM_TRY(ctx.trace("knn cuda: start"));
     GM_TRY(plan());
     GM_TRY(load());
     if (!lists_fit) return GPUML_OK;
+    GM_TRY(ctx.trace("knn cuda: plan, buffers, references loaded"));
     if (prefetch) GM_TRY(load_queries(q_begin, 0));
     for (int64_t q0 = q_begin, tile = 0; q0 < q_end; q0 += qt, tile++) {
       const int64_t qn = q_end - q0 < qt ? q_end - q0 : qt;
@@ -810,6 +812,7 @@ struct KnnSearch {
       // the last tile's report waits for the copy and the re-checks (knn_run)
       if (q0 + qn < q_end) gm_progress(opt, "knn", q0 + qn - q_begin, mq);
     }
+    GM_TRY(ctx.trace("knn cuda: query tiles"));
     if (!full_out || keep_idx) return GPUML_OK;  // (each tile synced: the lists are final)
     GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)mq * (size_t)k * 8,
                                      cudaMemcpyDeviceToHost, ctx.stream()),
@@ -817,7 +820,8 @@ struct KnnSearch {
     GM_TRY(ctx.check(cudaMemcpyAsync(dist, out_dist, (size_t)mq * (size_t)k * sizeof(In),
                                      cudaMemcpyDeviceToHost, ctx.stream()),
                      "copying neighbour distances to the host"));
-    return ctx.sync("copying the neighbours to the host");
+    GM_TRY(ctx.sync("copying the neighbours to the host"));
+    return ctx.trace("knn cuda: lists to the host");
   }
 };
 
