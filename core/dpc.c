@@ -61,7 +61,7 @@ double gm_dpc_sq_threshold(double dc, int strict) {
 #define GM_DPC_TOP_RUNS 64
 int64_t gm_dpc_top(const double *rho, int64_t n, int threads) {
   if (threads > GM_DPC_TOP_RUNS) threads = GM_DPC_TOP_RUNS;
-  if (threads < 1 || n < ((int64_t)1 << 20)) threads = 1;
+  if (threads < 1 || n < ((int64_t)1 << 16)) threads = 1;
   int64_t best[GM_DPC_TOP_RUNS];
 #pragma omp parallel for schedule(static, 1) num_threads(threads)
   for (int t = 0; t < threads; t++) {
@@ -126,43 +126,176 @@ static int compare_index(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The first m of a seeded Fisher-Yates shuffle of 0 .. n-1 (m points without
+ * replacement), sorted. Only the entries the shuffle touched differ from the identity:
+ * they are kept in a small open-addressed table, not an array of n. */
+static gpuml_status sample_rows(int64_t n, int64_t m, uint64_t seed, int64_t *pick) {
+  if (m == n) {
+    for (int64_t i = 0; i < n; i++) pick[i] = i;
+    return GPUML_OK;
+  }
+  int64_t cap = 16;
+  while (cap < 4 * m) cap <<= 1;
+  int64_t *key = gm_alloc((size_t)cap, sizeof *key), *val = gm_alloc((size_t)cap, sizeof *val);
+  if (!key || !val) {
+    free(key);
+    free(val);
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the sample of dc's estimate");
+  }
+  for (int64_t e = 0; e < cap; e++) key[e] = -1;
+  /* the slot of position p: its own, or the empty one where it would go */
+#define GM_DC_SLOT(p, out)                                                    \
+  do {                                                                        \
+    uint64_t h = (uint64_t)(p) * 0x9E3779B97F4A7C15ULL;                       \
+    int64_t e = (int64_t)(h >> 20) & (cap - 1);                               \
+    while (key[e] != -1 && key[e] != (p)) e = (e + 1) & (cap - 1);            \
+    (out) = e;                                                                \
+  } while (0)
+  gm_rng rng;
+  gm_rng_seed(&rng, seed);
+  for (int64_t i = 0; i < m; i++) {
+    const int64_t j = i + gm_rng_below(&rng, n - i);
+    int64_t ei, ej;
+    GM_DC_SLOT(i, ei);
+    const int64_t vi = key[ei] == i ? val[ei] : i;
+    GM_DC_SLOT(j, ej);
+    const int64_t vj = key[ej] == j ? val[ej] : j;
+    pick[i] = vj; /* position i takes j's entry, position j takes i's */
+    key[ej] = j;
+    val[ej] = vi;
+  }
+#undef GM_DC_SLOT
+  free(key);
+  free(val);
+  qsort(pick, (size_t)m, sizeof *pick, compare_index);
+  return GPUML_OK;
+}
+
+/* The squared distances of the sample's pairs (j < i), row i after row i - 1: pair (i, j)
+ * at i (i - 1) / 2 + j, as gm_dpc_direct_tile gives them. */
+static void sample_row(const double *sample, int64_t m, int64_t d, int64_t i, double *out) {
+  gm_dpc_direct_tile(sample, m, d, 0, i, i, 1, out);
+}
+
+/* The k-th smallest (0-based) of the sample's pairs, as select_kth over all of them
+ * would give it, without holding them all: a bound from every 8th point's pairs, the
+ * pairs at most that bound kept (by all threads), the k-th of those. *found = 0 when
+ * fewer than k + 1 pairs pass the bound or the k-th is 0 (the caller then takes the
+ * whole array). */
+static gpuml_status kth_pair(const double *sample, int64_t m, int64_t d, int64_t k,
+                             const gpuml_options *opt, double *kth, int *found) {
+  *found = 0;
+  const int64_t pairs = m * (m - 1) / 2;
+  if (m < 64) return GPUML_OK;
+  /* the bound: a quantile of every 8th point's pairs at twice the rate, plus a margin */
+  const int64_t ms = (m + 7) / 8, spairs = ms * (ms - 1) / 2;
+  double *sub = gm_alloc((size_t)spairs, sizeof *sub);
+  double *strided = gm_alloc((size_t)ms * (size_t)d, sizeof *strided);
+  gpuml_status st = GPUML_OK;
+  if (!sub || !strided) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate dc's estimate");
+    goto done;
+  }
+  for (int64_t t = 0; t < d; t++)
+    for (int64_t i = 0; i < ms; i++) strided[i + t * ms] = sample[8 * i + t * m];
+  for (int64_t i = 1; i < ms; i++) sample_row(strided, ms, d, i, sub + i * (i - 1) / 2);
+  int64_t sk = (int64_t)ceil(2.0 * (double)(k + 1) / (double)pairs * (double)spairs) + 16;
+  if (sk > spairs - 1) goto done; /* the bound would be the largest pair: no gain */
+  const double bound = select_kth(sub, spairs, sk);
+  /* the pairs at most the bound, in row order (each thread its rows, then joined) */
+  const int threads = gm_threads(opt);
+  int64_t *counts = gm_alloc((size_t)m + 1, sizeof *counts);
+  if (!counts) {
+    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate dc's estimate");
+    goto done;
+  }
+  counts[0] = 0;
+  int64_t kept = 0;
+  double *keep = NULL;
+  /* first pass: how many of each row pass; second: where they go */
+  for (int pass = 0; pass < 2; pass++) {
+#pragma omp parallel num_threads(threads)
+    {
+      double *r = gm_alloc((size_t)m, sizeof *r);
+#pragma omp for schedule(dynamic, 16)
+      for (int64_t i = 1; i < m; i++) {
+        if (!r) continue;
+        sample_row(sample, m, d, i, r);
+        if (pass == 0) {
+          int64_t c = 0;
+          for (int64_t j = 0; j < i; j++) c += r[j] <= bound;
+          counts[i + 1] = c;
+        } else {
+          double *to = keep + counts[i];
+          for (int64_t j = 0; j < i; j++)
+            if (r[j] <= bound) *to++ = r[j];
+        }
+      }
+      free(r);
+    }
+    if (pass == 0) {
+      counts[1] = 0;
+      for (int64_t i = 1; i < m; i++) counts[i + 1] += counts[i];
+      kept = counts[m];
+      if (kept < k + 1) break;
+      keep = gm_alloc((size_t)kept, sizeof *keep);
+      if (!keep) {
+        st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate dc's estimate");
+        break;
+      }
+    }
+  }
+  if (!st && keep && kept >= k + 1) {
+    /* every pair below the k-th of all is at most the bound, so it is among those kept */
+    const double v = select_kth(keep, kept, k);
+    if (v > 0) {
+      *kth = v;
+      *found = 1;
+    }
+  }
+  free(keep);
+  free(counts);
+done:
+  free(sub);
+  free(strided);
+  return st;
+}
+
 static gpuml_status estimate_dc(const double *x, int64_t n, int64_t d, double rate, double *dc,
                                 const gpuml_options *opt) {
   const int64_t m = n < GPUML_DPC_DC_SAMPLE ? n : GPUML_DPC_DC_SAMPLE;
   const int64_t pairs = m * (m - 1) / 2;
-  int64_t *pick = gm_alloc((size_t)n, sizeof *pick);
+  int64_t *pick = gm_alloc((size_t)m, sizeof *pick);
   double *sample = gm_alloc((size_t)m * (size_t)d, sizeof *sample);
-  double *sq = gm_alloc((size_t)pairs, sizeof *sq);
+  double *sq = NULL;
   gpuml_status st = GPUML_OK;
-  if (!pick || !sample || !sq) {
+  if (!pick || !sample) {
     st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to estimate dc",
-                 ((double)pairs + (double)m * (double)d + (double)n) * 8 / 1e6);
+                 ((double)m * (double)d + (double)m) * 8 / 1e6);
     goto done;
   }
-  for (int64_t i = 0; i < n; i++) pick[i] = i;
-  if (m < n) {
-    /* The first m of a seeded Fisher-Yates shuffle: m points without replacement. */
-    gm_rng rng;
-    gm_rng_seed(&rng, opt->seed);
-    for (int64_t i = 0; i < m; i++) {
-      const int64_t j = i + gm_rng_below(&rng, n - i);
-      const int64_t t = pick[i];
-      pick[i] = pick[j];
-      pick[j] = t;
-    }
-    qsort(pick, (size_t)m, sizeof *pick, compare_index);
-  }
+  if ((st = sample_rows(n, m, opt->seed, pick))) goto done;
   for (int64_t t = 0; t < d; t++)
     for (int64_t i = 0; i < m; i++)
       sample[i + t * m] = x[pick[i] + t * n];
-  /* Row i of the pairs (j < i) by the direct tile: gm_sqdist()'s values, vectorised
-   * over j. */
-#pragma omp parallel for schedule(dynamic, 16) num_threads(gm_threads(opt))
-  for (int64_t i = 1; i < m; i++) gm_dpc_direct_tile(sample, m, d, 0, i, i, 1, sq + i * (i - 1) / 2);
   int64_t k = (int64_t)ceil(rate * (double)pairs) - 1;
   if (k < 0) k = 0;
   if (k > pairs - 1) k = pairs - 1;
-  double v = select_kth(sq, pairs, k);
+  double v = 0;
+  int found = 0;
+  if ((st = kth_pair(sample, m, d, k, opt, &v, &found))) goto done;
+  if (!found) {
+    /* all the pairs: small samples, a bound that kept too few, or a k-th of 0 */
+    sq = gm_alloc((size_t)pairs, sizeof *sq);
+    if (!sq) {
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to estimate dc",
+                   (double)pairs * 8 / 1e6);
+      goto done;
+    }
+#pragma omp parallel for schedule(dynamic, 16) num_threads(gm_threads(opt))
+    for (int64_t i = 1; i < m; i++) sample_row(sample, m, d, i, sq + i * (i - 1) / 2);
+    v = select_kth(sq, pairs, k);
+  }
   if (v == 0) {
     /* Duplicates fill the quantile: take the smallest positive distance instead. */
     v = INFINITY;
@@ -245,7 +378,7 @@ gpuml_status gpuml_dpc_estimate_dc(const double *x, int64_t n, int64_t d, double
 static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top, int threads) {
   double best = 0;
 #pragma omp parallel for schedule(static) reduction(max : best) num_threads(threads) \
-    if (n >= ((int64_t)1 << 20))
+    if (n >= ((int64_t)1 << 16))
   for (int64_t j = 0; j < n; j++) {
     const double s = gm_sqdist(x + j, n, x + top, n, d);
     if (s > best) best = s;

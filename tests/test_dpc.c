@@ -13,6 +13,7 @@
 #include <string.h>
 #include "harness.h"
 #include "gpuml.h"
+#include "rng.h" /* the sample of dc's estimate, drawn here as the library draws it */
 
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
 static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
@@ -577,6 +578,49 @@ static void test_dc_estimate(void) {
         "sampled dc gives a neighbour rate of %g", mean / (m - 1));
   fit_free(&g);
   free(y);
+
+  /* The sample of a large n: the first GPUML_DPC_DC_SAMPLE of a Fisher-Yates shuffle
+   * seeded with opt.seed (drawn here over the whole array), and dc the quantile of the
+   * sample's pairs, at several rates, on clustered and on tied (rounded) data. */
+  for (int kind = 0; kind < 2; kind++) {
+    const int64_t nn = 50000, dd = 2, ms = GPUML_DPC_DC_SAMPLE, sp = ms * (ms - 1) / 2;
+    double *z = malloc(sizeof(double) * nn * dd);
+    for (int64_t i = 0; i < nn; i++)
+      for (int64_t t = 0; t < dd; t++) {
+        const double v = (double)(i % 5) * 10 + normal();
+        z[i + t * nn] = kind ? round(v * 4) / 4 : v;
+      }
+    int64_t *perm = malloc(sizeof(int64_t) * nn);
+    for (int64_t i = 0; i < nn; i++) perm[i] = i;
+    gm_rng r;
+    gm_rng_seed(&r, 11);
+    for (int64_t i = 0; i < ms; i++) {
+      const int64_t j = i + gm_rng_below(&r, nn - i), t = perm[i];
+      perm[i] = perm[j];
+      perm[j] = t;
+    }
+    double *ps = malloc(sizeof(double) * sp);
+    int64_t e = 0;
+    for (int64_t i = 0; i < ms; i++)
+      for (int64_t j = 0; j < i; j++) ps[e++] = sqrt(ref_sq(z, nn, dd, perm[i], perm[j]));
+    qsort(ps, sp, sizeof(double), cmp_double);
+    const double rates[3] = {0.001, 0.02, 0.3};
+    for (int ri = 0; ri < 3; ri++) {
+      opt = options();
+      opt.seed = 11;
+      int64_t q = (int64_t)ceil(rates[ri] * sp) - 1;
+      double want = ps[q];
+      for (int64_t a = 0; want == 0 && a < sp; a++) want = ps[a]; /* the smallest positive */
+      double got = -1;
+      st = gpuml_dpc_estimate_dc(z, nn, dd, rates[ri], &got, &opt);
+      CHECK(st == GPUML_OK && got == want,
+            "dc of the seeded sample (%s data, rate %g): %.17g, the sample's quantile %.17g",
+            kind ? "tied" : "clustered", rates[ri], got, want);
+    }
+    free(ps);
+    free(perm);
+    free(z);
+  }
 
   /* Duplicates fill the quantile: the smallest positive distance is taken. */
   double dup[20] = {0};
