@@ -75,22 +75,22 @@ gpuml_status gpuml_mpi_options_set_devices(MPI_Comm comm, gpuml_options *opt, co
    * others asked for "local"), and the ranks agree on the status before any options
    * change, so that a bad value on one rank is the error of every rank. */
   int rank = 0, size = 1, local = 0;
+  gpuml_status st = gpuml_mpi_local_rank(comm, &local, NULL); /* MPI up, or "mpi:error" */
+  if (st) return st;
   if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
     return gm_mpi_failed("MPI_Comm_rank");
-  gpuml_status st = gpuml_mpi_local_rank(comm, &local, NULL);
-  if (st) return st;
-  /* The CPU backend runs as one device and ignores it: the devices are not counted then,
-   * which would start the CUDA runtime (and a context on device 0) in every rank of a job
-   * that never uses a GPU. */
+  /* The CPU backend runs as one device and ignores it: the devices are not counted then
+   * (counting them starts the CUDA runtime, whose probe runs on device 0, in every rank
+   * of a job that uses no GPU). */
+  int devices = 0;
   if (opt->backend != GPUML_BACKEND_CPU) {
     gpuml_info info;
     gpuml_backend_info(&info);
-    local = device_of(local, info.device_count);
-  } else {
-    local = 0;
+    devices = info.device_count;
   }
   gpuml_options chosen = *opt;
-  st = gm_mpi_agree(comm, rank, size, set_devices(&chosen, word, ids, count, local));
+  st = gm_mpi_agree(comm, rank, size,
+                    set_devices(&chosen, word, ids, count, device_of(local, devices)));
   if (!st) *opt = chosen;
   return st;
 }
