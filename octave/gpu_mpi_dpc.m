@@ -26,6 +26,14 @@
 ## same backend).  The estimate of @qcode{"dc"} draws its sample with rank 0's seed.
 ## The fit cannot be interrupted (one rank cannot stop alone).
 ##
+## The option @qcode{"devices"} places each rank: @qcode{"local"} (the default, also
+## @code{[]}) runs it on one GPU of its host, its number among the host's ranks modulo
+## the host's GPUs (@code{mpirun -np 4} on a host of 4 GPUs uses each GPU once, 8 ranks
+## two on each; a host without GPUs counts as one); device numbers such as @code{[0 1]}
+## or @qcode{"all"} name those devices, on every rank, as for @code{gpu_dpc}.  Another
+## value (say @qcode{"locall"} or @code{-1}) is an error on every rank; on the CPU
+## backend the value is checked and then ignored, with the same results.
+##
 ## @strong{Outputs}
 ##
 ## @table @var
@@ -68,10 +76,11 @@ function [clusters, info] = gpu_mpi_dpc (X, varargin)
   endif
   [X, params, opts] = gpuml_dpc_args ("gpu_mpi_dpc", X, varargin,
                                       struct ("seed", [], "backend", "auto",
-                                              "verbose", false));
+                                              "verbose", false, "devices", "local"));
   try
     [rho, delta, nearest, gamma, dc, backend, peaks, clusters, halo, rows] = ...
-      gpuml_mpi_mex ("dpc", X, params, gpuml_seed (opts.seed), opts.backend, opts.verbose);
+      gpuml_mpi_mex ("dpc", X, params, gpuml_seed (opts.seed), opts.backend, opts.verbose,
+                     opts.devices);
   catch err
     gpuml_rethrow (err, "gpu_mpi_dpc", "gpuml_mpi_mex");
   end_try_catch
@@ -113,5 +122,16 @@ endfunction
 %! catch err
 %!   assert (err.identifier, "gpuml:dpc:badType");
 %! end_try_catch
-%!error id=gpuml:badOption gpu_mpi_dpc (randn (20, 2), "devices", 0)
+## devices: "local" (the default), numbers and "all" give the same fit on the CPU
+%!testif ; gpuml_info ().mpi
+%! randn ("state", 25);
+%! X = [randn(60, 2); randn(60, 2) + 6];
+%! [c0, i0] = gpu_mpi_dpc (X, "dc", 0.5, "k", 2, "backend", "cpu");
+%! for dev = {"local", [], 0, "all"}
+%!   [c1, i1] = gpu_mpi_dpc (X, "dc", 0.5, "k", 2, "backend", "cpu", "devices", dev{1});
+%!   assert (isequal (c1, c0) && isequal (i1.rho, i0.rho) && isequal (i1.delta, i0.delta));
+%! endfor
+%!testif ; gpuml_info ().mpi
+%! fail ('gpu_mpi_dpc (randn (20, 2), "devices", "locall")', 'unknown devices "locall"');
+%! fail ('gpu_mpi_dpc (randn (20, 2), "devices", -1)', "-1");
 %!error <Invalid call> gpu_mpi_dpc ()

@@ -33,6 +33,14 @@
 ## from @code{rand}) and the ranks still fit one model.  Progress is each rank's; the
 ## fit cannot be interrupted (one rank cannot stop alone).
 ##
+## The option @qcode{"devices"} places each rank: @qcode{"local"} (the default, also
+## @code{[]}) runs it on one GPU of its host, its number among the host's ranks modulo
+## the host's GPUs (@code{mpirun -np 4} on a host of 4 GPUs uses each GPU once, 8 ranks
+## two on each; a host without GPUs counts as one); device numbers such as @code{[0 1]}
+## or @qcode{"all"} name those devices, on every rank, as for @code{gpu_gmm}.  Another
+## value (say @qcode{"locall"} or @code{-1}) is an error on every rank; on the CPU
+## backend the value is checked and then ignored, with the same results.
+##
 ## @strong{Outputs}
 ##
 ## @table @var
@@ -71,10 +79,10 @@ function [labels, model] = gpu_mpi_gmm (X, varargin)
   endif
   [X, params, opts] = gpuml_gmm_args ("gpu_mpi_gmm", X, varargin,
                                       struct ("seed", [], "backend", "auto",
-                                              "verbose", false));
+                                              "verbose", false, "devices", "local"));
   try
     [labels, model] = gpuml_mpi_mex ("gmm", X, params, gpuml_seed (opts.seed),
-                                     opts.backend, opts.verbose);
+                                     opts.backend, opts.verbose, opts.devices);
   catch err
     gpuml_rethrow (err, "gpu_mpi_gmm", "gpuml_mpi_mex");
   end_try_catch
@@ -110,6 +118,18 @@ endfunction
 %! catch err
 %!   assert (err.identifier, "gpuml:gmm:badType");
 %! end_try_catch
-%!error id=gpuml:badOption gpu_mpi_gmm (randn (20, 2), 2, "devices", 0)
+## devices: "local" (the default), numbers and "all" give the same fit on the CPU
+%!testif ; gpuml_info ().mpi
+%! randn ("state", 24);
+%! X = [randn(40, 2); randn(30, 2) + 5];
+%! [l0, m0] = gpu_mpi_gmm (X, 1:2, "modelNames", "VVV", "seed", 2, "backend", "cpu");
+%! for dev = {"local", [], 0, "all"}
+%!   [l1, m1] = gpu_mpi_gmm (X, 1:2, "modelNames", "VVV", "seed", 2, "backend", "cpu",
+%!                           "devices", dev{1});
+%!   assert (isequal (l1, l0) && m1.loglik == m0.loglik);
+%! endfor
+%!testif ; gpuml_info ().mpi
+%! fail ('gpu_mpi_gmm (randn (20, 2), 2, "devices", "locall")', 'unknown devices "locall"');
+%! fail ('gpu_mpi_gmm (randn (20, 2), 2, "devices", -1)', "-1");
 %!error id=gpuml:badOption gpu_mpi_gmm (randn (20, 2), 2, "iterations", 5)
 %!error <Invalid call> gpu_mpi_gmm ()

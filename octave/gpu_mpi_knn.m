@@ -37,6 +37,14 @@
 ## @strong{Options}: @qcode{"backend"}, @qcode{"precision"}, @qcode{"metric"} and
 ## @qcode{"verbose"}, as for @code{gpu_knn}; the same on every rank.
 ##
+## The option @qcode{"devices"} places each rank: @qcode{"local"} (the default, also
+## @code{[]}) runs it on one GPU of its host, its number among the host's ranks modulo
+## the host's GPUs (@code{mpirun -np 4} on a host of 4 GPUs uses each GPU once, 8 ranks
+## two on each; a host without GPUs counts as one); device numbers such as @code{[0 1]}
+## or @qcode{"all"} name those devices, on every rank, as for @code{gpu_knn}.  Another
+## value (say @qcode{"locall"} or @code{-1}) is an error on every rank; on the CPU
+## backend the value is checked and then ignored, with the same results.
+##
 ## @strong{Outputs}
 ##
 ## @table @var
@@ -82,13 +90,14 @@ function [idx, dist, info] = gpu_mpi_knn (data, varargin)
   [query, k, args] = gpuml_knn_args (varargin);
   opts = gpuml_parse_options ("gpu_mpi_knn",
                               struct ("backend", "auto", "precision", "auto",
-                                      "metric", "euclidean", "verbose", false),
+                                      "metric", "euclidean", "verbose", false,
+                                      "devices", "local"),
                               args);
   [data, query] = gpuml_double (data, query);
   try
     [idx, dist, backend, rechecked] = gpuml_mpi_mex ("knn", data, query, k, opts.backend,
                                                      opts.verbose, opts.precision,
-                                                     opts.metric);
+                                                     opts.metric, opts.devices);
   catch err
     gpuml_rethrow (err, "gpu_mpi_knn", "gpuml_mpi_mex");
   end_try_catch
@@ -128,5 +137,22 @@ endfunction
 %! fail ('gpu_mpi_knn ([1 2; NaN 4; 5 6], [], 1, "backend", "cpu")', "NaN");
 %! fail ('gpu_mpi_knn ([1 2; 3 4], [], 1.5)', "whole number");
 %! fail ('gpu_mpi_knn ([1 2; 3 4], [], 1, "metric", "manhattan")', "metric");
-%!error id=gpuml:badOption gpu_mpi_knn ([1 2; 3 4], [], 1, "devices", 0)
+
+## devices: "local" (the default), numbers and "all" give the same answers on the CPU
+%!testif ; gpuml_info ().mpi
+%! X = [0 0; 1 0; 0 2; 3 3; 1 1];
+%! i0 = gpu_mpi_knn (X, [], 2, "backend", "cpu");
+%! for dev = {"local", "LOCAL", [], 0, [1 0], "all"}
+%!   assert (isequal (gpu_mpi_knn (X, [], 2, "backend", "cpu", "devices", dev{1}), i0));
+%! endfor
+%!testif ; gpuml_info ().mpi
+%! for bad = {"locall", -1, [0 0], {0}}
+%!   try
+%!     gpu_mpi_knn ([1 2; 3 4], [], 1, "devices", bad{1});
+%!     error ("test:noError", "no error raised");
+%!   catch err
+%!     want = {"gpuml:badDevice", "gpuml:badOption"}{1 + iscell (bad{1})};
+%!     assert (err.identifier, want);
+%!   end_try_catch
+%! endfor
 %!error <Invalid call> gpu_mpi_knn ()

@@ -338,9 +338,9 @@ static const R_CallMethodDef call_methods[] = {
     {"gpuml_r_gmm_fit", (DL_FUNC)&gpuml_r_gmm_fit, 7},
     {"gpuml_r_mpi_start", (DL_FUNC)&gpuml_r_mpi_start, 0},
     {"gpuml_r_mpi_finalize", (DL_FUNC)&gpuml_r_mpi_finalize, 0},
-    {"gpuml_r_mpi_knn", (DL_FUNC)&gpuml_r_mpi_knn, 8},
-    {"gpuml_r_mpi_gmm_fit", (DL_FUNC)&gpuml_r_mpi_gmm_fit, 6},
-    {"gpuml_r_mpi_dpc", (DL_FUNC)&gpuml_r_mpi_dpc, 6},
+    {"gpuml_r_mpi_knn", (DL_FUNC)&gpuml_r_mpi_knn, 9},
+    {"gpuml_r_mpi_gmm_fit", (DL_FUNC)&gpuml_r_mpi_gmm_fit, 7},
+    {"gpuml_r_mpi_dpc", (DL_FUNC)&gpuml_r_mpi_dpc, 7},
     {"gpuml_r_gmm_predict", (DL_FUNC)&gpuml_r_gmm_predict, 8},
 
     {NULL, NULL, 0}};

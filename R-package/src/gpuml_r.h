@@ -78,11 +78,11 @@ int gpuml_r_mpi_built(void);
 SEXP gpuml_r_mpi_start(void);
 SEXP gpuml_r_mpi_finalize(void);
 SEXP gpuml_r_mpi_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
-                     SEXP verbose, SEXP threads);
+                     SEXP verbose, SEXP threads, SEXP devices);
 SEXP gpuml_r_mpi_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
-                     SEXP threads);
+                     SEXP threads, SEXP devices);
 SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
-                         SEXP threads);
+                         SEXP threads, SEXP devices);
 SEXP gpuml_r_gmm_predict(SEXP weights, SEXP means, SEXP covariances, SEXP covariance, SEXP x,
                          SEXP backend, SEXP verbose, SEXP threads);
 

@@ -17,6 +17,17 @@ int gpuml_r_mpi_built(void) { return 1; }
 
 static void mpi_up(void) { gpuml_r_stop_on_failure(gpuml_mpi_start(NULL, NULL, NULL)); }
 
+/* The devices of an MPI call: NULL (the default, "local"), a word or device numbers, as
+ * R/coerce.R's as_devices() gives them, by the core's rule (a collective; MPI up and
+ * opt->backend set). */
+static void mpi_devices(gpuml_options *opt, SEXP devices) {
+  const int word = TYPEOF(devices) == STRSXP;
+  gpuml_r_stop_on_failure(gpuml_mpi_options_set_devices(
+      MPI_COMM_WORLD, opt, word ? CHAR(STRING_ELT(devices, 0)) : NULL,
+      TYPEOF(devices) == REALSXP ? REAL(devices) : NULL,
+      TYPEOF(devices) == REALSXP ? (int64_t)XLENGTH(devices) : 0));
+}
+
 /* list(rank, size, started): started is TRUE when this call initialised MPI. */
 SEXP gpuml_r_mpi_start(void) {
   int rank = 0, size = 1, started = 0;
@@ -35,12 +46,13 @@ SEXP gpuml_r_mpi_finalize(void) { return Rf_ScalarLogical(gpuml_mpi_end()); }
 
 /* As gpuml_r_knn, over the ranks: data is this rank's rows; the indices are global. */
 SEXP gpuml_r_mpi_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
-                     SEXP verbose, SEXP threads) {
+                     SEXP verbose, SEXP threads, SEXP devices) {
   mpi_up();
   gpuml_options opt;
   int64_t n_local, d, m;
   const int has_query = gpuml_r_knn_call(&opt, data, query, backend, precision, metric,
                                          verbose, threads, &n_local, &d, &m);
+  mpi_devices(&opt, devices);
   int64_t n_total = 0;
   gpuml_r_stop_on_failure(gpuml_mpi_rows(MPI_COMM_WORLD, n_local, d, &n_total));
   /* A k the core will refuse must not size an allocation: it then gets placeholders and
@@ -75,10 +87,11 @@ static gpuml_status fit_over_ranks(void *ctx, const double *x, int64_t n, int64_
 /* As gpuml_r_gmm_fit, over the ranks: x is this rank's rows, and so are z,
  * classification and uncertainty; the model is the same on every rank. */
 SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
-                         SEXP threads) {
+                         SEXP threads, SEXP devices) {
   mpi_up();
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  mpi_devices(&opt, devices);
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
   int64_t n_total = 0;
   gpuml_r_stop_on_failure(gpuml_mpi_rows(MPI_COMM_WORLD, Rf_nrows(x), Rf_ncols(x), &n_total));
@@ -90,10 +103,11 @@ SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verb
  * same peaks on every rank. Returns list(rho, delta, nearest, gamma, dc, backend, cut,
  * rows), rows the global 1-based numbers of this rank's rows. */
 SEXP gpuml_r_mpi_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
-                     SEXP threads) {
+                     SEXP threads, SEXP devices) {
   mpi_up();
   gpuml_options opt;
   gpuml_r_options(&opt, backend, verbose, threads);
+  mpi_devices(&opt, devices);
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
   gpuml_dpc_params p;
   gpuml_dpc_params_init(&p);
@@ -153,19 +167,19 @@ static SEXP without_mpi(void) {
 SEXP gpuml_r_mpi_start(void) { return without_mpi(); }
 SEXP gpuml_r_mpi_finalize(void) { return Rf_ScalarLogical(FALSE); }
 SEXP gpuml_r_mpi_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision, SEXP metric,
-                     SEXP verbose, SEXP threads) {
+                     SEXP verbose, SEXP threads, SEXP devices) {
   (void)data, (void)query, (void)k, (void)backend, (void)precision, (void)metric;
-  (void)verbose, (void)threads;
+  (void)verbose, (void)threads, (void)devices;
   return without_mpi();
 }
 SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
-                         SEXP threads) {
-  (void)x, (void)params, (void)seed, (void)backend, (void)verbose, (void)threads;
+                         SEXP threads, SEXP devices) {
+  (void)x, (void)params, (void)seed, (void)backend, (void)verbose, (void)threads, (void)devices;
   return without_mpi();
 }
 SEXP gpuml_r_mpi_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
-                     SEXP threads) {
-  (void)x, (void)params, (void)seed, (void)backend, (void)verbose, (void)threads;
+                     SEXP threads, SEXP devices) {
+  (void)x, (void)params, (void)seed, (void)backend, (void)verbose, (void)threads, (void)devices;
   return without_mpi();
 }
 

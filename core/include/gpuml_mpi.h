@@ -2,8 +2,9 @@
  * gpuml_mpi.h — SPMD entry points over MPI: every rank of a communicator calls them with
  * its own block of rows, as a job started by `mpirun -np N` does. Built into
  * libgpuml_mpi when configure finds MPI (Open MPI from Debian's libopenmpi-dev); each
- * rank runs on the backend its options name (a rank per GPU: set opt->device from the
- * rank's local number).
+ * rank runs on the backend and devices its options name (a GPU per rank of a host:
+ * gpuml_mpi_options_set_devices with "local", or opt->device from
+ * gpuml_mpi_local_device).
  *
  * The global data are the ranks' blocks one after another in rank order: row i of rank r
  * is global row offset_r + i, offset_r the rows of the ranks before it. Results equal
@@ -51,6 +52,40 @@ gpuml_status gpuml_mpi_block(MPI_Comm comm, int64_t n_local, int64_t d, int64_t 
  */
 gpuml_status gpuml_mpi_start(int *rank, int *size, int *started);
 int gpuml_mpi_end(void);
+
+/*
+ * The GPU of each rank on its host (collectives: every rank of comm calls them).
+ * gpuml_mpi_local_rank: *local_rank receives this rank's number among the ranks of comm
+ * on its own host (those that share memory with it: MPI_Comm_split_type with
+ * MPI_COMM_TYPE_SHARED), 0, 1, ... in the order of their ranks in comm; *local_size (may
+ * be NULL) how many ranks of comm the host runs.
+ * gpuml_mpi_local_device: *device receives the local rank modulo the host's CUDA devices
+ * (gpuml_backend_info's device_count), 0 when it has none: `mpirun -np 4` on a host of 4
+ * GPUs puts every rank on a GPU of its own, 8 ranks two on each.
+ * Errors: "mpi:error" when MPI is not initialised or fails.
+ */
+gpuml_status gpuml_mpi_local_rank(MPI_Comm comm, int *local_rank, int *local_size);
+gpuml_status gpuml_mpi_local_device(MPI_Comm comm, int *device);
+
+/*
+ * The devices of an MPI call: the rule of the `devices` argument of the front ends' MPI
+ * functions, as gpuml_options_set_devices / _word are for the others (a collective: every
+ * rank of comm calls it, after setting opt->backend).
+ *   word "local" (any case), or no word and no numbers (word NULL, count 0: the default):
+ *     opt->device = gpuml_mpi_local_device, no device list; each rank runs on a GPU of
+ *     its host, the ranks of a host spread over its GPUs. On the CPU backend (named in
+ *     opt) the devices are not counted (that would start CUDA in a job that uses none)
+ *     and opt->device is 0; the CPU ignores it.
+ *   word "all" (any case): as gpuml_options_set_devices_word, every device of its host,
+ *     on every rank.
+ *   numbers (word NULL, count >= 1): as gpuml_options_set_devices, the devices listed, on
+ *     every rank.
+ * Error "badDevice" for another word or a bad list, "mpi:error" when MPI is not
+ * initialised or fails; the ranks agree on the status first (a bad value on one rank is
+ * the error of every rank, naming it), and opt is unchanged on failure.
+ */
+gpuml_status gpuml_mpi_options_set_devices(MPI_Comm comm, gpuml_options *opt, const char *word,
+                                           const double *ids, int64_t count);
 
 /*
  * Exact kNN across the ranks of comm (double precision).

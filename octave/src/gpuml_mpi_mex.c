@@ -7,10 +7,10 @@
  *   [rank, size, started] = gpuml_mpi_mex ("start")
  *   ended = gpuml_mpi_mex ("finalize")
  *   [idx, dist, backend, rechecked] =
- *       gpuml_mpi_mex ("knn", data, query, k, backend, verbose, precision, metric)
- *   [labels, model] = gpuml_mpi_mex ("gmm", X, params, seed, backend, verbose)
+ *       gpuml_mpi_mex ("knn", data, query, k, backend, verbose, precision, metric, devices)
+ *   [labels, model] = gpuml_mpi_mex ("gmm", X, params, seed, backend, verbose, devices)
  *   [rho, delta, nearest, gamma, dc, backend, peaks, clusters, halo, rows] =
- *       gpuml_mpi_mex ("dpc", x, params, seed, backend, verbose)
+ *       gpuml_mpi_mex ("dpc", x, params, seed, backend, verbose, devices)
  *
  * The arguments and outputs are those of gpuml_knn_mex, gpuml_gmm_mex and gpuml_dpc_mex
  * (double data only) for this rank's rows: data, X and x are this rank's rows (the same
@@ -18,7 +18,9 @@
  * model.z and model.uncertainty, rho, delta, nearest, gamma, clusters and halo; the
  * neighbour indices, nearest and peaks are global 1-based rows (the ranks' rows one after
  * another in rank order), and rows the global rows of this rank's rows. started: true when
- * this call initialised MPI. ended: true when this call finalised MPI.
+ * this call initialised MPI. ended: true when this call finalised MPI. devices: "local",
+ * [] (the default, "local"), device numbers or "all", by the core's rule for MPI calls
+ * (gpuml_mpi_options_set_devices).
  *
  * MPI starts at the first call when nobody has started it; gpuml then finalises it when
  * Octave exits or clears this file, or at "finalize" (gpuml_mpi_start and gpuml_mpi_end
@@ -56,12 +58,30 @@ static void mpi_up(int *rank, int *size, int *started) {
   if (started) *started = began;
 }
 
-/* The options of a fit (gpuml_mex_options, gpuml_mex_seed) over the ranks; MPI up. */
+/* The devices of a call over the ranks, by the core's rule (a collective; MPI up and
+ * opt->backend set). */
+static void mpi_devices(gpuml_options *opt, const mxArray *a) {
+  char *word = NULL;
+  if (mxIsChar(a))
+    word = gpuml_mex_word(a, "devices", "\"local\", device numbers or \"all\"");
+  else if (!mxIsDouble(a) || mxIsComplex(a))
+    mexErrMsgIdAndTxt("gpuml:badOption",
+                      "devices must be \"local\", [], device numbers or \"all\"");
+  gpuml_status st = gpuml_mpi_options_set_devices(
+      MPI_COMM_WORLD, opt, word, word ? NULL : mxGetPr(a),
+      word ? 0 : (int64_t)mxGetNumberOfElements(a));
+  if (word) mxFree(word);
+  if (st) gpuml_mex_raise(st);
+}
+
+/* The options of a fit (gpuml_mex_options, gpuml_mex_seed, the devices) over the ranks;
+ * MPI up. */
 static void fit_options(gpuml_options *opt, gpuml_mex_progress_state *ps,
                         const mxArray *const args[]) {
   gpuml_mex_options(opt, args[3], args[4], ps);
   gpuml_mex_seed(opt, args[2]);
   mpi_up(NULL, NULL, NULL); /* after gpuml_mex_options: this file's exit function */
+  mpi_devices(opt, args[5]);
 }
 
 static void start(int nlhs, mxArray *plhs[]) {
@@ -87,6 +107,7 @@ static void knn(int nlhs, mxArray *plhs[], const mxArray *prhs[]) {
   const int self = gpuml_mex_knn_args(prhs, &k, &opt, &ps);
   if (!mxIsDouble(data)) mexErrMsgIdAndTxt("gpuml:knn:badType", "data must be double");
   mpi_up(NULL, NULL, NULL); /* after gpuml_mex_options: this file's exit function */
+  mpi_devices(&opt, prhs[7]);
   const int64_t n = (int64_t)mxGetM(data), d = (int64_t)mxGetN(data);
   const int64_t m = self ? n : (int64_t)mxGetM(query);
   int64_t n_total = 0;
@@ -204,8 +225,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   static const struct {
     const char *name;
     int nargs, nout; /* arguments after the command; outputs at most */
-  } commands[] = {{"start", 0, 3}, {"finalize", 0, 1}, {"knn", 7, 4}, {"gmm", 5, 2},
-                  {"dpc", 5, 10}};
+  } commands[] = {{"start", 0, 3}, {"finalize", 0, 1}, {"knn", 8, 4}, {"gmm", 6, 2},
+                  {"dpc", 6, 10}};
   char *cmd = nrhs >= 1 && mxIsChar(prhs[0]) ? mxArrayToString(prhs[0]) : NULL;
   int which = -1;
   for (int i = 0; cmd && i < (int)(sizeof commands / sizeof commands[0]); i++)

@@ -5,7 +5,7 @@
 ## gpu_knn / gpu_gmm / gpu_dpc on all the rows in one process (kNN and density peaks
 ## identical; mixtures: the same model, G and labels, log-likelihood, means and BIC table
 ## within 1e-10 relative), as tests/mpi/r_mpi.R asks of R. Then bad input, which must be
-## the same error on every rank, and the end of MPI. Each rank prints its counts as
+## the same error on every rank, the devices of each rank, and the end of MPI. Each rank prints its counts as
 ## "Octave-MPI-<rank>: N passed, N failed".
 
 function octave_mpi ()
@@ -103,6 +103,46 @@ function octave_mpi ()
   expect_error (@() gpu_mpi_dpc (z(mine,:), "dc", -1, "backend", "cpu"), "gpuml:dpc:badDc",
                 "dpc: dc <= 0");
 
+  ## devices: "local" (the default: the rank's number on its host modulo the host's
+  ## GPUs), [], a number and "all" give the same answers on the CPU; a bad value is an
+  ## error on every rank, also when one rank alone gives it
+  rand ("state", 14);
+  w = rand (120, 3);
+  mine = block (rows (w), rank, size);
+  [i0, d0] = gpu_mpi_knn (w(mine,:), [], 5, "backend", "cpu");
+  [l0, m0] = gpu_mpi_gmm (w(mine,:), 1:2, "modelNames", "VVV", "seed", 5, "backend", "cpu");
+  [c0, p0] = gpu_mpi_dpc (w(mine,:), "dc", 0.3, "k", 2, "backend", "cpu");
+  for dev = {"local", [], 0, "all"}
+    what = ["devices " shown(dev{1})];
+    [i1, d1] = gpu_mpi_knn (w(mine,:), [], 5, "backend", "cpu", "devices", dev{1});
+    check (isequal (i1, i0) && isequal (d1, d0), ["kNN, " what]);
+    [l1, m1] = gpu_mpi_gmm (w(mine,:), 1:2, "modelNames", "VVV", "seed", 5, "backend", "cpu",
+                            "devices", dev{1});
+    check (isequal (l1, l0) && m1.loglik == m0.loglik, ["gmm, " what]);
+    [c1, p1] = gpu_mpi_dpc (w(mine,:), "dc", 0.3, "k", 2, "backend", "cpu", "devices", dev{1});
+    check (isequal (c1, c0) && isequal (p1.rho, p0.rho) && isequal (p1.delta, p0.delta),
+           ["dpc, " what]);
+  endfor
+  check (isequal (gpu_mpi_knn (w(mine,:), [], 5, "devices", "local"), i0),
+         "kNN, backend auto and devices \"local\"");
+  for bad = {"locall", -1}
+    what = ["devices " shown(bad{1})];
+    expect_error (@() gpu_mpi_knn (w(mine,:), [], 5, "backend", "cpu", "devices", bad{1}),
+                  "gpuml:badDevice", ["kNN, " what]);
+    expect_error (@() gpu_mpi_gmm (w(mine,:), 1, "backend", "cpu", "devices", bad{1}),
+                  "gpuml:badDevice", ["gmm, " what]);
+    expect_error (@() gpu_mpi_dpc (w(mine,:), "dc", 0.3, "backend", "cpu", "devices", bad{1}),
+                  "gpuml:badDevice", ["dpc, " what]);
+  endfor
+  try
+    gpu_mpi_knn (w(mine,:), [], 5, "backend", "cpu", "devices", {"local", "locall"}{1 + (rank == 2)});
+    check (false, "\"locall\" on rank 2 alone: no error");
+  catch err
+    check (strcmp (err.identifier, "gpuml:badDevice") && ! isempty (strfind (err.message, "locall"))
+           && (rank == 2 || ! isempty (strfind (err.message, "rank 2"))),
+           ["\"locall\" on rank 2 alone: " err.message]);
+  end_try_catch
+
   ## clearing the functions does not end MPI; gpu_mpi_finalize does, once
   clear functions
   check (gpu_mpi_size () == size, "MPI survives clear functions");
@@ -155,6 +195,15 @@ function idx = block (n, r, size, without_first)
   ends = floor (n * cumsum (1:size) / sum (1:size));
   starts = [0, ends(1:end-1)] + 1;
   idx = starts(r+1):ends(r+1);
+endfunction
+
+## A value of an option as a message shows it.
+function s = shown (v)
+  if (ischar (v))
+    s = ['"' v '"'];
+  else
+    s = mat2str (v);
+  endif
 endfunction
 
 ## Equal within 1e-10 relative to the largest magnitude.

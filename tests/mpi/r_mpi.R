@@ -78,4 +78,48 @@ bad <- tryCatch(gpu_mpi_dpc(z[mine, , drop = FALSE], dc = 0.5, k = 600, backend 
                 error = conditionMessage)
 check(is.character(bad) && grepl("k", bad), "dpc: k > n is an error on every rank")
 
+# devices: "local" (the default: the rank's number on its host modulo the host's GPUs),
+# a number or "all" give the same answers on the CPU; a bad value is an error on every
+# rank
+set.seed(14)
+w <- matrix(runif(120 * 3), 120)
+mine <- block(nrow(w))
+part <- w[mine, , drop = FALSE]
+nn0 <- gpu_mpi_knn(part, k = 5, backend = "cpu")
+gm0 <- gpu_mpi_gmm(part, G = 1:2, modelNames = "VVV", seed = 5, backend = "cpu")
+dp0 <- gpu_mpi_dpc(part, dc = 0.3, k = 2, backend = "cpu")
+for (dev in list("local", 0, "all", NULL)) {
+  what <- if (is.null(dev)) "NULL" else format(dev)
+  nn <- gpu_mpi_knn(part, k = 5, backend = "cpu", devices = dev)
+  check(identical(nn$nn.index, nn0$nn.index) && identical(nn$nn.dist, nn0$nn.dist) &&
+          nn$backend == "cpu", paste("kNN with devices =", what))
+  gm <- gpu_mpi_gmm(part, G = 1:2, modelNames = "VVV", seed = 5, backend = "cpu", devices = dev)
+  check(identical(gm$loglik, gm0$loglik) && identical(gm$classification, gm0$classification),
+        paste("mixtures with devices =", what))
+  dp <- gpu_mpi_dpc(part, dc = 0.3, k = 2, backend = "cpu", devices = dev)
+  check(identical(dp$rho, dp0$rho) && identical(dp$delta, dp0$delta) &&
+          identical(dp$peaks, dp0$peaks), paste("density peaks with devices =", what))
+}
+check(identical(gpu_mpi_knn(part, k = 5, devices = "local")$nn.index, nn0$nn.index),
+      "kNN with backend auto and devices = \"local\"")
+for (bad in list("locall", -1, c(0, 0))) {
+  what <- paste(format(bad), collapse = " ")
+  e1 <- tryCatch(gpu_mpi_knn(part, k = 5, backend = "cpu", devices = bad), error = conditionMessage)
+  e2 <- tryCatch(gpu_mpi_gmm(part, G = 1, backend = "cpu", devices = bad), error = conditionMessage)
+  e3 <- tryCatch(gpu_mpi_dpc(part, dc = 0.3, backend = "cpu", devices = bad),
+                 error = conditionMessage)
+  says <- if (identical(bad, "locall")) "\"locall\".*\"local\"" else "device"
+  check(is.character(e1) && grepl(says, e1) && identical(e1, e2) && identical(e1, e3),
+        paste("devices =", what, "is an error:", e1))
+}
+# a bad value on one rank alone: the error of every rank, naming that rank
+alone <- tryCatch(gpu_mpi_knn(part, k = 5, backend = "cpu",
+                              devices = if (rank == size - 1) "locall" else "local"),
+                  error = conditionMessage)
+check(is.character(alone) && grepl("locall", alone) &&
+        (rank == size - 1 || grepl(sprintf("rank %d", size - 1), alone)),
+      paste("\"locall\" on the last rank alone:", alone))
+check(inherits(tryCatch(gpu_mpi_knn(part, k = 5, devices = TRUE), error = identity), "error"),
+      "devices = TRUE is an error")
+
 cat(sprintf("R-MPI-%d: %d passed, %d failed\n", rank, passed, failed))
