@@ -56,6 +56,11 @@ void *gm_alloc(size_t count, size_t size);
 void gm_pack_rows(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d, size_t item,
                   void *out);
 
+/* memcpy on all host threads (above a megabyte): first writes to fresh memory (a large
+ * result an R or Octave front end has just allocated) fault their pages in on every
+ * thread instead of one. */
+void gm_copy_parallel(void *dst, const void *src, size_t bytes);
+
 /* Copies a float matrix into a newly allocated double one (NULL input gives NULL). */
 gpuml_status gm_widen(const float *x, int64_t count, double **out);
 

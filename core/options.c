@@ -172,6 +172,16 @@ void gm_pack_rows(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d, 
            (size_t)rn * item);
 }
 
+void gm_copy_parallel(void *dst, const void *src, size_t bytes) {
+  const size_t piece = (size_t)1 << 20;
+  const int64_t pieces = (int64_t)((bytes + piece - 1) / piece);
+#pragma omp parallel for schedule(static) if (pieces > 1)
+  for (int64_t p = 0; p < pieces; p++) {
+    const size_t at = (size_t)p * piece, len = bytes - at < piece ? bytes - at : piece;
+    memcpy((char *)dst + at, (const char *)src + at, len);
+  }
+}
+
 gpuml_status gm_widen(const float *x, int64_t count, double **out) {
   *out = NULL;
   if (!x) return GPUML_OK;

@@ -405,15 +405,15 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   GM_TRY(rho_pass(ctx, g, ap, rho_grid, n, d, gaussian, dc, cut, 0,
                   rho_grid ? rho_grid->ncells : n, rho_d, opt));
   GM_TRY(ctx.trace("dpc cuda: rho pass"));
-  GM_TRY(to_host(ctx, rho, rho_d, n, "copying the densities to the host"));
-  GM_TRY(ctx.sync("copying the densities to the host"));
+  GM_TRY(download(ctx, rho, rho_d, (size_t)n * sizeof *rho, "copying the densities to the host"));
   const int64_t top = gm_dpc_top(rho, n, gm_threads(opt));
   GM_TRY(ctx.trace("dpc cuda: rho to the host, top point"));
   GM_TRY(delta_pass(ctx, g, ap, delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt));
   GM_TRY(ctx.trace("dpc cuda: delta pass"));
-  GM_TRY(to_host(ctx, delta_sq, delta_d, n, "copying the distances to the host"));
-  GM_TRY(to_host(ctx, nearest, nearest_d, n, "copying the nearest denser points to the host"));
-  GM_TRY(ctx.sync("copying the results to the host"));
+  GM_TRY(download(ctx, delta_sq, delta_d, (size_t)n * sizeof *delta_sq,
+                  "copying the distances to the host"));
+  GM_TRY(download(ctx, nearest, nearest_d, (size_t)n * sizeof *nearest,
+                  "copying the nearest denser points to the host"));
   return ctx.trace("dpc cuda: delta and nearest to the host");
 }
 

@@ -29,6 +29,41 @@ namespace {
 // the copy out of the other runs. Fixed, so that a slot is never reallocated under a copy.
 constexpr size_t kPinnedChunk = (size_t)8 << 20;
 
+// A device array to host memory, waited for: through two slots of the page-locked ring
+// in turn (the copy into one while the host's threads move the other out), so that a
+// large result lands at the link's speed and its fresh pages fault in on all threads
+// (a plain copy to pageable memory reached 1.5 GB/s for 80 MB on an H100 host).
+gpuml_status download(Context &ctx, void *host, const void *dev, size_t bytes,
+                      const char *what) {
+  if (bytes < 2 * kPinnedChunk) {
+    GM_TRY(ctx.check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, ctx.stream()),
+                     what));
+    return ctx.sync(what);
+  }
+  void *slot[2];
+  cudaEvent_t landed[2];
+  for (int s = 0; s < 2; s++) {
+    GM_TRY(ctx.pinned(s, kPinnedChunk, &slot[s]));
+    GM_TRY(ctx.new_event(&landed[s]));
+  }
+  const size_t chunks = (bytes + kPinnedChunk - 1) / kPinnedChunk;
+  auto start = [&](size_t c) -> gpuml_status {
+    const size_t at = c * kPinnedChunk, len = bytes - at < kPinnedChunk ? bytes - at : kPinnedChunk;
+    GM_TRY(ctx.check(cudaMemcpyAsync(slot[c % 2], (const char *)dev + at, len,
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     what));
+    return ctx.check(cudaEventRecord(landed[c % 2], ctx.stream()), what);
+  };
+  GM_TRY(start(0));
+  for (size_t c = 0; c < chunks; c++) {
+    if (c + 1 < chunks) GM_TRY(start(c + 1));  // its slot was emptied below, a round ago
+    GM_TRY(ctx.check(cudaEventSynchronize(landed[c % 2]), what));
+    const size_t at = c * kPinnedChunk, len = bytes - at < kPinnedChunk ? bytes - at : kPinnedChunk;
+    gm_copy_parallel((char *)host + at, slot[c % 2], len);
+  }
+  return GPUML_OK;
+}
+
 // What the staging buffer holds, so that a block uploaded once (for the centre) is not
 // uploaded again for the preparation.
 template <typename In>
