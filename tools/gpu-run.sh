@@ -69,6 +69,15 @@ if want build; then
   mkdir -p build/bench
   for src in bench/*_gpu.c; do
     prog=$(basename "$src" .c)
+    # bench/mpi_gpu.c is an MPI program: built with mpicc where there is one
+    case $prog in mpi_*)
+      command -v mpicc > /dev/null 2>&1 || { echo "no mpicc: $src not built"; continue; }
+      make -j "$(nproc)" build/libgpuml_mpi.a >> "$LOG/make.log" 2>&1 &&
+      mpicc -O2 -std=c11 -fopenmp -Icore/include "$src" build/libgpuml_mpi.a build/libgpuml.a \
+        $LIBS -lm -o "build/bench/$prog" > "$LOG/build-$prog.log" 2>&1 ||
+        { cat "$LOG/build-$prog.log"; fail "building $src"; }
+      continue ;;
+    esac
     if ! gcc -O2 -std=c11 -fopenmp -Icore/include -I"$CUDA_INC" "$src" build/libgpuml.a \
         $LIBS -lm -o "build/bench/$prog" > "$LOG/build-$prog.log" 2>&1; then
       cat "$LOG/build-$prog.log"
