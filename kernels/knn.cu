@@ -784,7 +784,6 @@ struct KnnSearch {
   }
 
   gpuml_status run() {
-    GM_TRY(ctx.trace("knn cuda: start"));
     GM_TRY(plan());
     GM_TRY(load());
     if (!lists_fit) return GPUML_OK;
