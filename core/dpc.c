@@ -853,12 +853,15 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
   if (!centres || !ncentres || !cluster)
     return gm_fail(GPUML_ERR_ARG, "dpc:badOutput", "the output arrays must not be NULL");
   if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
+  gm_trace("dpc cut: start");
   gpuml_status st = check_selection(sel, n);
   if (!st) st = check_fit(rho, delta, nearest, n, threads);
   if (st) return st;
+  gm_trace("dpc cut: the fit checked");
 
   int64_t k = 0;
   if ((st = rank_centres(rho, delta, n, sel, threads, centres, &k))) return st;
+  gm_trace("dpc cut: centres ranked");
   /* In the order kept with the fit; when that is not the density order (it names no
    * point, leaves one out, or reaches a point before its nearest), in the density order
    * sorted here. There, a point before its nearest is an error of the input. */
@@ -890,6 +893,7 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
   }
   free(own_order);
   if (st) return st;
+  gm_trace("dpc cut: clusters");
   *ncentres = k;
   return GPUML_OK;
 }

@@ -1110,6 +1110,45 @@ static void test_recut_order(void) {
         "a nearest that is not denser is refused (%s)", gpuml_last_error());
   a.nearest[order[1]] = keep;
   (void)top;
+  /* the cut without an order follows the chains of nearest points: the clusters of the
+   * walk in the density order (done here), and of two points whose nearest is not
+   * denser, the one named is the first in that order (not the smaller index) */
+  {
+    gpuml_dpc_selection sel;
+    gpuml_dpc_selection_init(&sel);
+    sel.has_k = 1;
+    sel.k = 4;
+    int64_t nc = 0;
+    st = gpuml_dpc_cut(a.rho, a.delta, a.nearest, n, &sel, ca, &nc, la);
+    for (int64_t i = 0; i < n; i++) lb[i] = -1;
+    for (int64_t c = 0; c < nc; c++) lb[ca[c]] = c;
+    for (int64_t s = 0; s < n; s++)
+      if (lb[order[s]] < 0) lb[order[s]] = lb[a.nearest[order[s]]];
+    CHECK(st == GPUML_OK && nc == 4 && !memcmp(la, lb, sizeof(int64_t) * n),
+          "the cut's clusters are the walk's in the density order (%s)", gpuml_last_error());
+    int64_t s1 = -1, s2 = -1;
+    for (int64_t s = n / 4; s < n / 2 && s2 < 0; s++) {
+      if (lb[order[s]] < 0 || a.nearest[order[s]] < 0) continue;
+      int centre = 0;
+      for (int64_t c = 0; c < nc; c++) centre |= ca[c] == order[s];
+      if (centre) continue;
+      if (s1 < 0) s1 = s;
+      else if (order[s] < order[s1]) s2 = s;
+    }
+    if (s1 >= 0 && s2 >= 0) {
+      const int64_t i1 = order[s1], i2 = order[s2], k1 = a.nearest[i1], k2 = a.nearest[i2];
+      a.nearest[i1] = a.nearest[i2] = low;
+      st = gpuml_dpc_cut(a.rho, a.delta, a.nearest, n, &sel, ca, &nc, la);
+      char want[64];
+      snprintf(want, sizeof want, "point %lld is not", (long long)(i1 + 1));
+      CHECK(st == GPUML_ERR_ARG && strstr(gpuml_last_error(), want),
+            "two nearest points not denser: the first in the density order (%lld, not %lld) is "
+            "named (%s)", (long long)(i1 + 1), (long long)(i2 + 1), gpuml_last_error());
+      a.nearest[i1] = k1;
+      a.nearest[i2] = k2;
+    }
+    CHECK(s1 >= 0 && s2 >= 0, "the test found two points to break");
+  }
   /* an index of other data is refused */
   st = gpuml_dpc_recut(x, n - 1, d, r.dc, a.rho, a.delta, a.nearest, NULL, ix, &p, cb, &nb, lb,
                        hb, &opt, NULL);
