@@ -29,6 +29,8 @@
 #   GPU_RUN_ALGO_CONFIGS="auto double-64M"   the configurations the other algorithms'
 #                          tests run in (default: auto double single double-64M
 #                          double-tiles)
+# bench/mpi_gpu.c (MPI ranks on the host's GPUs) is built when mpicc is found: source
+# tools/gpu-mpi-env.sh first, with Open MPI's packages carried in .openmpi-debs.
 # When the machine has no BLAS, source tools/gpu-r-env.sh first: its portable R brings
 # Debian's BLAS/LAPACK and puts them on the linker's path.
 # Logs go to build/gpu-run (pack them into $OUT after the run: at most 8 files come back).
