@@ -212,11 +212,16 @@ static gpuml_status kth_pair(const double *sample, int64_t m, int64_t d, int64_t
   counts[0] = 0;
   int64_t kept = 0;
   double *keep = NULL;
+  int no_row = 0; /* a thread could not allocate its row */
   /* first pass: how many of each row pass; second: where they go */
-  for (int pass = 0; pass < 2; pass++) {
+  for (int pass = 0; pass < 2 && !no_row; pass++) {
 #pragma omp parallel num_threads(threads)
     {
       double *r = gm_alloc((size_t)m, sizeof *r);
+      if (!r) {
+#pragma omp atomic write
+        no_row = 1;
+      }
 #pragma omp for schedule(dynamic, 16)
       for (int64_t i = 1; i < m; i++) {
         if (!r) continue;
@@ -232,6 +237,10 @@ static gpuml_status kth_pair(const double *sample, int64_t m, int64_t d, int64_t
         }
       }
       free(r);
+    }
+    if (no_row) {
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate dc's estimate");
+      break;
     }
     if (pass == 0) {
       counts[1] = 0;
