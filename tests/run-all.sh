@@ -108,8 +108,11 @@ if [ "$HAVE_R" = yes ] && [ "$gpu" = no ] && [ "${HAVE_MPI:-no}" = yes ]; then
   echo "== R under MPI (mpirun -np 3 R -f tests/mpi/r_mpi.R, the package in build/Rlib)"
   run_as_root=""
   [ "$(id -u)" -eq 0 ] && run_as_root="--allow-run-as-root"
+  # stderr in a log of its own: a rank's message without a newline would otherwise run
+  # into another rank's result line, which would then count as missing
   R_LIBS="$PWD/build/Rlib" "$MPIRUN" $run_as_root --oversubscribe -np 3 \
-    "$R" --no-echo --no-restore -f tests/mpi/r_mpi.R > "$log_dir/r-mpi.log" 2>&1
+    "$R" --no-echo --no-restore -f tests/mpi/r_mpi.R > "$log_dir/r-mpi.log" \
+    2> "$log_dir/r-mpi.stderr.log"
   grep FAIL "$log_dir/r-mpi.log"
   for rank in 0 1 2; do
     printf 'rank %s ' "$rank"
