@@ -1123,3 +1123,13 @@ gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, c
   }
   return st;
 }
+
+gpuml_status gpuml_dpc_fit_here(void *ctx, const double *x, int64_t n, int64_t d,
+                                const gpuml_dpc_params *params, double *rho, double *delta,
+                                int64_t *nearest, double *gamma, int64_t *centres,
+                                int64_t *ncentres, int64_t *cluster, int *halo,
+                                const gpuml_options *opt, gpuml_dpc_result *result) {
+  (void)ctx;
+  return gpuml_dpc_fit(x, n, d, params, rho, delta, nearest, gamma, centres, ncentres, cluster,
+                       halo, opt, result);
+}

@@ -1422,3 +1422,12 @@ done:
   free(zbuf);
   return st;
 }
+
+gpuml_status gpuml_gmm_fit_here(void *ctx, const double *x, int64_t n, int64_t d,
+                                const gpuml_gmm_params *params, gpuml_gmm_model *model,
+                                double *z, int64_t *classification, double *uncertainty,
+                                double *bic, const gpuml_options *opt,
+                                gpuml_gmm_result *result) {
+  (void)ctx;
+  return gpuml_gmm_fit(x, n, d, params, model, z, classification, uncertainty, bic, opt, result);
+}

@@ -43,14 +43,8 @@ SEXP gpuml_r_params_values(gpuml_params_kind kind, const void *params);
 /* A mixture fit of the rows x by `fit` (gpuml_gmm_fit's arguments): the parameters set
  * from the list, checked and the outputs sized for n_total rows in all (the rows of x
  * alone, or of every rank of an MPI fit), the result as R/gmm.R takes it. */
-typedef gpuml_status (*gpuml_r_gmm_fitter)(void *ctx, const double *x, int64_t n, int64_t d,
-                                           const gpuml_gmm_params *params,
-                                           gpuml_gmm_model *model, double *z,
-                                           int64_t *classification, double *uncertainty,
-                                           double *bic, const gpuml_options *opt,
-                                           gpuml_gmm_result *result);
 SEXP gpuml_r_gmm_fit_with(SEXP x, SEXP params, const gpuml_options *opt, int64_t n_total,
-                          gpuml_r_gmm_fitter fit, void *ctx);
+                          gpuml_gmm_fit_fn fit, void *ctx);
 
 SEXP gpuml_r_params_defaults(SEXP algo);
 SEXP gpuml_r_knn_index_build(SEXP data, SEXP backend, SEXP precision, SEXP metric,

@@ -39,14 +39,6 @@ static void outputs(const double *z, const int64_t *cls, const double *unc, int6
   memcpy(REAL(*runc), unc, sizeof(double) * (size_t)m);
 }
 
-static gpuml_status fit_here(void *ctx, const double *x, int64_t n, int64_t d,
-                             const gpuml_gmm_params *params, gpuml_gmm_model *model, double *z,
-                             int64_t *classification, double *uncertainty, double *bic,
-                             const gpuml_options *opt, gpuml_gmm_result *result) {
-  (void)ctx;
-  return gpuml_gmm_fit(x, n, d, params, model, z, classification, uncertainty, bic, opt, result);
-}
-
 /* x: double matrix; params: a named list of the parameters the user gave, by the core's
  * names (G, models, init, max_iter, tol, reg, n_init); the core holds the defaults. */
 SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads,
@@ -55,11 +47,11 @@ SEXP gpuml_r_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
   gpuml_r_options(&opt, backend, verbose, threads);
   gpuml_r_devices(&opt, devices);
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
-  return gpuml_r_gmm_fit_with(x, params, &opt, Rf_nrows(x), fit_here, NULL);
+  return gpuml_r_gmm_fit_with(x, params, &opt, Rf_nrows(x), gpuml_gmm_fit_here, NULL);
 }
 
 SEXP gpuml_r_gmm_fit_with(SEXP x, SEXP params, const gpuml_options *opt, int64_t n_total,
-                          gpuml_r_gmm_fitter fit, void *ctx) {
+                          gpuml_gmm_fit_fn fit, void *ctx) {
   const int64_t n = Rf_nrows(x), d = Rf_ncols(x);
   gpuml_gmm_params p;
   gpuml_gmm_params_init(&p);

@@ -74,16 +74,6 @@ SEXP gpuml_r_mpi_knn(SEXP data, SEXP query, SEXP k, SEXP backend, SEXP precision
   return res;
 }
 
-static gpuml_status fit_over_ranks(void *ctx, const double *x, int64_t n, int64_t d,
-                                   const gpuml_gmm_params *params, gpuml_gmm_model *model,
-                                   double *z, int64_t *classification, double *uncertainty,
-                                   double *bic, const gpuml_options *opt,
-                                   gpuml_gmm_result *result) {
-  (void)ctx;
-  return gpuml_mpi_gmm_fit(MPI_COMM_WORLD, x, n, d, params, model, z, classification,
-                           uncertainty, bic, opt, result);
-}
-
 /* As gpuml_r_gmm_fit, over the ranks: x is this rank's rows, and so are z,
  * classification and uncertainty; the model is the same on every rank. */
 SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose,
@@ -95,7 +85,8 @@ SEXP gpuml_r_mpi_gmm_fit(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verb
   gpuml_r_stop_on_failure(gpuml_options_set_seed(&opt, Rf_asReal(seed)));
   int64_t n_total = 0;
   gpuml_r_stop_on_failure(gpuml_mpi_rows(MPI_COMM_WORLD, Rf_nrows(x), Rf_ncols(x), &n_total));
-  return gpuml_r_gmm_fit_with(x, params, &opt, n_total, fit_over_ranks, NULL);
+  MPI_Comm world = MPI_COMM_WORLD;
+  return gpuml_r_gmm_fit_with(x, params, &opt, n_total, gpuml_mpi_gmm_fit_comm, &world);
 }
 
 /* As gpuml_r_dpc, over the ranks: x is this rank's rows, and so are rho, delta, nearest,

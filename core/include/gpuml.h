@@ -453,6 +453,21 @@ gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dp
                            int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
                            const gpuml_options *opt, gpuml_dpc_result *result);
 
+/* gpuml_dpc_fit as a function of a context, for front ends that run either a fit of one
+ * process or one over MPI ranks (gpuml_mpi_dpc_fit_comm) through one code path:
+ * gpuml_dpc_fit_here ignores ctx. */
+typedef gpuml_status (*gpuml_dpc_fit_fn)(void *ctx, const double *x, int64_t n, int64_t d,
+                                         const gpuml_dpc_params *params, double *rho,
+                                         double *delta, int64_t *nearest, double *gamma,
+                                         int64_t *centres, int64_t *ncentres, int64_t *cluster,
+                                         int *halo, const gpuml_options *opt,
+                                         gpuml_dpc_result *result);
+gpuml_status gpuml_dpc_fit_here(void *ctx, const double *x, int64_t n, int64_t d,
+                                const gpuml_dpc_params *params, double *rho, double *delta,
+                                int64_t *nearest, double *gamma, int64_t *centres,
+                                int64_t *ncentres, int64_t *cluster, int *halo,
+                                const gpuml_options *opt, gpuml_dpc_result *result);
+
 /* The index a fit keeps for its recuts: the points sorted by cells of the grid the
  * halo walks (where the halo runs on it: d <= 8 and a ball of radius dc touching few
  * rows of cells; else it holds nothing and the halo runs on distance tiles). Built from
@@ -806,6 +821,20 @@ gpuml_status gpuml_gmm_fit(const double *x, int64_t n, int64_t d,
                            const gpuml_gmm_params *params, gpuml_gmm_model *model,
                            double *z, int64_t *classification, double *uncertainty,
                            double *bic, const gpuml_options *opt, gpuml_gmm_result *result);
+
+/* gpuml_gmm_fit as a function of a context (as gpuml_dpc_fit_fn: a fit of one process, or
+ * over MPI ranks by gpuml_mpi_gmm_fit_comm); gpuml_gmm_fit_here ignores ctx. */
+typedef gpuml_status (*gpuml_gmm_fit_fn)(void *ctx, const double *x, int64_t n, int64_t d,
+                                         const gpuml_gmm_params *params,
+                                         gpuml_gmm_model *model, double *z,
+                                         int64_t *classification, double *uncertainty,
+                                         double *bic, const gpuml_options *opt,
+                                         gpuml_gmm_result *result);
+gpuml_status gpuml_gmm_fit_here(void *ctx, const double *x, int64_t n, int64_t d,
+                                const gpuml_gmm_params *params, gpuml_gmm_model *model,
+                                double *z, int64_t *classification, double *uncertainty,
+                                double *bic, const gpuml_options *opt,
+                                gpuml_gmm_result *result);
 
 /*
  * Posterior probabilities of a fitted model for new data x (m x d, d = model->d).

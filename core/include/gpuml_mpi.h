@@ -159,6 +159,19 @@ gpuml_status gpuml_mpi_dpc_fit(MPI_Comm comm, const double *x, int64_t n_local, 
                                int64_t *ncentres, int64_t *cluster, int *halo,
                                const gpuml_options *opt, gpuml_dpc_result *result);
 
+/* gpuml_mpi_gmm_fit and gpuml_mpi_dpc_fit in the form gpuml_gmm_fit_fn and
+ * gpuml_dpc_fit_fn (gpuml.h): comm points to the communicator. */
+gpuml_status gpuml_mpi_gmm_fit_comm(void *comm, const double *x, int64_t n_local, int64_t d,
+                                    const gpuml_gmm_params *params, gpuml_gmm_model *model,
+                                    double *z, int64_t *classification, double *uncertainty,
+                                    double *bic, const gpuml_options *opt,
+                                    gpuml_gmm_result *result);
+gpuml_status gpuml_mpi_dpc_fit_comm(void *comm, const double *x, int64_t n_local, int64_t d,
+                                    const gpuml_dpc_params *params, double *rho, double *delta,
+                                    int64_t *nearest, double *gamma, int64_t *centres,
+                                    int64_t *ncentres, int64_t *cluster, int *halo,
+                                    const gpuml_options *opt, gpuml_dpc_result *result);
+
 #ifdef __cplusplus
 }
 #endif

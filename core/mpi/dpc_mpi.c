@@ -186,3 +186,12 @@ done:
   free(a_halo);
   return st;
 }
+
+gpuml_status gpuml_mpi_dpc_fit_comm(void *comm, const double *x, int64_t n_local, int64_t d,
+                                    const gpuml_dpc_params *params, double *rho, double *delta,
+                                    int64_t *nearest, double *gamma, int64_t *centres,
+                                    int64_t *ncentres, int64_t *cluster, int *halo,
+                                    const gpuml_options *opt, gpuml_dpc_result *result) {
+  return gpuml_mpi_dpc_fit(*(MPI_Comm *)comm, x, n_local, d, params, rho, delta, nearest, gamma,
+                           centres, ncentres, cluster, halo, opt, result);
+}

@@ -374,3 +374,12 @@ done:
   free(counts);
   return st;
 }
+
+gpuml_status gpuml_mpi_gmm_fit_comm(void *comm, const double *x, int64_t n_local, int64_t d,
+                                    const gpuml_gmm_params *params, gpuml_gmm_model *model,
+                                    double *z, int64_t *classification, double *uncertainty,
+                                    double *bic, const gpuml_options *opt,
+                                    gpuml_gmm_result *result) {
+  return gpuml_mpi_gmm_fit(*(MPI_Comm *)comm, x, n_local, d, params, model, z, classification,
+                           uncertainty, bic, opt, result);
+}

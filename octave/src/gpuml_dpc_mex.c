@@ -12,16 +12,6 @@
  */
 #include "gpuml_dpc_mex.h"
 
-static gpuml_status fit_here(void *ctx, const double *x, int64_t n, int64_t d,
-                             const gpuml_dpc_params *params, double *rho, double *delta,
-                             int64_t *nearest, double *gamma, int64_t *centres,
-                             int64_t *ncentres, int64_t *cluster, int *halo,
-                             const gpuml_options *opt, gpuml_dpc_result *result) {
-  (void)ctx;
-  return gpuml_dpc_fit(x, n, d, params, rho, delta, nearest, gamma, centres, ncentres, cluster,
-                       halo, opt, result);
-}
-
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   if (nrhs != 6)
     mexErrMsgIdAndTxt("gpuml:dpc:nargs",
@@ -34,6 +24,6 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
   gpuml_mex_devices(&opt, prhs[5]);
   gpuml_mex_seed(&opt, prhs[2]);
-  gpuml_dpc_mex_fit_with(nlhs, plhs, prhs[0], prhs[1], &opt, (int64_t)mxGetM(prhs[0]), fit_here,
-                         NULL);
+  gpuml_dpc_mex_fit_with(nlhs, plhs, prhs[0], prhs[1], &opt, (int64_t)mxGetM(prhs[0]),
+                         gpuml_dpc_fit_here, NULL);
 }

@@ -29,15 +29,6 @@ static inline int gpuml_dpc_mex_has_selection(const gpuml_dpc_params *p) {
   return p->select.has_k || p->select.has_rho || p->select.has_delta;
 }
 
-/* gpuml_dpc_fit, or a fit over MPI ranks, with its context. */
-typedef gpuml_status (*gpuml_dpc_mex_fitter)(void *ctx, const double *x, int64_t n, int64_t d,
-                                             const gpuml_dpc_params *params, double *rho,
-                                             double *delta, int64_t *nearest, double *gamma,
-                                             int64_t *centres, int64_t *ncentres,
-                                             int64_t *cluster, int *halo,
-                                             const gpuml_options *opt,
-                                             gpuml_dpc_result *result);
-
 /* x must be a real, full, double matrix (gpu_dpc converts the other numeric classes). */
 static inline void gpuml_dpc_mex_check_x(const mxArray *x) {
   gpuml_mex_check_matrix(x, "X", "dpc");
@@ -52,7 +43,7 @@ static inline void gpuml_dpc_mex_check_x(const mxArray *x) {
 static inline void gpuml_dpc_mex_fit_with(int nlhs, mxArray *plhs[], const mxArray *x,
                                           const mxArray *params_cell,
                                           const gpuml_options *opt, int64_t n_total,
-                                          gpuml_dpc_mex_fitter fit, void *ctx) {
+                                          gpuml_dpc_fit_fn fit, void *ctx) {
   gpuml_dpc_params params;
   gpuml_dpc_params_init(&params);
   gpuml_mex_set_params(GPUML_PARAMS_DPC, &params, params_cell);

@@ -12,15 +12,6 @@
  */
 #include "gpuml_gmm_mex.h"
 
-static gpuml_status fit_here(void *ctx, const double *x, int64_t n, int64_t d,
-                             const gpuml_gmm_params *params, gpuml_gmm_model *model, double *z,
-                             int64_t *classification, double *uncertainty, double *bic,
-                             const gpuml_options *opt, gpuml_gmm_result *result) {
-  (void)ctx;
-  return gpuml_gmm_fit(x, n, d, params, model, z, classification, uncertainty, bic, opt,
-                       result);
-}
-
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   if (nrhs != 6)
     mexErrMsgIdAndTxt("gpuml:gmm:nargs",
@@ -33,6 +24,6 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   gpuml_mex_options(&opt, prhs[3], prhs[4], &ps);
   gpuml_mex_devices(&opt, prhs[5]);
   gpuml_mex_seed(&opt, prhs[2]);
-  gpuml_gmm_mex_fit_with(nlhs, plhs, prhs[0], prhs[1], &opt, (int64_t)mxGetM(prhs[0]), fit_here,
-                         NULL);
+  gpuml_gmm_mex_fit_with(nlhs, plhs, prhs[0], prhs[1], &opt, (int64_t)mxGetM(prhs[0]),
+                         gpuml_gmm_fit_here, NULL);
 }

@@ -9,14 +9,6 @@
 #include <string.h>
 #include "gpuml_mex.h"
 
-/* gpuml_gmm_fit, or a fit over MPI ranks, with its context. */
-typedef gpuml_status (*gpuml_gmm_mex_fitter)(void *ctx, const double *x, int64_t n, int64_t d,
-                                             const gpuml_gmm_params *params,
-                                             gpuml_gmm_model *model, double *z,
-                                             int64_t *classification, double *uncertainty,
-                                             double *bic, const gpuml_options *opt,
-                                             gpuml_gmm_result *result);
-
 /* X must be a real, full, double matrix (gpu_gmm converts the other numeric classes). */
 static inline void gpuml_gmm_mex_check_x(const mxArray *X) {
   gpuml_mex_check_matrix(X, "X", "gmm");
@@ -28,7 +20,7 @@ static inline void gpuml_gmm_mex_check_x(const mxArray *X) {
  * `fit`; plhs[0] = labels (X's rows, 1-based), plhs[1] = the model struct. */
 static inline void gpuml_gmm_mex_fit_with(int nlhs, mxArray *plhs[], const mxArray *X,
                                           const mxArray *params, const gpuml_options *opt,
-                                          int64_t n_total, gpuml_gmm_mex_fitter fit,
+                                          int64_t n_total, gpuml_gmm_fit_fn fit,
                                           void *ctx) {
   const int64_t n = (int64_t)mxGetM(X), d = (int64_t)mxGetN(X);
   gpuml_status st;

@@ -135,16 +135,6 @@ static void knn(int nlhs, mxArray *plhs[], const mxArray *prhs[]) {
   if (nlhs > 3) plhs[3] = mxCreateDoubleScalar((double)result.rechecked);
 }
 
-static gpuml_status gmm_over_ranks(void *ctx, const double *x, int64_t n, int64_t d,
-                                   const gpuml_gmm_params *params, gpuml_gmm_model *model,
-                                   double *z, int64_t *classification, double *uncertainty,
-                                   double *bic, const gpuml_options *opt,
-                                   gpuml_gmm_result *result) {
-  (void)ctx;
-  return gpuml_mpi_gmm_fit(MPI_COMM_WORLD, x, n, d, params, model, z, classification,
-                           uncertainty, bic, opt, result);
-}
-
 /* As gpuml_gmm_mex, over the ranks. */
 static void gmm(int nlhs, mxArray *plhs[], const mxArray *prhs[]) {
   gpuml_gmm_mex_check_x(prhs[0]);
@@ -155,17 +145,9 @@ static void gmm(int nlhs, mxArray *plhs[], const mxArray *prhs[]) {
   gpuml_status st = gpuml_mpi_rows(MPI_COMM_WORLD, (int64_t)mxGetM(prhs[0]),
                                    (int64_t)mxGetN(prhs[0]), &n_total);
   if (st) gpuml_mex_raise(st);
-  gpuml_gmm_mex_fit_with(nlhs, plhs, prhs[0], prhs[1], &opt, n_total, gmm_over_ranks, NULL);
-}
-
-static gpuml_status dpc_over_ranks(void *ctx, const double *x, int64_t n, int64_t d,
-                                   const gpuml_dpc_params *params, double *rho, double *delta,
-                                   int64_t *nearest, double *gamma, int64_t *centres,
-                                   int64_t *ncentres, int64_t *cluster, int *halo,
-                                   const gpuml_options *opt, gpuml_dpc_result *result) {
-  (void)ctx;
-  return gpuml_mpi_dpc_fit(MPI_COMM_WORLD, x, n, d, params, rho, delta, nearest, gamma,
-                           centres, ncentres, cluster, halo, opt, result);
+  MPI_Comm world = MPI_COMM_WORLD;
+  gpuml_gmm_mex_fit_with(nlhs, plhs, prhs[0], prhs[1], &opt, n_total, gpuml_mpi_gmm_fit_comm,
+                         &world);
 }
 
 /* As gpuml_dpc_mex, over the ranks, and the global rows of this rank's rows. */
@@ -179,8 +161,9 @@ static void dpc(int nlhs, mxArray *plhs[], const mxArray *prhs[]) {
   gpuml_status st =
       gpuml_mpi_block(MPI_COMM_WORLD, n, (int64_t)mxGetN(prhs[0]), &n_total, &offset);
   if (st) gpuml_mex_raise(st);
+  MPI_Comm world = MPI_COMM_WORLD;
   gpuml_dpc_mex_fit_with(nlhs < 9 ? nlhs : 9, plhs, prhs[0], prhs[1], &opt, n_total,
-                         dpc_over_ranks, NULL);
+                         gpuml_mpi_dpc_fit_comm, &world);
   if (nlhs > 9) {
     mxArray *rows = mxCreateDoubleMatrix((mwSize)n, 1, mxREAL);
     for (int64_t i = 0; i < n; i++) mxGetPr(rows)[i] = (double)(offset + i + 1);
