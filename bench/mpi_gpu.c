@@ -2,8 +2,8 @@
  * one process on one GPU, on a host with several:
  *   mpirun -np R build/bench/mpi_gpu [--reps N] [--only knn,gmm,dpc]
  * Every rank makes the same global data (a fixed generator) and keeps its block of rows
- * (equal blocks in rank order); each rank takes the CUDA device numbered by its place
- * among the ranks of its host (MPI_Comm_split_type) modulo the host's devices. Rank 0
+ * (equal blocks in rank order); each rank takes the CUDA device of gpuml_mpi_local_device
+ * (its place among the ranks of its host modulo the host's devices). Rank 0
  * also runs the one-process call (gpuml_knn_search, gpuml_gmm_fit, gpuml_dpc_fit) on its
  * device while the others wait, and compares: kNN lists and density peaks (rho, delta,
  * nearest, clusters) of all rows gathered to rank 0, identical; the mixture's
@@ -84,20 +84,19 @@ static double *rows_of(const double *x, int64_t n, int64_t d, int64_t r0, int64_
 static void gather(const void *mine, int64_t n, int64_t cols, void *all) {
   int64_t r0, rn;
   block(n, rank, &r0, &rn);
-  for (int64_t c = 0; c < cols; c++) {
-    int *counts = must(malloc(sizeof(int) * size)), *displs = must(malloc(sizeof(int) * size));
-    for (int r = 0; r < size; r++) {
-      int64_t a, m;
-      block(n, r, &a, &m);
-      counts[r] = (int)m;
-      displs[r] = (int)a;
-    }
+  int *counts = must(malloc(sizeof(int) * size)), *displs = must(malloc(sizeof(int) * size));
+  for (int r = 0; r < size; r++) {
+    int64_t a, m;
+    block(n, r, &a, &m);
+    counts[r] = (int)m;
+    displs[r] = (int)a;
+  }
+  for (int64_t c = 0; c < cols; c++)
     MPI_Gatherv((const char *)mine + 8 * c * rn, (int)rn, MPI_INT64_T,
                 rank == 0 ? (char *)all + 8 * c * n : NULL, counts, displs, MPI_INT64_T, 0,
                 MPI_COMM_WORLD);
-    free(counts);
-    free(displs);
-  }
+  free(counts);
+  free(displs);
 }
 
 static gpuml_options options(int device) {
@@ -303,13 +302,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = argv[++a];
   }
   if (reps < 1) reps = 1;
-  MPI_Comm host;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
-  int local = 0;
-  MPI_Comm_rank(host, &local);
+  /* the library's rule for a rank's GPU (what devices = "local" takes in R and Octave) */
+  int local = 0, device = 0;
+  fail("gpuml_mpi_local_rank", gpuml_mpi_local_rank(MPI_COMM_WORLD, &local, NULL));
+  fail("gpuml_mpi_local_device", gpuml_mpi_local_device(MPI_COMM_WORLD, &device));
   gpuml_info info;
   gpuml_backend_info(&info);
-  const int device = info.device_count > 0 ? local % info.device_count : 0;
   printf("rank %d of %d: local %d, device %d of %d\n", rank, size, local, device, info.device_count);
   fflush(stdout);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -317,7 +315,6 @@ int main(int argc, char **argv) {
   if (wants(only, "gmm")) bench_gmm(device);
   if (wants(only, "dpc")) bench_dpc(device);
   gpuml_shutdown();
-  MPI_Comm_free(&host);
   MPI_Finalize();
   return 0;
 }
