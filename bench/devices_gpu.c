@@ -302,13 +302,13 @@ static void bench_dpc(int64_t n) {
     const int64_t nw = n < 100000 ? n : 100000;
     double *xw = must(malloc(sizeof(double) * (size_t)nw * (size_t)d));
     for (int64_t j = 0; j < d; j++) memcpy(xw + j * nw, x + j * n, sizeof(double) * (size_t)nw);
-    int ok = gpuml_dpc_fit(xw, nw, d, &p, rho, delta, near, gamma, centres, &ncentres, cl, halo,
+    int ok = gpuml_dpc_fit(xw, nw, d, &p, rho, delta, near, gamma, NULL, centres, &ncentres, cl, halo,
                            &o, NULL) == GPUML_OK;
     free(xw);
     for (int r = 1; r <= reps && ok; r++) {
       const double t0 = now_s();
       ok = gpuml_dpc_fit(x, n, d, &p, first ? rho1 : rho, first ? delta1 : delta,
-                         first ? near1 : near, gamma, centres, &ncentres, first ? cl1 : cl,
+                         first ? near1 : near, gamma, NULL, centres, &ncentres, first ? cl1 : cl,
                          halo, &o, NULL) == GPUML_OK;
       const double t = now_s() - t0;
       if (t < best) best = t;

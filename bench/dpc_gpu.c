@@ -174,7 +174,7 @@ static int fit_once(const double *x, int64_t n, int64_t d, int64_t k, gpuml_back
   int64_t *centres = k > 0 ? malloc(sizeof(int64_t) * (size_t)k) : NULL, nc = 0;
   gpuml_dpc_result res;
   double t0 = now_ms();
-  gpuml_status st = gpuml_dpc_fit(x, n, d, &p, r->rho, r->delta, r->nearest, NULL, centres, &nc,
+  gpuml_status st = gpuml_dpc_fit(x, n, d, &p, r->rho, r->delta, r->nearest, NULL, NULL, centres, &nc,
                                   k > 0 ? cluster : NULL, k > 0 ? halo : NULL, &o, &res);
   *ms = now_ms() - t0;
   free(centres);

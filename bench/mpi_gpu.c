@@ -274,7 +274,7 @@ static void bench_dpc(int device) {
     int64_t *cent1 = must(malloc(sizeof(int64_t) * (size_t)n)), nc1 = 0;
     for (int r = 0; r < reps; r++) {
       const double t0 = now_s();
-      fail("gpuml_dpc_fit", gpuml_dpc_fit(x, n, d, &p, r1, d1, n1, NULL, cent1, &nc1, c1, h1, &o, NULL));
+      fail("gpuml_dpc_fit", gpuml_dpc_fit(x, n, d, &p, r1, d1, n1, NULL, NULL, cent1, &nc1, c1, h1, &o, NULL));
       if (now_s() - t0 < one) one = now_s() - t0;
     }
     int64_t differ = 0;

@@ -52,10 +52,12 @@ typedef struct gm_dpc_ops {
    * squared distance to its nearest denser point and that point's index; rho on the
    * index when rho_grid is given, delta when delta_grid is (the same index). rho sums
    * over the other points with s < cut: 1 each, or exp(-s / dc^2) when gaussian (cut
-   * INFINITY: the exact sum, on the tiles; finite: the truncated sum, on either). */
+   * INFINITY: the exact sum, on the tiles; finite: the truncated sum, on either). When
+   * order is not NULL it receives the density order of that rho (gm_dpc_density_order's,
+   * made where rho lies: on the device for a GPU). */
   gpuml_status (*density)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                           const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
-                          double *rho, double *delta_sq, int64_t *nearest,
+                          double *rho, double *delta_sq, int64_t *nearest, int64_t *order,
                           const gpuml_options *opt);
   /* The same passes one part at a time, for work split over devices or processes
    * (core/dpc_shards.c), in a session that holds what the parts of one device share (the

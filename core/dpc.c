@@ -396,14 +396,16 @@ static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top, in
 }
 
 /* gpuml_dpc_density(); when keep is given, the index it built (if any) is handed over
- * there for the halo of the same call to reuse (else keep->start stays NULL). The passes
+ * there for the halo of the same call to reuse (else keep->start stays NULL); when order
+ * is, it receives the density order (made by the backend where rho lies when the passes
+ * ran on one device, else here). The passes
  * over pairs run on one device, over the shards of several (core/dpc_shards.c), or
  * spread over processes (spread not NULL). */
 static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
                                  const gpuml_dpc_params *params, double *rho, double *delta,
-                                 int64_t *nearest, double *gamma, const gpuml_options *opt,
-                                 gpuml_dpc_result *result, gm_dpc_grid *keep,
-                                 const gm_dpc_spread *spread) {
+                                 int64_t *nearest, double *gamma, int64_t *order,
+                                 const gpuml_options *opt, gpuml_dpc_result *result,
+                                 gm_dpc_grid *keep, const gm_dpc_spread *spread) {
   gpuml_status st = check_data(x, n, d);
   if (st) return st;
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
@@ -444,18 +446,21 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   gm_trace("dpc: index geometry");
   const int rho_on_grid = !st && use_grid && (!gaussian || truncated) && gm_dpc_rows_fit(&grid, cut, n);
   const gm_dpc_grid *rho_grid = rho_on_grid ? &grid : NULL, *delta_grid = use_grid ? &grid : NULL;
+  int ordered = 0; /* whether the backend made the order */
   if (!st && spread) {
     st = gm_dpc_spread_density(b, spread, x, n, d, rho_grid, delta_grid, gaussian, dc, cut, rho,
                                delta, nearest, &used);
   } else if (!st) {
     gm_shard_plan plan;
     st = gm_shard_plan_make(&used, n, &plan);
+    ordered = !st && plan.count == 1;
     if (!st)
       st = plan.count > 1 ? gm_dpc_sharded(b, &plan, x, n, d, rho_grid, delta_grid, gaussian, dc,
                                            cut, rho, delta, nearest, &used)
                           : b->dpc->density(x, n, d, rho_grid, delta_grid, gaussian, dc, cut,
-                                            rho, delta, nearest, &used);
+                                            rho, delta, nearest, order, &used);
   }
+  if (!st && order && !ordered) st = gm_dpc_density_order(rho, n, order, gm_threads(&used));
   if (keep && !st && use_grid) *keep = grid;
   else gm_dpc_grid_free(&grid);
   if (st) return st;
@@ -481,7 +486,8 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
                                int64_t *nearest, double *gamma, const gpuml_options *opt,
                                gpuml_dpc_result *result) {
   gm_clear_error();
-  return density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result, NULL, NULL);
+  return density_impl(x, n, d, params, rho, delta, nearest, gamma, NULL, opt, result, NULL,
+                      NULL);
 }
 
 /* ---- centres and clusters --------------------------------------------------------- */
@@ -588,7 +594,7 @@ static inline uint64_t order_key(double rho) {
  * and, within one, run by run, so every pass stays stable and the order is the one-thread
  * order for any number of threads (10^8 points took 7.5 s on one core). */
 #define GM_ORDER_MAX_THREADS 64
-static gpuml_status density_order(const double *rho, int64_t n, int64_t *order, int threads) {
+gpuml_status gm_dpc_density_order(const double *rho, int64_t n, int64_t *order, int threads) {
   uint64_t *key = gm_alloc((size_t)n, sizeof *key), *key2 = gm_alloc((size_t)n, sizeof *key2);
   int64_t *tmp = gm_alloc((size_t)n, sizeof *tmp);
   if (!key || !key2 || !tmp) {
@@ -685,31 +691,82 @@ gpuml_status gpuml_dpc_order(const double *rho, int64_t n, int64_t *order) {
   gpuml_options opt;
   gpuml_options_init(&opt);
   gm_trace("dpc order: start");
-  st = density_order(rho, n, order, gm_threads(&opt));
+  st = gm_dpc_density_order(rho, n, order, gm_threads(&opt));
   gm_trace("dpc order: sorted");
   return st;
 }
 
-/* Each point not yet in a cluster joins that of its nearest denser point, in the order
- * given: in the density order, that point has its cluster already (each point once,
- * O(n); the steps do not wait on each other's reads). Returns n when every point got a
- * cluster, else the first position where the order names no point, or a point whose
- * nearest has no cluster yet (with the density order: a nearest that is not denser, or
- * the top point not a centre), or n + 1 when the order left a point out. */
+/* Each point not yet in a cluster joins that of its nearest denser point, as if in the
+ * order given (in the density order that point has its cluster already), on `threads`:
+ * the positions are cut into one block per thread; each block is walked in order, a
+ * point taking the cluster of a nearest earlier in its block, or noting a nearest of an
+ * earlier block; then every noted point follows the notes (each to an earlier block, so
+ * at most one per block) to a point with a cluster. The same clusters as the walk in
+ * order on one thread, and O(n). cluster holds the centres' ids and -1 elsewhere.
+ * Returns n when every point got a cluster, else the first position where the order
+ * names no point, or a point whose nearest is not earlier in the order (with the density
+ * order: a nearest that is not denser, or the top point not a centre), or n + 1 when the
+ * order is not a permutation; -1 when out of memory. */
 static int64_t assign_in_order(const int64_t *order, const int64_t *nearest, int64_t n,
-                               int64_t ncentres, int64_t *cluster) {
-  int64_t assigned = ncentres;
-  for (int64_t s = 0; s < n; s++) {
-    const int64_t i = order[s];
-    if (i < 0 || i >= n) return s;
-    if (cluster[i] >= 0) continue;
-    const int64_t j = nearest[i];
-    const int64_t c = j >= 0 ? cluster[j] : -1;
-    if (c < 0) return s;
-    cluster[i] = c;
-    assigned++;
+                               int64_t *cluster, int threads) {
+  int64_t *pos = gm_alloc((size_t)n, sizeof *pos), *via = gm_alloc((size_t)n, sizeof *via);
+  if (!pos || !via) {
+    free(pos);
+    free(via);
+    return -1;
   }
-  return assigned == n ? n : n + 1;
+  if (threads < 1) threads = 1;
+  if (n < (int64_t)threads * 4096) threads = (int)(n / 4096) + 1;
+  int64_t first_bad = n, not_permutation = 0;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static) reduction(min : first_bad)
+    for (int64_t s = 0; s < n; s++) {
+      const int64_t i = order[s];
+      if (i < 0 || i >= n) first_bad = s < first_bad ? s : first_bad;
+      else {
+#pragma omp atomic write
+        pos[i] = s;
+      }
+    }
+    /* a point named twice leaves another out, and one of its positions unrecorded */
+#pragma omp for schedule(static) reduction(max : not_permutation)
+    for (int64_t s = 0; s < n; s++) {
+      const int64_t i = order[s];
+      if (i >= 0 && i < n && pos[i] != s) not_permutation = 1;
+    }
+  }
+  if (first_bad == n && !not_permutation) {
+#pragma omp parallel for schedule(static, 1) reduction(min : first_bad) num_threads(threads)
+    for (int b = 0; b < threads; b++) {
+      const int64_t lo = n * b / threads, hi = n * (b + 1) / threads;
+      for (int64_t s = lo; s < hi; s++) {
+        const int64_t i = order[s];
+        via[i] = -1;
+        if (cluster[i] >= 0) continue;
+        const int64_t j = nearest[i];
+        if (j < 0 || j >= n || pos[j] >= s) {
+          first_bad = s < first_bad ? s : first_bad;
+          break;
+        }
+        if (pos[j] < lo) via[i] = j;
+        else if (via[j] < 0) cluster[i] = cluster[j];
+        else via[i] = via[j];
+      }
+    }
+  }
+  if (first_bad == n && !not_permutation) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++) {
+      if (via[i] < 0) continue;
+      int64_t k = via[i];
+      while (via[k] >= 0) k = via[k];
+      cluster[i] = cluster[k];
+    }
+  }
+  free(pos);
+  free(via);
+  return first_bad < n ? first_bad : not_permutation ? n + 1 : n;
 }
 
 /* Up to GM_DPC_RANK_SAMPLE evenly spaced gammas bound the k-th largest from below, so
@@ -881,13 +938,18 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
       if (!own_order)
         return gm_fail(GPUML_ERR_NOMEM, "noMemory",
                        "cannot allocate %.1f MB for the density order", (double)n * 8 / 1e6);
-      if ((st = density_order(rho, n, own_order, threads))) break;
+      if ((st = gm_dpc_density_order(rho, n, own_order, threads))) break;
       order = own_order;
     }
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < n; i++) cluster[i] = -1;
     for (int64_t c = 0; c < k; c++) cluster[centres[c]] = c;
-    const int64_t at = assign_in_order(order, nearest, n, k, cluster);
+    const int64_t at = assign_in_order(order, nearest, n, cluster, threads);
+    if (at < 0) {
+      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to follow the nearest points",
+                   (double)n * 16 / 1e6);
+      break;
+    }
     if (at == n) break;
     if (pass == 1) {
       /* the top point has no nearest: it is always a centre in a fit (its gamma and,
@@ -1049,17 +1111,17 @@ static int has_selection(const gpuml_dpc_selection *s) { return s->has_k || s->h
 
 gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dpc_params *params,
                            double *rho, double *delta, int64_t *nearest, double *gamma,
-                           int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
-                           const gpuml_options *opt, gpuml_dpc_result *result) {
+                           int64_t *order, int64_t *centres, int64_t *ncentres, int64_t *cluster,
+                           int *halo, const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
-  return gm_dpc_fit_spread(NULL, x, n, d, params, rho, delta, nearest, gamma, centres, ncentres,
-                           cluster, halo, opt, result);
+  return gm_dpc_fit_spread(NULL, x, n, d, params, rho, delta, nearest, gamma, order, centres,
+                           ncentres, cluster, halo, opt, result);
 }
 
 gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int64_t n,
                                int64_t d, const gpuml_dpc_params *params, double *rho,
-                               double *delta, int64_t *nearest, double *gamma, int64_t *centres,
-                               int64_t *ncentres, int64_t *cluster, int *halo,
+                               double *delta, int64_t *nearest, double *gamma, int64_t *order,
+                               int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
                                const gpuml_options *opt, gpuml_dpc_result *result) {
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
   const int cut = has_selection(&params->select);
@@ -1073,17 +1135,26 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
   gpuml_dpc_result local;
   if (!result) result = &local;
   const double t0 = gm_seconds();
-  /* The halo reuses the index of the density pass (the same data). */
+  /* The cut follows the density order, made once with the densities (the caller's
+   * array when it wants it too); the halo reuses the index of the density pass. */
+  int64_t *own_order = NULL;
+  if (cut && !order) {
+    if (!(order = own_order = gm_alloc((size_t)n, sizeof *order)))
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the density order",
+                     (double)n * 8 / 1e6);
+  }
   gm_dpc_grid index;
   memset(&index, 0, sizeof index);
-  if ((st = density_impl(x, n, d, params, rho, delta, nearest, gamma, opt, result,
+  if ((st = density_impl(x, n, d, params, rho, delta, nearest, gamma, order, opt, result,
                          cut ? &index : NULL, spread)) || !cut) {
     gm_dpc_grid_free(&index);
+    free(own_order);
     return st;
   }
   const gpuml_run_info run = result->run;
-  st = cut_impl(rho, delta, nearest, NULL, n, &params->select, centres, ncentres, cluster,
+  st = cut_impl(rho, delta, nearest, order, n, &params->select, centres, ncentres, cluster,
                 gm_threads(opt));
+  free(own_order);
   gm_trace("dpc: centres and clusters");
   if (!st) {
     gm_clear_error();
@@ -1130,6 +1201,6 @@ gpuml_status gpuml_dpc_fit_here(void *ctx, const double *x, int64_t n, int64_t d
                                 int64_t *ncentres, int64_t *cluster, int *halo,
                                 const gpuml_options *opt, gpuml_dpc_result *result) {
   (void)ctx;
-  return gpuml_dpc_fit(x, n, d, params, rho, delta, nearest, gamma, centres, ncentres, cluster,
-                       halo, opt, result);
+  return gpuml_dpc_fit(x, n, d, params, rho, delta, nearest, gamma, NULL, centres, ncentres,
+                       cluster, halo, opt, result);
 }

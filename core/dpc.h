@@ -29,6 +29,10 @@ static inline int gm_dpc_above(double rho_j, int64_t j, double rho_i, int64_t i)
 /* The top of the density order (the first index of the largest rho), on `threads`. */
 int64_t gm_dpc_top(const double *rho, int64_t n, int threads);
 
+/* The density order of rho (gpuml_dpc_order's, unchecked) on `threads`: point indices
+ * from the densest down, equal densities by index. */
+gpuml_status gm_dpc_density_order(const double *rho, int64_t n, int64_t *order, int threads);
+
 /* The cell index of density peaks (d <= GM_DPC_GRID_MAX_DIM): the points sorted by
  * cell, cells of side h holding about gm_dpc_grid_per_cell(d) points each on average
  * over the bounding box. Cell ids are row-major with dimension 0 fastest (see
@@ -119,8 +123,8 @@ void gm_dpc_scatter(const int64_t *rows, int64_t count, int64_t skip, const doub
  * itself). Every process passes all the points and gets every output for all of them. */
 gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int64_t n,
                                int64_t d, const gpuml_dpc_params *params, double *rho,
-                               double *delta, int64_t *nearest, double *gamma, int64_t *centres,
-                               int64_t *ncentres, int64_t *cluster, int *halo,
+                               double *delta, int64_t *nearest, double *gamma, int64_t *order,
+                               int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
                                const gpuml_options *opt, gpuml_dpc_result *result);
 
 /* ---- CPU passes (core/dpc_grid.c, core/dpc_tiles.c). Each writes per original index;

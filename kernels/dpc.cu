@@ -381,15 +381,45 @@ gpuml_status delta_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
   return all_pairs_pass<kDelta>(ctx, ap, n, d, da, 0, n, opt);
 }
 
+// The density order (core's gm_dpc_density_order) of rho_d (by point index) into the
+// host's order: a stable radix sort of (rho, index) pairs by decreasing rho, so equal
+// densities keep the index order. The sort's arrays live until the call's Context ends.
+gpuml_status density_order(Context &ctx, const double *rho_d, int64_t n, int64_t *order) {
+  double *keys = nullptr;
+  int64_t *index = nullptr, *order_d = nullptr;
+  GM_TRY(ctx.alloc(&keys, (size_t)n, "the density order"));
+  GM_TRY(ctx.alloc(&index, (size_t)n, "the density order"));
+  GM_TRY(ctx.alloc(&order_d, (size_t)n, "the density order"));
+  const unsigned blocks = grid_1d(n, 256) < 8192u ? grid_1d(n, 256) : 8192u;
+  iota_kernel<<<blocks, 256, 0, ctx.stream()>>>(index, n);
+  GM_TRY(ctx.launched("the density order"));
+  size_t temp_bytes = 0;
+  GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairsDescending(nullptr, temp_bytes, rho_d, keys,
+                                                             index, order_d, n, 0, 64,
+                                                             ctx.stream()),
+                   "sorting the densities (cub::DeviceRadixSort)"));
+  unsigned char *temp = nullptr;
+  GM_TRY(ctx.alloc(&temp, temp_bytes, "sorting the densities"));
+  GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairsDescending(temp, temp_bytes, rho_d, keys,
+                                                             index, order_d, n, 0, 64,
+                                                             ctx.stream()),
+                   "sorting the densities (cub::DeviceRadixSort)"));
+  return download(ctx, order, order_d, (size_t)n * sizeof *order,
+                  "copying the density order to the host");
+}
+
 gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                      const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
-                     double *rho, double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
+                     double *rho, double *delta_sq, int64_t *nearest, int64_t *order,
+                     const gpuml_options *opt) {
   const bool all_pairs = !rho_grid || !delta_grid;
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, all_pairs && d >= kGemmMinDim));
   // rho, rho by cell, delta_sq, nearest, the index (one upload when rho and delta share it)
   const gm_dpc_grid *index = rho_grid ? rho_grid : delta_grid;
-  const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0);
+  // and the density order's sort (its keys and values, in and out, when asked for)
+  const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0) +
+                       (order ? (size_t)n * 8 * 5 : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, n));
   GM_TRY(ctx.trace("dpc cuda: context"));
   GridDev g;
@@ -410,6 +440,10 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   GM_TRY(ctx.trace("dpc cuda: rho to the host, top point"));
   GM_TRY(delta_pass(ctx, g, ap, delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt));
   GM_TRY(ctx.trace("dpc cuda: delta pass"));
+  if (order) {
+    GM_TRY(density_order(ctx, rho_d, n, order));
+    GM_TRY(ctx.trace("dpc cuda: the density order to the host"));
+  }
   GM_TRY(download(ctx, delta_sq, delta_d, (size_t)n * sizeof *delta_sq,
                   "copying the distances to the host"));
   GM_TRY(download(ctx, nearest, nearest_d, (size_t)n * sizeof *nearest,
@@ -671,9 +705,10 @@ extern "C" gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t 
                                        const struct gm_dpc_grid *rho_grid,
                                        const struct gm_dpc_grid *delta_grid, int gaussian,
                                        double dc, double cut, double *rho, double *delta_sq,
-                                       int64_t *nearest, const gpuml_options *opt) {
+                                       int64_t *nearest, int64_t *order,
+                                       const gpuml_options *opt) {
   return gm::dpc_run(x, n, d, rho_grid, delta_grid, gaussian, dc, cut, rho, delta_sq, nearest,
-                     opt);
+                     order, opt);
 }
 
 extern "C" gpuml_status gm_cuda_dpc_border(const double *x, int64_t n, int64_t d,

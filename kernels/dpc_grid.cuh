@@ -297,6 +297,12 @@ __global__ void __launch_bounds__(kPassThreads)
   }
 }
 
+__global__ void iota_kernel(int64_t *__restrict__ out, int64_t n) {
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x)
+    out[s] = s;
+}
+
 template <typename T>
 __global__ void gather_kernel(const T *__restrict__ in, const int64_t *__restrict__ order,
                               int64_t n, T *__restrict__ out) {

@@ -39,7 +39,8 @@ void gm_cuda_knn_resident_free(void *state);
 gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t d,
                                  const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                  int gaussian, double dc, double cut, double *rho,
-                                 double *delta_sq, int64_t *nearest, const gpuml_options *opt);
+                                 double *delta_sq, int64_t *nearest, int64_t *order,
+                                 const gpuml_options *opt);
 gpuml_status gm_cuda_dpc_part_open(const double *x, int64_t n, int64_t d,
                                    const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                    int gaussian, double dc, double cut, const gpuml_options *opt,

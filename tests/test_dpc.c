@@ -945,6 +945,7 @@ static void test_fit_one_call(void) {
   fit a = fit_alloc(n), b = fit_alloc(n);
   int64_t *ca = malloc(sizeof(int64_t) * n), *cb = malloc(sizeof(int64_t) * n);
   int64_t *la = malloc(sizeof(int64_t) * n), *lb = malloc(sizeof(int64_t) * n);
+  int64_t *oa = malloc(sizeof(int64_t) * n), *ob = malloc(sizeof(int64_t) * n);
   int *ha = malloc(sizeof(int) * n), *hb = malloc(sizeof(int) * n);
   gpuml_dpc_params p;
   gpuml_dpc_params_init(&p);
@@ -953,14 +954,16 @@ static void test_fit_one_call(void) {
   gpuml_options opt = options();
   gpuml_dpc_result ra, rb;
   int64_t na = 0, nb = 0;
-  gpuml_status sa = gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, a.gamma, ca, &na, la,
-                                  ha, &opt, &ra);
+  gpuml_status sa = gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, a.gamma, oa, ca, &na,
+                                  la, ha, &opt, &ra);
   gpuml_status sb = gpuml_dpc_density(x, n, d, &p, b.rho, b.delta, b.nearest, b.gamma, &opt, &rb);
   if (!sb) sb = gpuml_dpc_cut(b.rho, b.delta, b.nearest, n, &p.select, cb, &nb, lb);
   if (!sb) sb = gpuml_dpc_halo(x, n, d, rb.dc, b.rho, lb, nb, hb, &opt, NULL);
+  if (!sb) sb = gpuml_dpc_order(b.rho, n, ob);
   CHECK(sa == GPUML_OK && sb == GPUML_OK, "fit in one call and in three: %s", gpuml_last_error());
   if (!sa && !sb)
     CHECK(na == 3 && nb == 3 && ra.dc == rb.dc && !memcmp(a.rho, b.rho, sizeof(double) * n) &&
+              !memcmp(oa, ob, sizeof(int64_t) * n) &&
               !memcmp(a.delta, b.delta, sizeof(double) * n) &&
               !memcmp(a.nearest, b.nearest, sizeof(int64_t) * n) &&
               !memcmp(ca, cb, sizeof(int64_t) * 3) && !memcmp(la, lb, sizeof(int64_t) * n) &&
@@ -969,14 +972,16 @@ static void test_fit_one_call(void) {
   /* without a selection: the densities only */
   gpuml_dpc_params_init(&p);
   na = -1;
-  CHECK(gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, NULL, NULL, &na, NULL, NULL, &opt,
-                      NULL) == GPUML_OK && na == 0,
-        "no selection: densities only (%s)", gpuml_last_error());
+  for (int64_t s = 0; s < n; s++) oa[s] = -1;
+  CHECK(gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, NULL, oa, NULL, &na, NULL, NULL,
+                      &opt, NULL) == GPUML_OK && na == 0 && !memcmp(oa, ob, sizeof(int64_t) * n),
+        "no selection: densities and their order only (%s)", gpuml_last_error());
   /* a bad k is refused before the densities are computed */
   const double too_many = (double)n + 1;
   gpuml_params_set_numbers(GPUML_PARAMS_DPC, &p, "k", &too_many, 1);
   a.rho[0] = -7;
-  CHECK(gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, NULL, ca, &na, la, ha, &opt, NULL) ==
+  CHECK(gpuml_dpc_fit(x, n, d, &p, a.rho, a.delta, a.nearest, NULL, NULL, ca, &na, la, ha, &opt,
+                      NULL) ==
                 GPUML_ERR_ARG &&
             strcmp(gpuml_last_error_id(), "dpc:badK") == 0 && a.rho[0] == -7,
         "k > n refused first: %s", gpuml_last_error());
@@ -986,9 +991,84 @@ static void test_fit_one_call(void) {
   free(cb);
   free(la);
   free(lb);
+  free(oa);
+  free(ob);
   free(ha);
   free(hb);
   free(x);
+}
+
+/* The clusters of a cut of many points, labelled in blocks of the density order on
+ * several threads (1, 3 and 8 asked for), against a walk of that order in the test: the
+ * same clusters; a nearest that is not denser is found at its place in the order. */
+static void test_cut_threads(void) {
+  const int64_t n = 300000;
+  double *rho = malloc(sizeof(double) * n), *delta = malloc(sizeof(double) * n);
+  int64_t *nearest = malloc(sizeof(int64_t) * n), *order = malloc(sizeof(int64_t) * n);
+  int64_t *want = malloc(sizeof(int64_t) * n), *got = malloc(sizeof(int64_t) * n);
+  int64_t *centres = malloc(sizeof(int64_t) * n);
+  uint64_t z = 777;
+  for (int64_t i = 0; i < n; i++) {
+    z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+    rho[i] = (double)((z >> 33) % 5000); /* ties */
+  }
+  gpuml_status st = gpuml_dpc_order(rho, n, order);
+  CHECK(st == GPUML_OK, "the order: %s", gpuml_last_error());
+  /* each point's nearest: a denser point a short or a long way up the order, so that
+   * chains cross the threads' blocks many times; delta large at a few points (centres) */
+  for (int64_t s = 0; s < n; s++) {
+    z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+    const uint64_t r = z >> 33;
+    const int64_t i = order[s];
+    nearest[i] = s == 0 ? -1 : order[r % 2 ? s - 1 - (int64_t)(r % (s < 50 ? s : 50)) : (int64_t)(r % s)];
+    delta[i] = s == 0 ? 1e6 : r % 20000 == 0 ? 1e4 : 1;
+  }
+  gpuml_dpc_selection sel;
+  gpuml_dpc_selection_init(&sel);
+  sel.has_k = 1;
+  sel.k = 25;
+  int64_t nc = 0;
+#ifdef _OPENMP
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+#endif
+  st = gpuml_dpc_cut(rho, delta, nearest, n, &sel, centres, &nc, got);
+  CHECK(st == GPUML_OK && nc == 25, "the cut on one thread: %s", gpuml_last_error());
+  /* the reference: in the density order, each point takes its nearest's cluster */
+  for (int64_t i = 0; i < n; i++) want[i] = -1;
+  for (int64_t c = 0; c < nc; c++) want[centres[c]] = c;
+  for (int64_t s = 0; s < n; s++)
+    if (want[order[s]] < 0) want[order[s]] = want[nearest[order[s]]];
+  CHECK(!memcmp(got, want, sizeof(int64_t) * n), "the cut on one thread follows the order");
+  const int asks[2] = {3, 8};
+  for (int a = 0; a < 2; a++) {
+#ifdef _OPENMP
+    omp_set_num_threads(asks[a]);
+#endif
+    for (int64_t i = 0; i < n; i++) got[i] = -7;
+    st = gpuml_dpc_cut(rho, delta, nearest, n, &sel, centres, &nc, got);
+    CHECK(st == GPUML_OK && !memcmp(got, want, sizeof(int64_t) * n),
+          "the cut on %d threads gives one thread's clusters (%s)", asks[a], gpuml_last_error());
+  }
+  /* two points late in the order whose nearest lies below them: the first is named */
+  const int64_t late = order[n - 1000], later = order[n - 10];
+  nearest[late] = order[n - 5];
+  nearest[later] = order[n - 1];
+  st = gpuml_dpc_cut(rho, delta, nearest, n, &sel, centres, &nc, got);
+  char expect[96];
+  snprintf(expect, sizeof expect, "point %lld is not", (long long)(late + 1));
+  CHECK(st == GPUML_ERR_ARG && strstr(gpuml_last_error(), expect),
+        "a nearest below its point is refused at its first place: %s", gpuml_last_error());
+#ifdef _OPENMP
+  omp_set_num_threads(before);
+#endif
+  free(rho);
+  free(delta);
+  free(nearest);
+  free(order);
+  free(want);
+  free(got);
+  free(centres);
 }
 
 /* The density order of many points with many ties, sorted by runs of the array on
@@ -1079,8 +1159,8 @@ static void test_recut_order(void) {
     }
     int64_t na = 0, nb = 0;
     fit f = fit_alloc(n);
-    st = gpuml_dpc_fit(x, n, d, &fresh, f.rho, f.delta, f.nearest, NULL, ca, &na, la, ha, &opt,
-                       NULL);
+    st = gpuml_dpc_fit(x, n, d, &fresh, f.rho, f.delta, f.nearest, NULL, NULL, ca, &na, la, ha,
+                       &opt, NULL);
     for (int with = 0; !st && with < 3; with++) {
       /* 0: the kept order, 1: none, 2: a wrong one (reversed), which the recut replaces */
       for (int64_t s = 0; s < n; s++) bad[s] = order[n - 1 - s];
@@ -1210,7 +1290,7 @@ static void set_shard_knobs(const char *shards, const char *threads) {
 
 typedef struct {
   fit f;
-  int64_t *centres, *cluster, ncentres;
+  int64_t *order, *centres, *cluster, ncentres;
   int *halo;
   gpuml_status st;
 } full_fit;
@@ -1219,20 +1299,22 @@ static full_fit full_fit_run(const double *x, int64_t n, int64_t d, const gpuml_
                              const char *shards, const char *threads) {
   full_fit r;
   r.f = fit_alloc(n);
+  r.order = malloc(sizeof(int64_t) * n);
   r.centres = malloc(sizeof(int64_t) * n);
   r.cluster = malloc(sizeof(int64_t) * n);
   r.halo = malloc(sizeof(int) * n);
   r.ncentres = 0;
   gpuml_options opt = options();
   set_shard_knobs(shards, threads);
-  r.st = gpuml_dpc_fit(x, n, d, p, r.f.rho, r.f.delta, r.f.nearest, r.f.gamma, r.centres,
-                       &r.ncentres, r.cluster, r.halo, &opt, NULL);
+  r.st = gpuml_dpc_fit(x, n, d, p, r.f.rho, r.f.delta, r.f.nearest, r.f.gamma, r.order,
+                       r.centres, &r.ncentres, r.cluster, r.halo, &opt, NULL);
   set_shard_knobs(NULL, NULL);
   return r;
 }
 
 static void full_fit_free(full_fit *r) {
   fit_free(&r->f);
+  free(r->order);
   free(r->centres);
   free(r->cluster);
   free(r->halo);
@@ -1257,9 +1339,9 @@ static void check_sharded(const char *what, const double *x, int64_t n, int64_t 
     const size_t nd = sizeof(double) * (size_t)n, ni = sizeof(int64_t) * (size_t)n;
     CHECK(!memcmp(one.f.rho, split.f.rho, nd) && !memcmp(one.f.delta, split.f.delta, nd) &&
               !memcmp(one.f.nearest, split.f.nearest, ni) &&
-              !memcmp(one.f.gamma, split.f.gamma, nd),
-          "%s, n = %lld, d = %lld (shards %s, threads %s): rho, delta, nearest or gamma differ "
-          "from one device's",
+              !memcmp(one.f.gamma, split.f.gamma, nd) && !memcmp(one.order, split.order, ni),
+          "%s, n = %lld, d = %lld (shards %s, threads %s): rho, delta, nearest, gamma or the "
+          "density order differ from one device's",
           what, (long long)n, (long long)d, shards, threads ? threads : "1");
     CHECK(one.ncentres == split.ncentres &&
               !memcmp(one.centres, split.centres, sizeof(int64_t) * (size_t)one.ncentres) &&
@@ -1451,6 +1533,7 @@ int main(void) {
     test_fit_one_call();
     test_recut_order();
     test_order_threads();
+    test_cut_threads();
     test_shards();
     test_shards_interrupted();
     test_device_list();

@@ -74,7 +74,7 @@ static int has_selection(const gpuml_dpc_params *p) {
  * names (dc, neighbor_rate, kernel, k, rho, delta); seed: a double (the dc sample).
  * Returns list(rho, delta, nearest (1-based, NA for the top point), gamma, dc, backend,
  * cut, order), cut being NULL without a selection, else list(peaks, clusters, halo), and
- * order the density order (gpuml_dpc_order, 1-based). */
+ * order the fit's density order (1-based). */
 SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEXP threads,
                  SEXP devices) {
   gpuml_options opt;
@@ -93,20 +93,20 @@ SEXP gpuml_r_dpc(SEXP x, SEXP params, SEXP seed, SEXP backend, SEXP verbose, SEX
   SEXP gamma = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)len));
   SEXP nearest = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)len));
   int64_t *nearest0 = (int64_t *)R_alloc(len, sizeof(int64_t));
+  int64_t *order0 = (int64_t *)R_alloc(len, sizeof(int64_t));
   int64_t *centres = cut ? (int64_t *)R_alloc(len, sizeof(int64_t)) : NULL;
   int64_t *cluster = cut ? (int64_t *)R_alloc(len, sizeof(int64_t)) : NULL;
   int *halo = cut ? (int *)R_alloc(len, sizeof(int)) : NULL;
   int64_t ncentres = 0;
   gpuml_dpc_result result;
   gpuml_r_stop_on_failure(gpuml_dpc_fit(REAL(x), n, d, &p, REAL(rho), REAL(delta), nearest0,
-                                        REAL(gamma), centres, &ncentres, cluster, halo, &opt,
-                                        &result));
+                                        REAL(gamma), order0, centres, &ncentres, cluster, halo,
+                                        &opt, &result));
   for (int64_t i = 0; i < n; i++)
     INTEGER(nearest)[i] = nearest0[i] < 0 ? NA_INTEGER : (int)(nearest0[i] + 1);
-  /* the density order, kept with the fit for recutting (nearest0 is free again) */
-  gpuml_r_stop_on_failure(gpuml_dpc_order(REAL(rho), n, nearest0));
+  /* the density order, kept with the fit for recutting */
   SEXP order = PROTECT(Rf_allocVector(INTSXP, (R_xlen_t)len));
-  for (int64_t s = 0; s < n; s++) INTEGER(order)[s] = (int)(nearest0[s] + 1);
+  for (int64_t s = 0; s < n; s++) INTEGER(order)[s] = (int)(order0[s] + 1);
   SEXP cuts = cut ? gpuml_r_dpc_cut_list(centres, ncentres, cluster, halo, n) : R_NilValue;
   PROTECT(cuts);
   const char *keys[] = {"rho", "delta", "nearest", "gamma", "dc", "backend", "cut", "order"};

@@ -18,7 +18,8 @@ gpuml_status gm_cpu_knn(const gm_matrix *data, const gm_matrix *query, int64_t k
 gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,
                                 const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                 int gaussian, double dc, double cut, double *rho,
-                                double *delta_sq, int64_t *nearest, const gpuml_options *opt);
+                                double *delta_sq, int64_t *nearest, int64_t *order,
+                                const gpuml_options *opt);
 gpuml_status gm_cpu_dpc_rho(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                             int gaussian, double dc, double cut, int64_t first, int64_t last,
                             double *rho, const gpuml_options *opt);

@@ -22,9 +22,11 @@ gpuml_status gm_cpu_dpc_delta(const double *x, int64_t n, int64_t d, const gm_dp
 gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,
                                 const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                 int gaussian, double dc, double cut, double *rho,
-                                double *delta_sq, int64_t *nearest, const gpuml_options *opt) {
+                                double *delta_sq, int64_t *nearest, int64_t *order,
+                                const gpuml_options *opt) {
   gpuml_status st = gm_cpu_dpc_rho(x, n, d, rho_grid, gaussian, dc, cut, 0,
                                    rho_grid ? rho_grid->ncells : n, rho, opt);
+  if (!st && order) st = gm_dpc_density_order(rho, n, order, gm_threads(opt));
   if (st) return st;
   return gm_cpu_dpc_delta(x, n, d, delta_grid, rho, gm_dpc_top(rho, n, gm_threads(opt)), 0, n,
                           delta_sq, nearest, opt);

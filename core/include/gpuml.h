@@ -445,13 +445,15 @@ gpuml_status gpuml_dpc_order(const double *rho, int64_t n, int64_t *order);
 /* Density peaks in one call: the densities (as gpuml_dpc_density), then, when
  * params->select gives k or both thresholds, the centres and clusters (as
  * gpuml_dpc_cut) and the halo (as gpuml_dpc_halo), on the backend of opt. The selection
- * is checked before anything is computed. centres, cluster and halo (length n) may be
- * NULL without a selection; *ncentres receives their number (0 without a selection).
+ * is checked before anything is computed. order (length n, may be NULL) receives the
+ * density order (as gpuml_dpc_order; on a GPU it is sorted there), which the cut follows
+ * and a front end keeps for gpuml_dpc_recut(). centres, cluster and halo (length n) may
+ * be NULL without a selection; *ncentres receives their number (0 without a selection).
  * result->dc receives the dc used. */
 gpuml_status gpuml_dpc_fit(const double *x, int64_t n, int64_t d, const gpuml_dpc_params *params,
                            double *rho, double *delta, int64_t *nearest, double *gamma,
-                           int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
-                           const gpuml_options *opt, gpuml_dpc_result *result);
+                           int64_t *order, int64_t *centres, int64_t *ncentres, int64_t *cluster,
+                           int *halo, const gpuml_options *opt, gpuml_dpc_result *result);
 
 /* gpuml_dpc_fit as a function of a context, for front ends that run either a fit of one
  * process or one over MPI ranks (gpuml_mpi_dpc_fit_comm) through one code path:

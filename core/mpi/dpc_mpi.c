@@ -149,7 +149,7 @@ gpuml_status gpuml_mpi_dpc_fit(MPI_Comm comm, const double *x, int64_t n_local, 
   }
   local.interrupted = NULL;
   gm_dpc_spread spread = {sc.rank, sc.size, &sc, merge_parts};
-  st = gm_dpc_fit_spread(&spread, all, n, d, params, a_rho, a_delta, a_nearest, a_gamma,
+  st = gm_dpc_fit_spread(&spread, all, n, d, params, a_rho, a_delta, a_nearest, a_gamma, NULL,
                          a_centres, ncentres, a_cluster, a_halo, &local, result);
   /* a rank that failed before a merge still takes part in it, failing */
   while (sc.merges < MERGES) {

@@ -93,7 +93,7 @@ static void check_case(const char *name, int64_t n, int64_t d, int lattice, doub
                                       got.nearest, got.gamma, got.centres, &got.ncentres,
                                       got.cluster, got.halo, &opt, &rg);
   gpuml_status sr = gpuml_dpc_fit(x, n, d, &p, ref.rho, ref.delta, ref.nearest, ref.gamma,
-                                  ref.centres, &ref.ncentres, ref.cluster, ref.halo, &opt, &rr);
+                                  NULL, ref.centres, &ref.ncentres, ref.cluster, ref.halo, &opt, &rr);
   CHECK(st == GPUML_OK && sr == GPUML_OK, "%s (rank %d): %s", name, rank, gpuml_last_error());
   if (!st && !sr) {
     const size_t nd = sizeof(double) * (size_t)rn, ni = sizeof(int64_t) * (size_t)rn;
