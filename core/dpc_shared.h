@@ -112,16 +112,18 @@ GM_HD void gm_dpc_gap(const gm_dpc_geom *g, int t, int64_t y, double qa, double 
   *far = qb - blo > bhi - qa ? qb - blo : bhi - qa;
 }
 
-/* The rows (cells along dimensions 1 .. dim - 1) of a ball or a ring, as an odometer. */
+/* The rows (cells along dimensions 1 .. dim - 1) of a ball or a ring, as an odometer.
+ * The walks take dim (= g->dim) as an argument so that a kernel compiled for one
+ * dimension passes a constant: its loops unroll and the odometer stays in registers. */
 typedef struct gm_dpc_rows {
   int64_t y[GM_DPC_GRID_MAX_DIM], a[GM_DPC_GRID_MAX_DIM], b[GM_DPC_GRID_MAX_DIM];
 } gm_dpc_rows;
 
 /* The rows that can hold a point within w of a point of the box qa .. qb (qa = qb = p for
  * a point); 0 when none. */
-GM_HD int gm_dpc_rows_ball(const gm_dpc_geom *g, const double *qa, const double *qb, double w,
+GM_HD int gm_dpc_rows_ball(const gm_dpc_geom *g, int dim, const double *qa, const double *qb, double w,
                            gm_dpc_rows *r) {
-  for (int t = 1; t < g->dim; t++) {
+  for (int t = 1; t < dim; t++) {
     if (!gm_dpc_span(g, t, qa[t], qb[t], w, &r->a[t], &r->b[t])) return 0;
     r->y[t] = r->a[t];
   }
@@ -129,9 +131,9 @@ GM_HD int gm_dpc_rows_ball(const gm_dpc_geom *g, const double *qa, const double 
 }
 
 /* The rows within Chebyshev distance `ring` of the cell c (clamped to the grid). */
-GM_HD void gm_dpc_rows_cube(const gm_dpc_geom *g, const int64_t *c, int64_t ring,
+GM_HD void gm_dpc_rows_cube(const gm_dpc_geom *g, int dim, const int64_t *c, int64_t ring,
                             gm_dpc_rows *r) {
-  for (int t = 1; t < g->dim; t++) {
+  for (int t = 1; t < dim; t++) {
     r->a[t] = c[t] - ring > 0 ? c[t] - ring : 0;
     r->b[t] = c[t] + ring < g->cells[t] - 1 ? c[t] + ring : g->cells[t] - 1;
     r->y[t] = r->a[t];
@@ -139,8 +141,8 @@ GM_HD void gm_dpc_rows_cube(const gm_dpc_geom *g, const int64_t *c, int64_t ring
 }
 
 /* Steps to the next row; 0 after the last. */
-GM_HD int gm_dpc_rows_next(const gm_dpc_geom *g, gm_dpc_rows *r) {
-  for (int t = 1; t < g->dim; t++) {
+GM_HD int gm_dpc_rows_next(int dim, gm_dpc_rows *r) {
+  for (int t = 1; t < dim; t++) {
     if (r->y[t] < r->b[t]) {
       r->y[t]++;
       return 1;
@@ -152,11 +154,11 @@ GM_HD int gm_dpc_rows_next(const gm_dpc_geom *g, gm_dpc_rows *r) {
 
 /* The first cell id of the current row, and the nearest and farthest squared distance
  * between the box qa .. qb and the row's cross-section (dimensions 1 .. dim - 1). */
-GM_HD int64_t gm_dpc_row_base(const gm_dpc_geom *g, const gm_dpc_rows *r, const double *qa,
+GM_HD int64_t gm_dpc_row_base(const gm_dpc_geom *g, int dim, const gm_dpc_rows *r, const double *qa,
                               const double *qb, double *near_sq, double *far_sq) {
   int64_t base = 0;
   double ns = 0, fs = 0;
-  for (int t = 1; t < g->dim; t++) {
+  for (int t = 1; t < dim; t++) {
     double nr, fr;
     gm_dpc_gap(g, t, r->y[t], qa[t], qb[t], &nr, &fr);
     ns += nr * nr;
@@ -196,10 +198,10 @@ GM_HD int gm_dpc_row_cells(const gm_dpc_geom *g, double q0a, double q0b, double 
 /* The squared distance beyond which no point outside the cells within Chebyshev
  * distance ring - 1 of cell c can lie (INFINITY when those cells cover the grid):
  * the nearest face of their box that is not the grid's edge. */
-GM_HD double gm_dpc_ring_bound(const gm_dpc_geom *g, const int64_t *c, const double *p,
+GM_HD double gm_dpc_ring_bound(const gm_dpc_geom *g, int dim, const int64_t *c, const double *p,
                                int64_t ring) {
   double bound = INFINITY;
-  for (int t = 0; t < g->dim; t++) {
+  for (int t = 0; t < dim; t++) {
     const double e = g->slack[t] * g->h;
     if (c[t] - ring >= 0) {
       const double face = p[t] - (g->lo[t] + (double)(c[t] - ring + 1) * g->h + e);

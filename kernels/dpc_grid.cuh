@@ -78,11 +78,11 @@ __global__ void __launch_bounds__(kPassThreads)
     double weight = 0;
     const bool gauss = inv_dc2 > 0;
     gm_dpc_rows rows;
-    bool more = gm_dpc_rows_ball(geo, qa, qb, sqrt(cut * GM_DPC_CUT_OUT), &rows);
-    for (int r = 0; r < part && more; r++) more = gm_dpc_rows_next(geo, &rows);
+    bool more = gm_dpc_rows_ball(geo, DIM, qa, qb, sqrt(cut * GM_DPC_CUT_OUT), &rows);
+    for (int r = 0; r < part && more; r++) more = gm_dpc_rows_next(DIM, &rows);
     while (more) {
       double near_sq, far_sq;
-      const int64_t base = gm_dpc_row_base(geo, &rows, qa, qb, &near_sq, &far_sq);
+      const int64_t base = gm_dpc_row_base(geo, DIM, &rows, qa, qb, &near_sq, &far_sq);
       int64_t o_lo, o_hi, i_lo, i_hi;
       if (gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, cut, &o_lo, &o_hi, &i_lo, &i_hi)) {
         int64_t a1 = g.start[base + o_lo], b1 = g.start[base + o_hi + 1], a2 = b1, b2 = b1;
@@ -97,11 +97,14 @@ __global__ void __launch_bounds__(kPassThreads)
             if (sq < cut && j != s) weight += exp(-sq * inv_dc2);
           }
         } else {
+          // unrolled so that several points' loads are in flight at once
+#pragma unroll 4
           for (int64_t j = a1; j < b1; j++) count += grid_sq<DIM>(g, p, j) < cut;
+#pragma unroll 4
           for (int64_t j = a2; j < b2; j++) count += grid_sq<DIM>(g, p, j) < cut;
         }
       }
-      for (int r = 0; r < share && more; r++) more = gm_dpc_rows_next(geo, &rows);
+      for (int r = 0; r < share && more; r++) more = gm_dpc_rows_next(DIM, &rows);
     }
     // the groups hold the counts of their rows
     for (int off = width; off < 32; off <<= 1) {
@@ -195,15 +198,15 @@ __global__ void __launch_bounds__(kPassThreads)
   int64_t best_j = -1;
   const int64_t m0 = geo->cells[0];
   for (int64_t r = 0; r < geo->max_cells; r++) {
-    if (r >= 1 && best < gm_dpc_ring_bound(geo, c, p, r)) break;
+    if (r >= 1 && best < gm_dpc_ring_bound(geo, DIM, c, p, r)) break;
     gm_dpc_rows rows;
-    gm_dpc_rows_cube(geo, c, r, &rows);
+    gm_dpc_rows_cube(geo, DIM, c, r, &rows);
     do {
       int on_ring = r == 0;
       for (int t = 1; t < DIM; t++)
         if (rows.y[t] == c[t] - r || rows.y[t] == c[t] + r) on_ring = 1;
       double near_sq, far_sq;
-      const int64_t base = gm_dpc_row_base(geo, &rows, p, p, &near_sq, &far_sq);
+      const int64_t base = gm_dpc_row_base(geo, DIM, &rows, p, p, &near_sq, &far_sq);
       if (near_sq > best * GM_DPC_CUT_OUT) continue;
       const int64_t lo = c[0] - r > 0 ? c[0] - r : 0, hi = c[0] + r < m0 - 1 ? c[0] + r : m0 - 1;
       const int64_t step = on_ring ? 1 : 2 * r;
@@ -226,7 +229,7 @@ __global__ void __launch_bounds__(kPassThreads)
           }
         }
       }
-    } while (gm_dpc_rows_next(geo, &rows));
+    } while (gm_dpc_rows_next(DIM, &rows));
   }
   const int64_t at = by_position ? s : i;
   delta_sq[at] = best;
@@ -259,9 +262,9 @@ __global__ void __launch_bounds__(kPassThreads)
   load_point<DIM>(g, s, p, c);
   const gm_dpc_geom *geo = &g.geom;
   gm_dpc_rows rows;
-  if (gm_dpc_rows_ball(geo, p, p, sqrt(cut * GM_DPC_CUT_OUT), &rows)) do {
+  if (gm_dpc_rows_ball(geo, DIM, p, p, sqrt(cut * GM_DPC_CUT_OUT), &rows)) do {
       double near_sq, far_sq;
-      const int64_t base = gm_dpc_row_base(geo, &rows, p, p, &near_sq, &far_sq);
+      const int64_t base = gm_dpc_row_base(geo, DIM, &rows, p, p, &near_sq, &far_sq);
       int64_t o_lo, o_hi, i_lo, i_hi;
       if (!gm_dpc_row_cells(geo, p[0], p[0], near_sq, far_sq, cut, &o_lo, &o_hi, &i_lo, &i_hi))
         continue;
@@ -290,7 +293,7 @@ __global__ void __launch_bounds__(kPassThreads)
           }
         }
       }
-    } while (gm_dpc_rows_next(geo, &rows));
+    } while (gm_dpc_rows_next(DIM, &rows));
   if (best > 0) {
     border[g.order[s]] = best;
     atomicMax(&found[own], (unsigned long long)__double_as_longlong(best));

@@ -451,9 +451,9 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
     for (int64_t k = 0; k < kn; k++) acc[k] = 0;
     int64_t common = 0;
     gm_dpc_rows rows;
-    if (gm_dpc_rows_ball(geo, qa, qb, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
+    if (gm_dpc_rows_ball(geo, geo->dim, qa, qb, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
         double near_sq, far_sq;
-        const int64_t base = gm_dpc_row_base(geo, &rows, qa, qb, &near_sq, &far_sq);
+        const int64_t base = gm_dpc_row_base(geo, geo->dim, &rows, qa, qb, &near_sq, &far_sq);
         int64_t o_lo, o_hi, i_lo, i_hi;
         if (!gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
                               &i_hi))
@@ -473,7 +473,7 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
           count_block(g->coords, g->n, geo->dim, q, kn, start[base + o_lo],
                       start[base + o_hi + 1], ctx->cut, acc);
         }
-      } while (gm_dpc_rows_next(geo, &rows));
+      } while (gm_dpc_rows_next(geo->dim, &rows));
     /* each point itself, at 0 < cut, is counted once: not a neighbour */
     for (int64_t k = 0; k < mk; k++)
       ctx->rho[g->order[s0 + k0 + k]] = ctx->inv_dc2 > 0 ? acc[k] : acc[k] + (double)(common - 1);
@@ -512,15 +512,15 @@ static void delta_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   const int64_t m0 = geo->cells[0];
   for (int64_t r = 0; r < geo->max_cells; r++) {
     /* Rings 0 .. r-1 are done: every point not seen is beyond the bound. */
-    if (r >= 1 && best < gm_dpc_ring_bound(geo, c, p, r)) break;
+    if (r >= 1 && best < gm_dpc_ring_bound(geo, geo->dim, c, p, r)) break;
     gm_dpc_rows rows;
-    gm_dpc_rows_cube(geo, c, r, &rows);
+    gm_dpc_rows_cube(geo, geo->dim, c, r, &rows);
     do {
       int on_ring = r == 0;
       for (int t = 1; t < geo->dim; t++)
         if (rows.y[t] == c[t] - r || rows.y[t] == c[t] + r) on_ring = 1;
       double near_sq, far_sq;
-      const int64_t base = gm_dpc_row_base(geo, &rows, p, p, &near_sq, &far_sq);
+      const int64_t base = gm_dpc_row_base(geo, geo->dim, &rows, p, p, &near_sq, &far_sq);
       if (near_sq > best * GM_DPC_CUT_OUT) continue;
       const int64_t lo = c[0] - r > 0 ? c[0] - r : 0, hi = c[0] + r < m0 - 1 ? c[0] + r : m0 - 1;
       const int64_t step = on_ring || r == 0 ? 1 : 2 * r;
@@ -543,7 +543,7 @@ static void delta_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
           }
         }
       }
-    } while (gm_dpc_rows_next(geo, &rows));
+    } while (gm_dpc_rows_next(geo->dim, &rows));
   }
   ctx->delta_sq[i] = best;
   ctx->nearest[i] = best_j;
@@ -623,9 +623,9 @@ static void border_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   double p[GM_DPC_GRID_MAX_DIM];
   point_of(g, s, p);
   gm_dpc_rows rows;
-  if (gm_dpc_rows_ball(geo, p, p, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
+  if (gm_dpc_rows_ball(geo, geo->dim, p, p, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
       double near_sq, far_sq;
-      const int64_t base = gm_dpc_row_base(geo, &rows, p, p, &near_sq, &far_sq);
+      const int64_t base = gm_dpc_row_base(geo, geo->dim, &rows, p, p, &near_sq, &far_sq);
       int64_t o_lo, o_hi, i_lo, i_hi;
       if (!gm_dpc_row_cells(geo, p[0], p[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
                             &i_hi))
@@ -655,7 +655,7 @@ static void border_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
           }
         }
       }
-    } while (gm_dpc_rows_next(geo, &rows));
+    } while (gm_dpc_rows_next(geo->dim, &rows));
   if (best > 0) {
     ctx->border[g->order[s]] = best;
 #pragma omp critical(gm_dpc_border_found)
@@ -709,9 +709,9 @@ static void border_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
       }
     }
     gm_dpc_rows rows;
-    if (gm_dpc_rows_ball(geo, qa, qb, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
+    if (gm_dpc_rows_ball(geo, geo->dim, qa, qb, sqrt(ctx->cut * GM_DPC_CUT_OUT), &rows)) do {
         double near_sq, far_sq;
-        const int64_t base = gm_dpc_row_base(geo, &rows, qa, qb, &near_sq, &far_sq);
+        const int64_t base = gm_dpc_row_base(geo, geo->dim, &rows, qa, qb, &near_sq, &far_sq);
         int64_t o_lo, o_hi, i_lo, i_hi;
         if (!gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, ctx->cut, &o_lo, &o_hi, &i_lo,
                               &i_hi))
@@ -752,7 +752,7 @@ static void border_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
               if (bar[k] < bar_min) bar_min = bar[k];
           }
         }
-      } while (gm_dpc_rows_next(geo, &rows));
+      } while (gm_dpc_rows_next(geo->dim, &rows));
     double top_best = 0;
     for (int64_t k = 0; k < na; k++)
       if (best[k] > 0) {
