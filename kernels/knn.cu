@@ -30,6 +30,8 @@
 //   GPUML_CUDA_FUSED_SPLIT=N    the fused kernel with the references split every ~N points
 //   GPUML_CUDA_KNN_SPLIT=0      plain SGEMM instead of the split TF32 GEMM (fp32)
 //   GPUML_CUDA_KNN_RECHECK=all  precision auto: every query searched again in fp64
+//   GPUML_CUDA_KNN_SYMMETRIC=1  the symmetric schedule of a one-device self-search
+//                               (KnnSearch::run_symmetric; off by default, to be measured)
 #include <memory>
 #include <new>
 #include "gpuml_cuda.h"
