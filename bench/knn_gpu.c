@@ -4,6 +4,11 @@
  *
  *   build/bench/knn_gpu            all cases; GPUML_BENCH_SKIP_LARGE=1 skips n = 1e6
  *   build/bench/knn_gpu --index n m d k   the kNN index against the plain search
+ *   build/bench/knn_gpu --self-ab n d k [reps]   the self-search of n x d double data,
+ *                                  precision auto (as gpu_knn(x, k) from R), with the
+ *                                  symmetric schedule off and on (GPUML_CUDA_KNN_SYMMETRIC
+ *                                  0 and 1, alternating, best of reps each), answers
+ *                                  compared bit for bit
  *   build/bench/knn_gpu --sanitize [--quick]  small runs of every path (for
  *                                  compute-sanitizer); --quick leaves out k > 1000
  *
@@ -235,6 +240,59 @@ static int index_case(const char *name, int64_t n, int64_t m, int64_t d, int64_t
   return ok;
 }
 
+/* The self-search of n x d double data in precision auto with the symmetric schedule
+ * off and on (GPUML_CUDA_KNN_SYMMETRIC), the settings alternating so that both see the
+ * same state of the device; best of reps each, the answers compared bit for bit. */
+static int self_ab(int64_t n, int64_t d, int64_t k, int reps) {
+  double *x = malloc(sizeof(double) * (size_t)n * (size_t)d);
+  int64_t *idx[2] = {malloc(sizeof(int64_t) * (size_t)n * (size_t)k),
+                     malloc(sizeof(int64_t) * (size_t)n * (size_t)k)};
+  double *dist[2] = {malloc(sizeof(double) * (size_t)n * (size_t)k),
+                     malloc(sizeof(double) * (size_t)n * (size_t)k)};
+  if (!x || !idx[0] || !idx[1] || !dist[0] || !dist[1]) {
+    fprintf(stderr, "out of host memory\n");
+    exit(2);
+  }
+  for (int64_t i = 0; i < n * d; i++) x[i] = uniform();
+  double best[2] = {1e300, 1e300};
+  int64_t rechecked[2] = {0, 0};
+  for (int r = 0; r < reps; r++)
+    for (int on = 0; on < 2; on++) {
+      setenv("GPUML_CUDA_KNN_SYMMETRIC", on ? "1" : "0", 1);
+      gpuml_options o = opts(GPUML_BACKEND_CUDA, GPUML_PRECISION_AUTO);
+      gpuml_knn_result res;
+      double t0 = now_ms();
+      gpuml_status st = gpuml_knn_search(x, n, d, NULL, 0, k, idx[on], dist[on], &o, &res);
+      double t = now_ms() - t0;
+      if (st) {
+        printf("self-ab symmetric=%d: FAILED: %s\n", on, gpuml_last_error());
+        return 0;
+      }
+      if (t < best[on]) best[on] = t;
+      rechecked[on] = res.rechecked;
+    }
+  unsetenv("GPUML_CUDA_KNN_SYMMETRIC");
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n * k; i++)
+    if (idx[0][i] != idx[1][i] || dist[0][i] != dist[1][i]) differ++;
+  for (int on = 0; on < 2; on++) {
+    printf("self n=%lld d=%lld k=%lld auto, symmetric %s: %.1f ms (best of %d), %lld rechecked\n",
+           (long long)n, (long long)d, (long long)k, on ? "on " : "off", best[on], reps,
+           (long long)rechecked[on]);
+    printf("RESULT self_n=%lld_d=%lld_k=%lld_symmetric=%d %.1f\n", (long long)n, (long long)d,
+           (long long)k, on, best[on]);
+  }
+  printf("self-ab: off / on = %.2f; %lld of %lld results differ\n", best[0] / best[1],
+         (long long)differ, (long long)(n * k));
+  fflush(stdout);
+  free(x);
+  for (int on = 0; on < 2; on++) {
+    free(idx[on]);
+    free(dist[on]);
+  }
+  return differ == 0;
+}
+
 /* Small runs of every path and precision, each checked against the CPU backend. */
 static int sanitize_runs(int quick) {
   static const struct {
@@ -436,6 +494,12 @@ int main(int argc, char **argv) {
   if (argc > 5 && strcmp(argv[1], "--index") == 0) { /* --index n m d k */
     run_case("warmup", 4096, 4096, 128, 16, 0, 1);
     return index_case("index", atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5])) ? 0 : 1;
+  }
+  if (argc > 4 && strcmp(argv[1], "--self-ab") == 0) { /* --self-ab n d k [reps] */
+    run_case("warmup", 4096, 4096, 128, 16, 0, 1);
+    return self_ab(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), argc > 5 ? atoi(argv[5]) : 3)
+               ? 0
+               : 1;
   }
   if (argc > 5 && strcmp(argv[1], "--case") == 0) { /* --case n m d k [reps [label]] */
     int64_t n = atoll(argv[2]), m = atoll(argv[3]), d = atoll(argv[4]), k = atoll(argv[5]);

@@ -28,6 +28,9 @@ static const struct {
                                "into blocks of this many"},
     {"GPUML_CUDA_KNN_SPLIT", "development: 0 uses plain SGEMM instead of the split TF32 GEMM "
                              "for fp32"},
+    {"GPUML_CUDA_KNN_SYMMETRIC", "development: 1 takes the symmetric schedule for a "
+                                 "one-device self-search (tiles on and above the diagonal "
+                                 "feed both points' lists); 0 or unset, the row-by-row path"},
     {"GPUML_CUDA_KNN_RECHECK", "development: \"all\" sends every query of precision auto to "
                                "the fp64 re-check"},
     {"GPUML_GMM_FUSED", "development: 1 takes the fused kernels of the full-covariance "

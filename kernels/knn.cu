@@ -30,6 +30,8 @@
 //   GPUML_CUDA_FUSED_SPLIT=N    the fused kernel with the references split every ~N points
 //   GPUML_CUDA_KNN_SPLIT=0      plain SGEMM instead of the split TF32 GEMM (fp32)
 //   GPUML_CUDA_KNN_RECHECK=all  precision auto: every query searched again in fp64
+//   GPUML_CUDA_KNN_SYMMETRIC=1  the symmetric schedule of a one-device self-search
+//                               (KnnSearch::run_symmetric; off by default, to be measured)
 #include <memory>
 #include <new>
 #include "gpuml_cuda.h"
@@ -47,7 +49,11 @@ constexpr int64_t kRefTileLarge = 65536;  // tile rows with the radix selection
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-constexpr int64_t kFusedQueryTile = 131072;  // a query tile's work stays near a second
+constexpr int64_t kFusedQueryTile = 131072;
+
+// Queue slots per reference of a tile for the column side of the symmetric self-search
+// (ColumnFeed, select.cuh); a reference offered more takes its whole row of the tile.
+constexpr int kColumnSlots = 64;  // a query tile's work stays near a second
 
 // ---- The certificate of precision auto ------------------------------------------------
 // The largest squared norm of the centred references, as float bits (norms are >= 0, so
@@ -258,14 +264,45 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
   return gm_fail(GPUML_ERR_NOMEM, "knn:cuda", "internal: no kNN plan");
 }
 
+// feed (may be NULL): the column side of the symmetric search as well (select.cuh,
+// ColumnFeed); row_thr (may be NULL): each query's K-th value after the tile.
 template <typename T, typename In, int KMAX>
 gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, int64_t rn, int64_t qn, const T *nr,
                                const T *nq, const In *xr, const In *xq, int64_t d, int64_t r0,
-                               int64_t q0, int self, T *Ld, int64_t *Li, int K, int fresh) {
+                               int64_t q0, int self, T *Ld, int64_t *Li, int K, int fresh,
+                               const ColumnFeed<T> *feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  select_small_gemm_kernel<T, In, KMAX><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-      G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
+  if (feed)
+    select_small_gemm_kernel<T, In, KMAX, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed, row_thr);
+  else
+    select_small_gemm_kernel<T, In, KMAX, false><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},
+        row_thr);
   return ctx.launched("kNN selection");
+}
+
+template <typename T, typename In, int KMAX>
+gpuml_status launch_column_merge(Context &ctx, cudaStream_t stream, const T *G, int64_t rn,
+                                 int64_t qn, const T *nr, const T *nq, const In *xr,
+                                 const In *xq, int64_t d, int64_t q0, const ColumnFeed<T> &feed,
+                                 T *Ld, int64_t *Li, int K) {
+  constexpr int W = SmallConfig<KMAX>::warps;
+  column_merge_kernel<T, In, KMAX><<<grid_1d(rn, W), W * 32, 0, stream>>>(
+      G, rn, (int)qn, nr, nq, xr, xq, d, q0, feed, Ld, Li, K);
+  return ctx.launched("kNN selection (column side)");
+}
+
+// The column side of a tile of the symmetric search: the references' queued values into
+// their lists (Ld, Li: the lists of the tile's first reference on).
+template <typename T, typename In>
+gpuml_status column_merge(Context &ctx, cudaStream_t stream, const T *G, int64_t rn, int64_t qn,
+                          const T *nr, const T *nq, const In *xr, const In *xq, int64_t d,
+                          int64_t q0, const ColumnFeed<T> &feed, T *Ld, int64_t *Li, int K) {
+  if (K <= 32) return launch_column_merge<T, In, 32>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, q0, feed, Ld, Li, K);
+  if (K <= 64) return launch_column_merge<T, In, 64>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, q0, feed, Ld, Li, K);
+  if (K <= 128) return launch_column_merge<T, In, 128>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, q0, feed, Ld, Li, K);
+  return launch_column_merge<T, In, 256>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, q0, feed, Ld, Li, K);
 }
 
 template <typename T, typename In, int KMAX, int DIM>
@@ -294,12 +331,13 @@ template <typename T, typename In>
 gpuml_status small_select(Context &ctx, cudaStream_t stream, bool gemm, const T *G, int64_t rn, int64_t qn,
                           const T *nr, const T *nq, const In *xr, const In *xq, int64_t d,
                           int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
-                          int fresh) {
+                          int fresh, const ColumnFeed<T> *feed = nullptr,
+                          T *row_thr = nullptr) {
   if (gemm) {
-    if (K <= 32) return launch_small_gemm<T, In, 32>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
-    if (K <= 64) return launch_small_gemm<T, In, 64>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
-    if (K <= 128) return launch_small_gemm<T, In, 128>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
-    return launch_small_gemm<T, In, 256>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh);
+    if (K <= 32) return launch_small_gemm<T, In, 32>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
+    if (K <= 64) return launch_small_gemm<T, In, 64>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
+    if (K <= 128) return launch_small_gemm<T, In, 128>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
+    return launch_small_gemm<T, In, 256>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
   }
   if (K <= 32) return small_direct_dim<T, In, 32>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
   if (K <= 64) return small_direct_dim<T, In, 64>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
@@ -448,6 +486,13 @@ struct KnnSearch {
   HostArray<int64_t> recheck;
   int64_t recheck_count = 0;
   bool recheck_all = false;
+  // The symmetric schedule of a self-search (run_symmetric): the lists of every point,
+  // their thresholds, the column queues of a tile.
+  bool symmetric = false;
+  size_t sym_bytes = 0;
+  T *sym_Ld = nullptr, *sym_thr = nullptr, *slot_d = nullptr;
+  int64_t *sym_Li = nullptr;
+  int *slot_q = nullptr, *slot_count = nullptr;
   // Streams: the main one (GEMMs, reranking, outputs); `sel` for the warp selection
   // when it overlaps the next GEMM; `up` for loading the next query tile during the
   // search. Events order them.
@@ -516,6 +561,22 @@ struct KnnSearch {
     big_final = p.K > kBitonicMaxK;
     overlap = overlap_gemm(p);
     prefetch = !p.q_view;
+    // The symmetric schedule (GPUML_CUDA_KNN_SYMMETRIC=1) covers the one-device search of
+    // all the points against themselves with the GEMM form, the warp selection and the
+    // data resident (the double-buffered tiles), when the lists of every point fit
+    // beside the plan. Everything else (queries, a block of a search split over devices
+    // or shards by only_rows, the data reloaded tile by tile, d < 16, K > kSmallMaxK, a
+    // query tile longer than the reference tile) keeps the row-by-row path.
+    const char *sym_knob = getenv("GPUML_CUDA_KNN_SYMMETRIC");
+    symmetric = sym_knob && strcmp(sym_knob, "1") == 0 && self && q_begin == 0 && q_end == n &&
+                overlap && p.q_view && qt <= rt;
+    if (symmetric) {
+      sym_bytes = (size_t)n * (size_t)K * (sizeof(T) + 8) + (size_t)n * sizeof(T) +
+                  (size_t)rt * (sizeof(int) + (size_t)kColumnSlots * (sizeof(T) + sizeof(int))) +
+                  4096;
+      symmetric = plan_bytes(p, n, d, k, self, qt, nullptr) + sym_bytes <= ctx.budget();
+    }
+    if (!symmetric) sym_bytes = 0;
     return GPUML_OK;
   }
 
@@ -598,7 +659,8 @@ struct KnnSearch {
     // The whole m x k result stays on the device when it fits (one copy at the end);
     // otherwise each query tile's part is copied out as it is done.
     const size_t out_bytes = (size_t)k * (8 + sizeof(In));
-    full_out = plan_bytes(p, n, d, k, self, qt, nullptr) + ((size_t)mq - (size_t)qt) * out_bytes <=
+    full_out = plan_bytes(p, n, d, k, self, qt, nullptr) + sym_bytes +
+                   ((size_t)mq - (size_t)qt) * out_bytes <=
                ctx.budget();
     const size_t out_rows = full_out ? (size_t)mq : (size_t)qt;
     if (keep_idx) {
@@ -783,11 +845,102 @@ struct KnnSearch {
                      "copying neighbour distances to the host");
   }
 
+  // The symmetric schedule of a self-search: the distance tile of query block I against
+  // the points of a later block feeds both the block's lists (row-wise, as in
+  // candidates()) and the later points' lists (column-wise: ColumnFeed in select.cuh), so
+  // only the tiles on and above the diagonal are computed (about half the GEMM work and
+  // half the tile traffic). First the diagonal tile of every block (each point's list
+  // from its own block: the thresholds the column side starts from), then block by
+  // block the tiles of the points after it; a block's lists are complete after its own
+  // row (the earlier rows fed them column-wise) and are certified, re-ranked and written
+  // as candidates() + finish_tile() do for a query tile. Every pair is offered once to
+  // each of its two lists, the same values of the same GEMM forms, so the lists hold the
+  // K smallest by (value, index) as the row-by-row path's do: the certificate and the
+  // fp64 re-ranking give the same answer. (The value of a pair may differ in the last
+  // bits from the one the row-by-row path computes with the roles of the two points
+  // swapped: the GEMM sums in another order. Precision auto's bound holds for any order;
+  // single and double precision, which carry no certificate, may then order a near tie
+  // within their rounding differently, as the CPU backend may.)
+  gpuml_status run_symmetric() {
+    const size_t nK = (size_t)n * (size_t)K;
+    GM_TRY(ctx.alloc(&sym_Ld, nK, "the candidate lists of every point"));
+    GM_TRY(ctx.alloc(&sym_Li, nK, "the candidate lists of every point"));
+    GM_TRY(ctx.alloc(&sym_thr, (size_t)n, "the candidate lists' thresholds"));
+    GM_TRY(ctx.alloc(&slot_count, (size_t)rt, "the column queues"));
+    GM_TRY(ctx.alloc(&slot_d, (size_t)rt * kColumnSlots, "the column queues"));
+    GM_TRY(ctx.alloc(&slot_q, (size_t)rt * kColumnSlots, "the column queues"));
+    GM_TRY(ctx.check(cudaMemsetAsync(slot_count, 0, (size_t)rt * sizeof(int), main_s),
+                     "clearing the column queues"));
+    if (p.certify) {  // the largest norm of all the points, before any certificate
+      max_norm_kernel<<<grid_1d(n, 256) < 1024u ? grid_1d(n, 256) : 1024u, 256, 0, main_s>>>(
+          (const float *)R.norm_at(0), n, max_norm_bits);
+      GM_TRY(ctx.launched("the largest norm"));
+    }
+    // A tile G (rn x qn: the points at r0 against the block at q0) into buffer b, on the
+    // main stream once the selection that used b before is done.
+    auto gemm = [&](int64_t r0, int64_t rn, int64_t q0, int64_t qn, int b) -> gpuml_status {
+      GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
+      GM_TRY(gemm_tile_any<T>(ctx, p.split, R.p_at(r0), rn, R.p_at(q0), qn, d, G2[b], rn));
+      return ctx.order(main_s, sel_s, g_done[b]);
+    };
+    // 1. The diagonal tiles: each block's lists from its own points, and their K-th
+    // values as the thresholds of the column side.
+    for (int64_t q0 = 0; q0 < n; q0 += qt) {
+      const int64_t qn = min64(qt, n - q0);
+      const int b = (int)(gemm_count++ % 2);
+      GM_TRY(gemm(q0, qn, q0, qn, b));
+      GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], qn, qn, R.norm_at(q0), R.norm_at(q0),
+                                 R.x_at(q0), R.x_at(q0), d, q0, q0, 1, sym_Ld + (size_t)q0 * K,
+                                 sym_Li + (size_t)q0 * K, K, 1, nullptr, sym_thr + q0));
+      GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
+      GM_TRY(interrupted());
+    }
+    GM_TRY(ctx.trace("knn cuda: symmetric search, diagonal tiles queued"));
+    // 2. Block by block, the tiles of the points after it.
+    ColumnFeed<T> feed;
+    feed.count = slot_count;
+    feed.slot_d = slot_d;
+    feed.slot_q = slot_q;
+    feed.slots = kColumnSlots;
+    for (int64_t q0 = 0; q0 < n; q0 += qt) {
+      const int64_t qn = min64(qt, n - q0);
+      for (int64_t r0 = q0 + qn; r0 < n; r0 += rt) {
+        const int64_t rn = min64(rt, n - r0);
+        const int b = (int)(gemm_count++ % 2);
+        GM_TRY(gemm(r0, rn, q0, qn, b));
+        feed.thr = sym_thr + r0;
+        GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, R.norm_at(r0),
+                                   R.norm_at(q0), R.x_at(r0), R.x_at(q0), d, r0, q0, 1,
+                                   sym_Ld + (size_t)q0 * K, sym_Li + (size_t)q0 * K, K, 0,
+                                   &feed, nullptr));
+        GM_TRY(column_merge<T, In>(ctx, sel_s, G2[b], rn, qn, R.norm_at(r0), R.norm_at(q0),
+                                   R.x_at(r0), R.x_at(q0), d, q0, feed,
+                                   sym_Ld + (size_t)r0 * K, sym_Li + (size_t)r0 * K, K));
+        GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
+        GM_TRY(interrupted());
+      }
+      GM_TRY(ctx.order(sel_s, main_s, sel_end));  // the block's lists are complete
+      Ld = sym_Ld + (size_t)q0 * K;
+      Li = sym_Li + (size_t)q0 * K;
+      if (p.certify) GM_TRY(certify(R, q0, qn));
+      GM_TRY(finish_tile(R, q0, qn, Li));
+      GM_TRY(copy_tile(q0, qn));
+      GM_TRY(ctx.sync("kNN search"));
+      if (p.certify) note_uncertified(q0, qn);
+      if (q0 + qn < n) gm_progress(opt, "knn", q0 + qn, mq);
+    }
+    return ctx.trace("knn cuda: symmetric search");
+  }
+
   gpuml_status run() {
     GM_TRY(plan());
     GM_TRY(load());
     if (!lists_fit) return GPUML_OK;
     GM_TRY(ctx.trace("knn cuda: plan, buffers, references loaded"));
+    if (symmetric) {
+      GM_TRY(run_symmetric());
+      return copy_out();
+    }
     if (prefetch) GM_TRY(load_queries(q_begin, 0));
     for (int64_t q0 = q_begin, tile = 0; q0 < q_end; q0 += qt, tile++) {
       const int64_t qn = q_end - q0 < qt ? q_end - q0 : qt;
@@ -812,6 +965,11 @@ struct KnnSearch {
       if (q0 + qn < q_end) gm_progress(opt, "knn", q0 + qn - q_begin, mq);
     }
     GM_TRY(ctx.trace("knn cuda: query tiles"));
+    return copy_out();
+  }
+
+  // The whole lists to the host, when they stayed on the device for it.
+  gpuml_status copy_out() {
     if (!full_out || keep_idx) return GPUML_OK;  // (each tile synced: the lists are final)
     GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)mq * (size_t)k * 8,
                                      cudaMemcpyDeviceToHost, ctx.stream()),

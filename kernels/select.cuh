@@ -123,16 +123,47 @@ struct Vec16<double> {
   }
 };
 
+// The column side of a tile of the symmetric self-search (knn.cu, GPUML_CUDA_KNN_SYMMETRIC):
+// the tile's references are points whose own lists are kept too. While the row kernel
+// reads the tile for its queries, every value at most a reference's threshold (the K-th
+// value of its list before this tile, thr[j]) is queued for that reference: `slots`
+// entries per reference (value, the query's row in the tile), count[j] of them offered.
+// column_merge_kernel then merges each queue into its reference's list (the exact tie
+// rule applied there); a reference whose queue overflowed takes its whole row of the
+// tile instead. Every pair is offered once, so the lists are the same K smallest by
+// (value, index) whatever the order of the queue.
+template <typename T>
+struct ColumnFeed {
+  T *thr;          // the tile's references' thresholds (reference j at thr[j])
+  int *count;      // values offered to reference j (may exceed slots: overflow)
+  T *slot_d;       // slot_d[j * slots + s]
+  int *slot_q;     // the query's row in the tile
+  int slots;
+};
+
+// Queues (val, query row q) for reference j of the tile (ColumnFeed).
+template <typename T>
+__device__ __forceinline__ void column_push(const ColumnFeed<T> &feed, int64_t j, int q, T val) {
+  const int s = atomicAdd(feed.count + j, 1);
+  if (s < feed.slots) {
+    feed.slot_d[j * feed.slots + s] = val;
+    feed.slot_q[j * feed.slots + s] = q;
+  }
+}
+
 // Small K, GEMM tile G (rn x qn, column q is query q's row of -2 r.q). Each lane reads
 // 16-byte vectors (when rn allows), several in flight; a cheap filter (distance <= the
 // current K-th) decides whether the warp enters the insertion path at all.
-template <typename T, typename In, int KMAX>
+// COL: also the column side of the symmetric search (feed, above). row_thr (may be
+// NULL): each query's K-th value after the tile, stored at row_thr[q] (the thresholds
+// the symmetric search starts its column side from).
+template <typename T, typename In, int KMAX, bool COL>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
     select_small_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
                              const T *__restrict__ nr, const T *__restrict__ nq,
                              const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                              int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
-                             int fresh) {
+                             int fresh, ColumnFeed<T> feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
   constexpr int U = 2;
   typedef Vec16<T> VT;
@@ -152,19 +183,22 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   const T guard = (T)kCancellationGuard;
   int64_t base = 0;
   if (rn % NV == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(G) % 16 == 0) {
+      reinterpret_cast<uintptr_t>(G) % 16 == 0 &&
+      (!COL || reinterpret_cast<uintptr_t>(feed.thr) % 16 == 0)) {
     for (; base < rn; base += 32 * NV * U) {
-      V v[U], nv[U];
+      V v[U], nv[U], tv[U];
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
         if (j0 < rn) {
           v[u] = *reinterpret_cast<const V *>(g + j0);
           nv[u] = *reinterpret_cast<const V *>(nr + j0);
+          if constexpr (COL) tv[u] = *reinterpret_cast<const V *>(feed.thr + j0);
         }
       }
-      // Cheap screen: can any of this warp's values beat the current K-th? A value that
-      // the guard would recompute is screened as 0, so it always takes the exact path.
+      // Cheap screen: can any of this warp's values beat the current K-th (or, COL, its
+      // reference's threshold)? A value that the guard would recompute is screened as 0,
+      // so it always takes the exact path.
       bool any = false;
 #pragma unroll
       for (int u = 0; u < U; u++) {
@@ -175,6 +209,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
           const T val = norms + VT::get(v[u], e);
           const T screen = val < guard * norms ? (T)0 : val;
           any |= j0 < rn && screen <= L.wd;
+          if constexpr (COL) any |= j0 < rn && screen <= VT::get(tv[u], e);
         }
       }
       if (__any_sync(kFullMask, any)) {
@@ -190,6 +225,9 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
               val = gemm_value<T, In>(VT::get(v[u], e), VT::get(nv[u], e), nqq,
                                       xr + (size_t)(j0 + e) * (size_t)d, xqq, d);
               pass = val <= L.wd && before(val, gj, L.wd, L.wi);
+              if constexpr (COL) {
+                if (val <= VT::get(tv[u], e)) column_push(feed, j0 + e, q, val);
+              }
             }
             L.offer(pass, val, gj, lane);
           }
@@ -205,11 +243,71 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       if (j < rn && gj != self_index) {
         val = gemm_value<T, In>(g[j], nr[j], nqq, xr + (size_t)j * (size_t)d, xqq, d);
         pass = before(val, gj, L.wd, L.wi);
+        if constexpr (COL) {
+          if (val <= feed.thr[j]) column_push(feed, j, q, val);
+        }
       }
       L.offer(pass, val, gj, lane);
     }
   }
   L.store(Ld + (size_t)q * K, Li + (size_t)q * K, lane);
+  if (row_thr != nullptr && lane == 0) row_thr[q] = L.wd;
+}
+
+// The column side of a tile of the symmetric search (ColumnFeed): one warp per
+// reference j of the tile (rows r0 + j of the data, lists at Ld/Li + j * K) merges its
+// queued values into its list, or, when they overflowed the slots, its whole row of the
+// tile G (rn x qn; queries at q0, the same values as the row kernel computed); then its
+// threshold becomes its new K-th value and its queue is emptied.
+template <typename T, typename In, int KMAX>
+__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32)
+    column_merge_kernel(const T *__restrict__ G, int64_t rn, int qn, const T *__restrict__ nr,
+                        const T *__restrict__ nq, const In *__restrict__ xr,
+                        const In *__restrict__ xq, int64_t d, int64_t q0, ColumnFeed<T> feed,
+                        T *Ld, int64_t *Li, int K) {
+  constexpr int W = SmallConfig<KMAX>::warps;
+  __shared__ T sd[W][KMAX];
+  __shared__ int64_t si[W][KMAX];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t j = (int64_t)blockIdx.x * W + warp;
+  if (j >= rn) return;  // whole warps only
+  const int c = feed.count[j];
+  if (c == 0) return;
+  WarpList<T> L{sd[warp], si[warp], K, 0, 0};
+  L.load(Ld + (size_t)j * K, Li + (size_t)j * K, 0, lane);
+  if (c <= feed.slots) {
+    for (int b = 0; b < c; b += 32) {
+      const int s = b + lane;
+      bool pass = false;
+      T val = 0;
+      int64_t gq = 0;
+      if (s < c) {
+        val = feed.slot_d[j * feed.slots + s];
+        gq = q0 + feed.slot_q[j * feed.slots + s];
+        pass = before(val, gq, L.wd, L.wi);
+      }
+      L.offer(pass, val, gq, lane);
+    }
+  } else {
+    const T nrj = nr[j];
+    const In *xrj = xr + (size_t)j * (size_t)d;
+    for (int b = 0; b < qn; b += 32) {
+      const int q = b + lane;
+      bool pass = false;
+      T val = 0;
+      if (q < qn) {
+        val = gemm_value<T, In>(G[(size_t)q * (size_t)rn + j], nrj, nq[q], xrj,
+                                xq + (size_t)q * (size_t)d, d);
+        pass = before(val, q0 + q, L.wd, L.wi);
+      }
+      L.offer(pass, val, q0 + q, lane);
+    }
+  }
+  L.store(Ld + (size_t)j * K, Li + (size_t)j * K, lane);
+  if (lane == 0) {
+    feed.thr[j] = L.wd;
+    feed.count[j] = 0;
+  }
 }
 
 // Small K, d < 16: distances computed here, reference points staged in shared memory

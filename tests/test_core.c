@@ -291,6 +291,120 @@ static void test_knn_certified(void) {
   free(zq);
 }
 
+/* An environment variable set for a while, and put back as it was. */
+typedef struct {
+  const char *name;
+  char saved[64];
+  int was_set;
+} env_setting;
+static void env_push(env_setting *e, const char *name, const char *value) {
+  const char *old = getenv(name);
+  e->name = name;
+  e->was_set = old != NULL;
+  snprintf(e->saved, sizeof e->saved, "%s", old ? old : "");
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+}
+static void env_pop(env_setting *e) {
+  if (e->was_set) setenv(e->name, e->saved, 1);
+  else unsetenv(e->name);
+}
+
+/* One self-search with the CUDA backend's symmetric schedule off and on
+ * (GPUML_CUDA_KNN_SYMMETRIC), each against brute force, and the two answers identical
+ * bit for bit. On the CPU backend the switch changes nothing (the check still runs). */
+static void check_knn_symmetric(const char *name, const double *x, int64_t n, int64_t d,
+                                int64_t k) {
+  int64_t *idx[2];
+  double *dist[2];
+  gpuml_status st[2];
+  for (int on = 0; on < 2; on++) {
+    env_setting e;
+    env_push(&e, "GPUML_CUDA_KNN_SYMMETRIC", on ? "1" : "0");
+    char label[128];
+    snprintf(label, sizeof label, "%s, symmetric %s", name, on ? "on" : "off");
+    check_knn_case(label, x, n, d, NULL, 0, k);
+    idx[on] = malloc(sizeof(int64_t) * n * k);
+    dist[on] = malloc(sizeof(double) * n * k);
+    gpuml_options opt = options();
+    st[on] = gpuml_knn_search(x, n, d, NULL, 0, k, idx[on], dist[on], &opt, NULL);
+    env_pop(&e);
+  }
+  int64_t differ = 0;
+  for (int64_t i = 0; st[0] == GPUML_OK && st[1] == GPUML_OK && i < n * k; i++)
+    if (idx[0][i] != idx[1][i] || dist[0][i] != dist[1][i]) differ++;
+  CHECK(st[0] == GPUML_OK && st[1] == GPUML_OK && differ == 0,
+        "%s: %lld of %lld results differ between the symmetric schedule and the row-by-row "
+        "path", name, (long long)differ, (long long)(n * k));
+  for (int on = 0; on < 2; on++) {
+    free(idx[on]);
+    free(dist[on]);
+  }
+}
+
+/* The symmetric schedule of the self-search (kernels/knn.cu, run_symmetric) on data that
+ * stress it, with tiles small enough for many blocks: query blocks of 256 (the smallest
+ * that keeps the data resident, which the schedule needs) and reference tiles of 384, n
+ * not a multiple of either; near ties, duplicates (a block's column queues overflow when
+ * most points are one point), k = 1, k = n - 1 (complete lists), K near the warp
+ * selection's largest (256) and beyond it (the radix selection: row by row again). */
+static void test_knn_symmetric(void) {
+  env_setting qt, rt;
+  env_push(&qt, "GPUML_CUDA_QUERY_TILE", "256");
+  env_push(&rt, "GPUML_CUDA_REF_TILE", "384");
+  const int64_t n = 1500, d = 20;
+  double *x = random_matrix(n, d, -1, 2);
+  check_knn_symmetric("knn symmetric random", x, n, d, 10);
+  check_knn_symmetric("knn symmetric k=1", x, n, d, 1);
+  check_knn_symmetric("knn symmetric k=240", x, n, d, 240);
+  check_knn_symmetric("knn symmetric k=300 (radix)", x, n, d, 300);
+  /* most points one point, the others on an integer grid with twins: exact ties at 0
+   * and elsewhere, and more than the queue's 64 values for a reference in one tile */
+  double *dup = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t t = 0; t < d; t++)
+      dup[i + t * n] = i % 5 != 0 ? 1.0 : (double)(((i / 10) * (t + 3) + t * t) % 7);
+  check_knn_symmetric("knn symmetric duplicates", dup, n, d, 12);
+  check_knn_symmetric("knn symmetric duplicates k=1", dup, n, d, 1);
+  /* k = n - 1 with K <= 256 over two blocks: complete lists */
+  check_knn_symmetric("knn symmetric k=n-1", x, 257, d, 256);
+  /* n just past one block, and one block only */
+  check_knn_symmetric("knn symmetric n=257", x, 257, d, 16);
+  check_knn_symmetric("knn symmetric n=200", x, 200, d, 16);
+  /* wider points (the vector loads and the split GEMM's padding) */
+  double *w = random_matrix(900, 50, 1e4, 1);
+  check_knn_symmetric("knn symmetric d=50 near 1e4", w, 900, 50, 7);
+  free(w);
+  /* near ties at 1e-12 around point 700 (a later block: its list is fed column-wise by
+   * the earlier blocks); precision auto re-checks it, double has no proof but its
+   * rounding separates 1e-12 steps at this scale, single cannot (skipped, as in
+   * test_knn_certified) */
+  if (test_precision != GPUML_PRECISION_SINGLE) {
+    double *y = random_matrix(n, 32, 0, 1);
+    for (int64_t j = 1; j <= 40; j++) {
+      const int64_t at = j * 37; /* spread over the blocks (never 700) */
+      double u[32], norm = 0;
+      for (int64_t t = 0; t < 32; t++) {
+        u[t] = uniform() - 0.5;
+        norm += u[t] * u[t];
+      }
+      norm = sqrt(norm);
+      for (int64_t t = 0; t < 32; t++)
+        y[at + t * n] = y[700 + t * n] + (1 + (double)j * 1e-12) * u[t] / norm;
+    }
+    check_knn_symmetric("knn symmetric near ties", y, n, 32, 10);
+    free(y);
+  }
+  free(dup);
+  free(x);
+  env_pop(&rt);
+  env_pop(&qt);
+  /* the default tiles (one block at these sizes: the diagonal tile only) */
+  double *z = random_matrix(3000, 24, 0, 1);
+  check_knn_symmetric("knn symmetric default tiles", z, 3000, 24, 8);
+  free(z);
+}
+
 static void test_knn_deterministic(void) {
   int64_t n = 1500, d = 30, k = 9;
   double *data = random_matrix(n, d, 0, 1);
@@ -541,6 +655,7 @@ int main(void) {
     test_knn_ties();
     test_knn_far_from_origin();
     test_knn_certified();
+    test_knn_symmetric();
     test_knn_deterministic();
     test_knn_float();
     test_callbacks();

@@ -112,6 +112,9 @@ if want tests; then
   #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernel with the references split (merge path)
   #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
   #   GPUML_CUDA_KNN_RECHECK=all every query of precision auto rechecked in fp64
+  #   GPUML_CUDA_KNN_SYMMETRIC=1 the symmetric schedule of the self-search (test_core's
+  #                              test_knn_symmetric runs it both ways itself, with
+  #                              small tiles; these runs take it for every self-search)
   #   GPUML_GMM_FUSED=1          the fused kernels of the full-covariance mixtures (test_gmm
   #                              runs its GPU-CPU comparison both ways itself)
   if [ "${GPU_RUN_KNN:-1}" != 0 ]; then
@@ -119,6 +122,10 @@ if want tests; then
   run_tests test_core double GPUML_TEST_PRECISION=double
   run_tests test_core single GPUML_TEST_PRECISION=single
   run_tests test_core auto-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_RECHECK=all
+  run_tests test_core auto-symmetric GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=1
+  run_tests test_core double-symmetric GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SYMMETRIC=1
+  run_tests test_core single-symmetric GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SYMMETRIC=1
+  run_tests test_core auto-symmetric-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=1 GPUML_CUDA_KNN_RECHECK=all
   # GPU_RUN_KNN_CONFIGS=0: kNN in the two precisions only (the other programs all run).
   [ "${GPU_RUN_KNN_CONFIGS:-1}" = 0 ] || {
   run_tests test_core auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
