@@ -5,6 +5,10 @@
 //
 //  - The data are centred on their column means once (in place on the device), which
 //    keeps the products below free of the offset's cancellation.
+//  - Full covariances with d <= GM_DMMA_MAX_D and GPUML_GMM_DMMA=1 (a knob, off by default
+//    until it is measured), on sm_80 code: the same single read of the rows per pass,
+//    with the products on the fp64 tensor cores (estep_dmma_kernel, scatter_dmma_kernel;
+//    the layout in core/gmm_dmma_shared.h). Else:
 //  - Full covariances with d <= kFusedMaxD and GPUML_GMM_FUSED=1 (a knob, off by default):
 //    fused kernels, E-step and scatter, that read the rows once per pass and write no
 //    n x dK array (estep_fused_kernel, scatter_fused_kernel). They lose to the GEMM path
@@ -26,7 +30,8 @@
 // Every sum has a fixed order (no atomics), so a fit is reproducible bit for bit on
 // one device. The data stay resident when they fit the memory budget; otherwise each
 // pass uploads them tile by tile. Internal knobs: GPUML_CUDA_TILE=N forces tiles of at
-// most N rows and the data not resident; GPUML_GMM_FUSED=1 the fused kernels.
+// most N rows and the data not resident; GPUML_GMM_FUSED=1 the fused kernels;
+// GPUML_GMM_DMMA=1 the tensor-core kernels (=0 never).
 #include <cusolverDn.h>
 #include <string.h>
 #include <new>
