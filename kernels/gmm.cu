@@ -485,9 +485,11 @@ __global__ void __launch_bounds__(kDmmaThreads, 2)
 #endif
 }
 
-// The scatter about the new means, full covariances, d <= 8 NB: block (q, group) adds
-// up W' W over rows [q chunk, (q + 1) chunk) of the tile for the components
-// group GM_DMMA_WARPS + warp, W = sqrt(z_k) (x - mu_k) (the GEMM path's form). The rows
+// The scatter about the new means, full covariances, d <= 8 NB: block q groups + group
+// adds up W' W over rows [q chunk, (q + 1) chunk) of the tile for the components
+// group GM_DMMA_WARPS + warp, W = sqrt(z_k) (x - mu_k) (the GEMM path's form); the
+// groups of a chunk are neighbours in the grid, so that they run together and the
+// second reads the rows from L2. The rows
 // come through shared memory GM_DMMA_STAGE_ROWS at a time (the next stage's copy in
 // flight), shared by the block's warps, one component each; a warp keeps the upper
 // triangle of 8 x 8 blocks of its S_k in registers for the whole chunk and writes it and
@@ -506,7 +508,8 @@ __global__ void __launch_bounds__(kDmmaThreads, 1)
   __shared__ __align__(16) double zs[2][GM_DMMA_WARPS * kRows];    // zs[w kRows + l]
   const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
   const int g = gm_dmma_group_of(lane), t = gm_dmma_thread_of(lane);
-  const int64_t q = blockIdx.x, k0 = (int64_t)blockIdx.y * GM_DMMA_WARPS, k = k0 + warp;
+  const int64_t groups = (K + GM_DMMA_WARPS - 1) / GM_DMMA_WARPS;
+  const int64_t q = blockIdx.x / groups, k0 = blockIdx.x % groups * GM_DMMA_WARPS, k = k0 + warp;
   const int64_t i0 = q * chunk, i1 = rn < i0 + chunk ? rn : i0 + chunk;
   const int64_t stages = (i1 - i0 + kRows - 1) / kRows;
   // A stage: the rows' columns (0 past d) and each warp's responsibilities (0 past the
@@ -901,9 +904,13 @@ struct Gmm {
                      (long long)(d * kmax));
     GM_TRY(ctx.init(data.opt, 1));
     // The tensor-core pass where it is asked for and applies (else the paths above):
-    // full covariances, d <= GM_DMMA_MAX_D, the components' groups of 8 within a grid's
-    // y extent, and sm_80 code for this device.
-    if (full && d <= GM_DMMA_MAX_D && kmax <= 65535LL * GM_DMMA_WARPS && dmma_wanted(fused_knob)) {
+    // full covariances, d <= GM_DMMA_MAX_D, one-dimensional grids within 2^31 - 1 blocks
+    // (E-step: a block per 128 rows; scatter: chunks times groups of 8 components), and
+    // sm_80 code for this device.
+    const int64_t max_grid = 2147483647LL;
+    if (full && d <= GM_DMMA_MAX_D && ceil_div(n, GM_DMMA_ESTEP_ROWS) <= max_grid &&
+        gm_dmma_parts_max(n) <= max_grid / ceil_div(kmax, GM_DMMA_WARPS) &&
+        dmma_wanted(fused_knob)) {
       int per_sm = 0;
       dmma_nb = gm_dmma_blocks(d);
       dmma = dmma_supported(dmma_nb, &per_sm);
@@ -1161,7 +1168,7 @@ struct Gmm {
       if (full && dmma) {
         int64_t rows_per_part = 0, parts = 0;
         gm_dmma_scatter_split(rn, K, dmma_slots, &rows_per_part, &parts);
-        kScatterDmma[dmma_nb - 1]<<<dim3((unsigned)parts, (unsigned)ceil_div(K, GM_DMMA_WARPS)),
+        kScatterDmma[dmma_nb - 1]<<<(unsigned)(parts * ceil_div(K, GM_DMMA_WARPS)),
                                     kDmmaThreads, 0, ctx.stream()>>>(
             X, ldx, rn, z + r0, n, mu, d, K, rows_per_part, parts, Y);
         GM_TRY(ctx.launched("tensor-core scatter"));
