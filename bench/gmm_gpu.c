@@ -11,8 +11,13 @@
  *                                    CPU backend (for compute-sanitizer; also run it with
  *                                    GPUML_CUDA_TILE=500 for the tiled data path)
  *   build/bench/gmm_gpu --case N D G MODEL ITER   one case (MODEL: VVV, VVI, ...; the
- *                                    fused kernels as GPUML_GMM_FUSED says), e.g. under
- *                                    ncu for the kernels of ITER iterations
+ *                                    full-covariance path as GPUML_GMM_FUSED and
+ *                                    GPUML_GMM_DMMA say), e.g. under ncu for the kernels
+ *                                    of ITER iterations
+ *   build/bench/gmm_gpu --paths N D G ITER   the full-covariance (VVV) paths side by side
+ *                                    on one case: GEMM, fused FMA kernels, tensor-core
+ *                                    (DMMA) kernels, each checked against the CPU on
+ *                                    20,000 rows of the same shape first
  *
  * Build (as tools/gpu-run.sh builds bench/knn_gpu.c):
  *   gcc -O2 -std=c11 -fopenmp -Icore/include -I$CUDA_INC bench/gmm_gpu.c build/libgpuml.a \
@@ -139,21 +144,37 @@ out:
   cudaFree(C);
 }
 
-/* Sets GPUML_GMM_FUSED (kernels/gmm.cu: "0" the GEMM path of the full-covariance steps,
- * "1" the fused kernels where they apply) or, with NULL, unsets it. */
-static void set_fused(const char *value) {
-  if (value) setenv("GPUML_GMM_FUSED", value, 1);
-  else unsetenv("GPUML_GMM_FUSED");
+/* The full-covariance path of kernels/gmm.cu: "gemm" (GPUML_GMM_FUSED=0,
+ * GPUML_GMM_DMMA=0), "fused" (the fused FMA kernels: GPUML_GMM_FUSED=1,
+ * GPUML_GMM_DMMA=0), "dmma" (the tensor-core kernels: GPUML_GMM_DMMA=1), or with NULL
+ * the library's default (both unset). Each falls back to the GEMM path where it does
+ * not apply (GPUML_TRACE=1 names the path an engine takes). */
+static void set_path(const char *path) {
+  unsetenv("GPUML_GMM_FUSED");
+  unsetenv("GPUML_GMM_DMMA");
+  if (!path) return;
+  const int fused = strcmp(path, "fused") == 0, dmma = strcmp(path, "dmma") == 0;
+  setenv("GPUML_GMM_FUSED", fused ? "1" : "0", 1);
+  setenv("GPUML_GMM_DMMA", dmma ? "1" : "0", 1);
 }
 
-/* ms per EM iteration on the GPU, and a whole fit to convergence; fused: as set_fused
- * (named in the case's name when not NULL). */
-static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov, int iters,
-                       const char *fused) {
+/* The suffix of a case's name for a path (the names of earlier runs kept: "_fused0" the
+ * GEMM path, "_fused1" the fused kernels). */
+static const char *path_suffix(const char *path) {
+  if (!path) return "";
+  if (strcmp(path, "gemm") == 0) return "_fused0";
+  if (strcmp(path, "fused") == 0) return "_fused1";
+  return "_dmma1";
+}
+
+/* ms per EM iteration on the GPU, and a whole fit to convergence; path: as set_path
+ * (named in the case's name when not NULL). Returns the ms per iteration (-1: failed). */
+static double bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov, int iters,
+                         const char *path) {
   char name[128];
-  snprintf(name, sizeof name, "gmm_n%lld_d%lld_k%lld_%s%s%s", (long long)n, (long long)d,
-           (long long)G, gpuml_gmm_model_name(cov, d), fused ? "_fused" : "", fused ? fused : "");
-  set_fused(fused);
+  snprintf(name, sizeof name, "gmm_n%lld_d%lld_k%lld_%s%s", (long long)n, (long long)d,
+           (long long)G, gpuml_gmm_model_name(cov, d), path_suffix(path));
+  set_path(path);
   double *x = clustered(n, d, G);
   run_t warm = fit(x, n, d, G, cov, 2, 0, GPUML_BACKEND_CUDA, 0);
   run_free(&warm);
@@ -172,8 +193,8 @@ static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov
       run_free(&r);
     }
   run_t c = fit(x, n, d, G, cov, 200, 1e-8, GPUML_BACKEND_CUDA, 0);
+  const double per = (em[1] - em[0]) / iters, per_whole = (best[1] - best[0]) / iters;
   if (ok && !c.status) {
-    const double per = (em[1] - em[0]) / iters, per_whole = (best[1] - best[0]) / iters;
     printf("%-34s %8.2f ms per iteration (EM iterations of fits of 5 and %d, best of 3: %.1f "
            "and %.1f ms; from the whole fits, %.1f and %.1f ms: %.2f ms); whole fit (tol "
            "1e-8, at most 200 iterations): %.0f ms, %lld iterations, loglik %.10g\n",
@@ -184,7 +205,8 @@ static void bench_case(int64_t n, int64_t d, int64_t G, gpuml_gmm_covariance cov
   }
   run_free(&c);
   free(x);
-  set_fused(NULL);
+  set_path(NULL);
+  return ok && !c.status ? per : -1;
 }
 
 /* GPU and CPU fits from the same start: log-likelihoods and classes. */
@@ -224,15 +246,22 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 3; t++, runs++) failed += !agree(3000, 20, 5, three[t], 15);
     for (int t = 0; t < GPUML_GMM_N_MODELS; t++, runs++)
       failed += !agree(2000, 3, 3, (gpuml_gmm_covariance)t, 15);
-    /* the fused full-covariance kernels (GPUML_GMM_FUSED=1) at their edges (fewer rows
-     * than a block, K = 1, d = 1, d = 64 their limit) and on a plain case */
-    set_fused("1");
-    failed += !agree(20, 5, 1, GPUML_GMM_FULL, 5);
-    failed += !agree(1000, 1, 2, GPUML_GMM_FULL, 10);
-    failed += !agree(3000, 64, 3, GPUML_GMM_FULL, 10);
-    failed += !agree(3000, 20, 5, GPUML_GMM_FULL, 15);
-    set_fused(NULL);
-    runs += 4;
+    /* the fused full-covariance kernels (GPUML_GMM_FUSED=1) and the tensor-core ones
+     * (GPUML_GMM_DMMA=1) at their edges (fewer rows than a block, K = 1, d = 1, d = 64
+     * their limit), on a plain case, and (tensor cores) two groups of components over
+     * several chunks of rows */
+    const char *paths[2] = {"fused", "dmma"};
+    for (int p = 0; p < 2; p++) {
+      set_path(paths[p]);
+      printf("(%s kernels) ", paths[p]);
+      failed += !agree(20, 5, 1, GPUML_GMM_FULL, 5);
+      failed += !agree(1000, 1, 2, GPUML_GMM_FULL, 10);
+      failed += !agree(3000, 64, 3, GPUML_GMM_FULL, 10);
+      failed += !agree(3000, 20, 5, GPUML_GMM_FULL, 15);
+      failed += !agree(9001, 13, 9, GPUML_GMM_FULL, 10);
+      runs += 5;
+    }
+    set_path(NULL);
     printf("sanitize runs: %d, failed: %d\n", runs, failed);
     return failed ? 1 : 0;
   }
@@ -242,28 +271,59 @@ int main(int argc, char **argv) {
       fprintf(stderr, "unknown model %s\n", argv[5]);
       return 2;
     }
-    bench_case(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), cov, atoi(argv[6]),
-               getenv("GPUML_GMM_FUSED"));
+    /* the path as the environment says; named as set_path would name it */
+    const char *f = getenv("GPUML_GMM_FUSED"), *m = getenv("GPUML_GMM_DMMA");
+    const char *path = m && !strcmp(m, "1")   ? "dmma"
+                       : f && !strcmp(f, "1") ? "fused"
+                       : (f || m)             ? "gemm"
+                                              : NULL;
+    if (path) set_path(path);
+    bench_case(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), cov, atoi(argv[6]), path);
     return 0;
+  }
+  if (argc == 6 && strcmp(argv[1], "--paths") == 0) {
+    const int64_t n = atoll(argv[2]), d = atoll(argv[3]), G = atoll(argv[4]);
+    const int iters = atoi(argv[5]);
+    const char *paths[3] = {"gemm", "fused", "dmma"};
+    double ms[3];
+    int failed = 0;
+    for (int p = 0; p < 3; p++) {
+      set_path(paths[p]);
+      printf("(%s) ", paths[p]);
+      failed += !agree(20000, d, G, GPUML_GMM_FULL, 10);
+      ms[p] = bench_case(n, d, G, GPUML_GMM_FULL, iters, paths[p]);
+    }
+    set_path(NULL);
+    if (ms[0] > 0 && ms[2] > 0)
+      printf("RATIO gemm / dmma %.2f, fused / dmma %.2f (n = %lld, d = %lld, G = %lld, VVV)\n",
+             ms[0] / ms[2], ms[1] > 0 ? ms[1] / ms[2] : 0.0, (long long)n, (long long)d,
+             (long long)G);
+    printf("agreement checks failed: %d\n", failed);
+    return failed ? 1 : 0;
   }
   dgemm_ceiling();
   int failed = 0;
   failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
-  set_fused("1");
+  set_path("fused");
   printf("(fused kernels) ");
   failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
-  set_fused(NULL);
+  set_path("dmma");
+  printf("(tensor-core kernels) ");
+  failed += !agree(20000, 50, 16, GPUML_GMM_FULL, 10);
+  set_path(NULL);
   failed += !agree(20000, 50, 16, GPUML_GMM_DIAG, 10);
   failed += !agree(20000, 784, 10, GPUML_GMM_FULL, 3);
   for (int t = 0; t < GPUML_GMM_N_MODELS; t++)
     failed += !agree(20000, 10, 6, (gpuml_gmm_covariance)t, 10);
   if (!getenv("GPUML_BENCH_SKIP_LARGE")) {
-    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100, "0");
-    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100, "1");
+    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100, "gemm");
+    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100, "fused");
+    bench_case(1000000, 50, 16, GPUML_GMM_FULL, 100, "dmma");
     bench_case(1000000, 50, 16, GPUML_GMM_DIAG, 100, NULL);
   }
-  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100, "0");
-  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100, "1");
+  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100, "gemm");
+  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100, "fused");
+  bench_case(200000, 50, 16, GPUML_GMM_FULL, 100, "dmma");
   bench_case(60000, 784, 10, GPUML_GMM_FULL, 20, NULL); /* past the fused kernels' d */
   printf("agreement checks failed: %d\n", failed);
   return failed ? 1 : 0;

@@ -35,6 +35,9 @@ static const struct {
                                "the fp64 re-check"},
     {"GPUML_GMM_FUSED", "development: 1 takes the fused kernels of the full-covariance "
                         "mixture steps instead of the GEMM path (the default)"},
+    {"GPUML_GMM_DMMA", "development: 1 takes the tensor-core (fp64 DMMA) kernels of the "
+                       "full-covariance mixture steps where they apply (d <= 64, sm_80 code), "
+                       "0 never"},
     {"GPUML_CUDA_PAGEABLE", "development: 1 uploads straight from pageable memory instead of "
                             "the page-locked ring (for comparisons)"},
     {"GPUML_TRACE", "development: 1 writes each traced step of a call and its wall time to "

@@ -5,6 +5,10 @@
 //
 //  - The data are centred on their column means once (in place on the device), which
 //    keeps the products below free of the offset's cancellation.
+//  - Full covariances with d <= GM_DMMA_MAX_D and GPUML_GMM_DMMA=1 (a knob, off by default
+//    until it is measured), on sm_80 code: the same single read of the rows per pass,
+//    with the products on the fp64 tensor cores (estep_dmma_kernel, scatter_dmma_kernel;
+//    the layout in core/gmm_dmma_shared.h). Else:
 //  - Full covariances with d <= kFusedMaxD and GPUML_GMM_FUSED=1 (a knob, off by default):
 //    fused kernels, E-step and scatter, that read the rows once per pass and write no
 //    n x dK array (estep_fused_kernel, scatter_fused_kernel). They lose to the GEMM path
@@ -26,12 +30,14 @@
 // Every sum has a fixed order (no atomics), so a fit is reproducible bit for bit on
 // one device. The data stay resident when they fit the memory budget; otherwise each
 // pass uploads them tile by tile. Internal knobs: GPUML_CUDA_TILE=N forces tiles of at
-// most N rows and the data not resident; GPUML_GMM_FUSED=1 the fused kernels.
+// most N rows and the data not resident; GPUML_GMM_FUSED=1 the fused kernels;
+// GPUML_GMM_DMMA=1 the tensor-core kernels (=0 never).
 #include <cusolverDn.h>
 #include <string.h>
 #include <new>
 #include "cuda_common.cuh"
 #include "gmm.h"
+#include "gmm_dmma_shared.h"
 #include "gpuml_cuda.h"
 
 namespace gm {
@@ -325,6 +331,270 @@ __global__ void scatter_fused_kernel(const double *__restrict__ X, int64_t ldx, 
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// The tensor-core full-covariance pass (GPUML_GMM_DMMA; core/gmm_dmma_shared.h has the
+// layout): the fused kernels' single read of the data per step, with the products on
+// the fp64 tensor cores (mma.sync m8n8k4, sm_80 and later) instead of the FMA pipes that
+// lost the fused kernels above their race against the GEMM path. Compiled for every
+// architecture of the build; below sm_80 the bodies are empty and the host never
+// launches them (dmma_supported()).
+
+constexpr int kDmmaThreads = GM_DMMA_WARPS * 32;
+
+// D += A B for one warp's m8n8k4 fp64 fragments (layout: core/gmm_dmma_shared.h).
+__device__ __forceinline__ void dmma_m8n8k4(double &d0, double &d1, double a, double b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(d0), "+d"(d1)
+               : "d"(a), "d"(b));
+#endif
+}
+
+// Asynchronous copies global -> shared (sm_80) of 8 or 16 bytes: the next component's
+// factor, or the next stage of rows, arrives while the current one is multiplied.
+template <int kBytes>
+__device__ __forceinline__ void copy_async(double *smem, const double *gmem) {
+  static_assert(kBytes == 8 || kBytes == 16, "cp.async copies 8 bytes (.ca) or 16 (.cg)");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+  if (kBytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(gmem) : "memory");
+#endif
+}
+__device__ __forceinline__ void copy_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most `pending` of this thread's committed groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void copy_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory");
+#endif
+}
+
+// The E-step's factors for nb column blocks, one component after another
+// (gm_dmma_component_doubles(nb) each): U_k's fragments (zero below the diagonal and
+// past d), m_k and c_k, as prepare_estep_kernel left them in m and c.
+__global__ void pack_dmma_kernel(const double *__restrict__ U, const double *__restrict__ m,
+                                 const double *__restrict__ c, int64_t d, int64_t K, int nb,
+                                 double *__restrict__ packed) {
+  const int per = gm_dmma_component_doubles(nb);
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < per * K;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    packed[e] = gm_dmma_packed_value((int)(e % per), e / per, U, m, c, d, nb);
+  }
+}
+
+// Copies component k's packed factor into shared memory (16-byte pieces: the count of
+// doubles is even and every component starts on 16 bytes).
+template <int NB>
+__device__ __forceinline__ void stage_factor(double *dst, const double *__restrict__ packed,
+                                             int64_t k) {
+  constexpr int per = gm_dmma_component_doubles(NB);
+  const double *src = packed + k * per;
+  for (int e = 2 * (int)threadIdx.x; e < per; e += 2 * kDmmaThreads) copy_async<16>(dst + e, src + e);
+  copy_async_commit();
+}
+
+// E-step, full covariances, for d <= 8 NB: a block takes GM_DMMA_ESTEP_ROWS rows; each
+// warp holds GM_DMMA_ESTEP_TILES tiles of 8 of them as A fragments in registers (read
+// once from the data), and for every component multiplies them by the upper triangle of
+// 8 x 8 blocks of U_k, staged in shared memory (the next component's copy in flight),
+// then forms |y - m_k|^2 per row and z = c_k - |y - m_k|^2 / 2. After the last component
+// each warp turns its rows into responsibilities as estep_full_kernel does.
+template <int NB>
+__global__ void __launch_bounds__(kDmmaThreads, 2)
+    estep_dmma_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn, int64_t d,
+                      int64_t K, const double *__restrict__ packed, double *__restrict__ z,
+                      int64_t ldz, double *__restrict__ logdens) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int kTiles = GM_DMMA_ESTEP_TILES, kSteps = 2 * NB;
+  constexpr int per = gm_dmma_component_doubles(NB);
+  __shared__ __align__(16) double factor[2][per];
+  const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+  const int g = gm_dmma_group_of(lane), t = gm_dmma_thread_of(lane);
+  const int64_t w0 = (int64_t)blockIdx.x * GM_DMMA_ESTEP_ROWS + (int64_t)warp * kTiles * 8;
+  stage_factor<NB>(factor[0], packed, 0);
+  // The A fragments: row w0 + 8 tile + g, columns 4 s + t (0 past the rows and columns).
+  double xa[kTiles][kSteps];
+#pragma unroll
+  for (int tile = 0; tile < kTiles; tile++) {
+    const int64_t i = w0 + 8 * tile + g;
+#pragma unroll
+    for (int s = 0; s < kSteps; s++) {
+      const int64_t a = 4 * s + t;
+      xa[tile][s] = i < rn && a < d ? X[i + a * ldx] : 0.0;
+    }
+  }
+  for (int64_t k = 0; k < K; k++) {
+    if (k + 1 < K) {
+      stage_factor<NB>(factor[(k + 1) & 1], packed, k + 1);
+      copy_async_wait<1>();
+    } else {
+      copy_async_wait<0>();
+    }
+    __syncthreads();  // component k's factor is in shared memory for every thread
+    const double *f = factor[k & 1];
+    double sum[kTiles] = {};
+#pragma unroll
+    for (int cb = 0; cb < NB; cb++) {
+      double y[kTiles][2] = {};
+      // Inputs 0 .. 8 cb + 7 (U_k is upper triangular). Past d both fragments are 0: at
+      // most the last block's last k-step is wasted, not worth a branch.
+#pragma unroll
+      for (int s = 0; s < 2 * cb + 2; s++) {
+        const double b = f[32 * gm_dmma_fragment(cb, s) + lane];
+#pragma unroll
+        for (int tile = 0; tile < kTiles; tile++) dmma_m8n8k4(y[tile][0], y[tile][1], xa[tile][s], b);
+      }
+      // Columns 8 cb + 2 t and + 1 of rows g; past d both y and m are 0.
+      const double m0 = f[gm_dmma_means_at(NB) + 8 * cb + 2 * t];
+      const double m1 = f[gm_dmma_means_at(NB) + 8 * cb + 2 * t + 1];
+#pragma unroll
+      for (int tile = 0; tile < kTiles; tile++) {
+        const double v0 = y[tile][0] - m0, v1 = y[tile][1] - m1;
+        sum[tile] += v0 * v0 + v1 * v1;
+      }
+    }
+    const double ck = f[gm_dmma_constant_at(NB)];
+#pragma unroll
+    for (int tile = 0; tile < kTiles; tile++) {
+      // The row's four lanes (t = 0..3) in a fixed order: lane t = 0 has (0+1)+(2+3).
+      double s = sum[tile];
+      s += __shfl_xor_sync(kFullMask, s, 1);
+      s += __shfl_xor_sync(kFullMask, s, 2);
+      const int64_t i = w0 + 8 * tile + g;
+      if (t == 0 && i < rn) z[i + k * ldz] = ck - 0.5 * s;
+    }
+    __syncthreads();  // every thread is done with factor[k & 1]: component k + 2 may come
+  }
+  __syncwarp();  // the warp's z writes are visible to its lanes
+  const int64_t i = w0 + lane;
+  if (lane < kTiles * 8 && i < rn) {
+    double top = -HUGE_VAL;
+    for (int64_t k = 0; k < K; k++) {
+      const double lp = z[i + k * ldz];
+      top = lp > top ? lp : top;
+    }
+    normalise_row(z + i, ldz, K, top, logdens + i);
+  }
+#endif
+}
+
+// The scatter about the new means, full covariances, d <= 8 NB: block q groups + group
+// adds up W' W over rows [q chunk, (q + 1) chunk) of the tile for the components
+// group GM_DMMA_WARPS + warp, W = sqrt(z_k) (x - mu_k) (the GEMM path's form); the
+// groups of a chunk are neighbours in the grid, so that they run together and the
+// second reads the rows from L2. The rows
+// come through shared memory GM_DMMA_STAGE_ROWS at a time (the next stage's copy in
+// flight), shared by the block's warps, one component each; a warp keeps the upper
+// triangle of 8 x 8 blocks of its S_k in registers for the whole chunk and writes it and
+// its mirror to P[(k parts + q) d d + ...], which sum_chunks_kernel adds up in chunk
+// order: no atomics, the same sums every run.
+template <int NB>
+__global__ void __launch_bounds__(kDmmaThreads, 1)
+    scatter_dmma_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn,
+                        const double *__restrict__ z, int64_t ldz,
+                        const double *__restrict__ mu, int64_t d, int64_t K, int64_t chunk,
+                        int64_t parts, double *__restrict__ P) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int kRows = GM_DMMA_STAGE_ROWS, kLd = GM_DMMA_STAGE_LD, kCols = 8 * NB;
+  constexpr int kBlocks = gm_dmma_triangle_blocks(NB);
+  __shared__ __align__(16) double xs[2][kCols * kLd];              // xs[a kLd + l]
+  __shared__ __align__(16) double zs[2][GM_DMMA_WARPS * kRows];    // zs[w kRows + l]
+  const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+  const int g = gm_dmma_group_of(lane), t = gm_dmma_thread_of(lane);
+  const int64_t groups = (K + GM_DMMA_WARPS - 1) / GM_DMMA_WARPS;
+  const int64_t q = blockIdx.x / groups, k0 = blockIdx.x % groups * GM_DMMA_WARPS, k = k0 + warp;
+  const int64_t i0 = q * chunk, i1 = rn < i0 + chunk ? rn : i0 + chunk;
+  const int64_t stages = (i1 - i0 + kRows - 1) / kRows;
+  // A stage: the rows' columns (0 past d) and each warp's responsibilities (0 past the
+  // chunk's rows and past K, which zeroes those rows of W whatever x holds).
+  auto stage = [&](int64_t s0, int buf) {
+    for (int e = (int)threadIdx.x; e < kCols * kRows; e += kDmmaThreads) {
+      const int l = e % kRows, a = e / kRows;
+      const int64_t i = s0 + l;
+      double *dst = &xs[buf][a * kLd + l];
+      if (i < i1 && a < d) copy_async<8>(dst, X + i + a * ldx);
+      else *dst = 0.0;
+    }
+    for (int e = (int)threadIdx.x; e < GM_DMMA_WARPS * kRows; e += kDmmaThreads) {
+      const int l = e % kRows, w = e / kRows;
+      const int64_t i = s0 + l;
+      double *dst = &zs[buf][e];
+      if (i < i1 && k0 + w < K) copy_async<8>(dst, z + i + (k0 + w) * ldz);
+      else *dst = 0.0;
+    }
+    copy_async_commit();
+  };
+  double mv[NB];  // mu_k at columns 8 b + g (0 past d)
+#pragma unroll
+  for (int b = 0; b < NB; b++) mv[b] = k < K && 8 * b + g < d ? mu[8 * b + g + k * d] : 0.0;
+  double acc[kBlocks][2] = {};
+  stage(i0, 0);
+  for (int64_t st = 0; st < stages; st++) {
+    const int buf = (int)(st & 1);
+    if (st + 1 < stages) {
+      stage(i0 + (st + 1) * kRows, buf ^ 1);
+      copy_async_wait<1>();
+    } else {
+      copy_async_wait<0>();
+    }
+    __syncthreads();  // the stage is in shared memory for every thread
+    if (k < K) {      // uniform across the warp
+      const double *x = xs[buf], *zw = zs[buf] + warp * kRows;
+#pragma unroll 2
+      for (int r = 0; r < kRows; r += 4) {
+        const double root = sqrt(zw[r + t]);
+        double w[NB];
+#pragma unroll
+        for (int b = 0; b < NB; b++) w[b] = root * (x[(8 * b + g) * kLd + r + t] - mv[b]);
+#pragma unroll
+        for (int cb = 0; cb < NB; cb++)
+#pragma unroll
+          for (int rb = 0; rb <= cb; rb++) {
+            double *c = acc[gm_dmma_triangle_block(rb, cb)];
+            dmma_m8n8k4(c[0], c[1], w[rb], w[cb]);
+          }
+      }
+    }
+    __syncthreads();  // every warp is done with the stage: the one after next may come
+  }
+  if (k >= K) return;
+  double *out = P + (k * parts + q) * d * d;
+#pragma unroll
+  for (int cb = 0; cb < NB; cb++)
+#pragma unroll
+    for (int rb = 0; rb <= cb; rb++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int64_t a = 8 * rb + g, b = 8 * cb + 2 * t + h;
+        if (a <= b && b < d) {  // the upper triangle and its mirror: all of S_k
+          const double v = acc[gm_dmma_triangle_block(rb, cb)][h];
+          out[a + b * d] = v;
+          out[b + a * d] = v;
+        }
+      }
+#endif
+}
+
+// The kernels by column blocks (index nb - 1).
+using EstepDmmaKernel = void (*)(const double *, int64_t, int64_t, int64_t, int64_t,
+                                 const double *, double *, int64_t, double *);
+using ScatterDmmaKernel = void (*)(const double *, int64_t, int64_t, const double *, int64_t,
+                                   const double *, int64_t, int64_t, int64_t, int64_t, double *);
+const EstepDmmaKernel kEstepDmma[GM_DMMA_MAX_BLOCKS] = {
+    estep_dmma_kernel<1>, estep_dmma_kernel<2>, estep_dmma_kernel<3>, estep_dmma_kernel<4>,
+    estep_dmma_kernel<5>, estep_dmma_kernel<6>, estep_dmma_kernel<7>, estep_dmma_kernel<8>};
+const ScatterDmmaKernel kScatterDmma[GM_DMMA_MAX_BLOCKS] = {
+    scatter_dmma_kernel<1>, scatter_dmma_kernel<2>, scatter_dmma_kernel<3>,
+    scatter_dmma_kernel<4>, scatter_dmma_kernel<5>, scatter_dmma_kernel<6>,
+    scatter_dmma_kernel<7>, scatter_dmma_kernel<8>};
+
 // Diagonal and spherical covariances: u[:, k] holds 1 / the standard deviations.
 __global__ void estep_diag_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn,
                                   int64_t d, int64_t K, const double *__restrict__ mu,
@@ -496,6 +766,41 @@ inline unsigned blocks_for(int64_t count) {
   return g < 65536u * 4 ? g : 65536u * 4;
 }
 
+// GPUML_GMM_DMMA: "1" the tensor-core kernels wherever they apply, "0" never; unset:
+// kDmmaDefault, unless GPUML_GMM_FUSED=1 asks for the fused FMA kernels. A development
+// knob, so that one run can time the three paths side by side.
+constexpr bool kDmmaDefault = false;
+inline bool dmma_wanted(bool fused_knob) {
+  const char *s = getenv("GPUML_GMM_DMMA");
+  if (s && strcmp(s, "1") == 0) return true;
+  if (s && strcmp(s, "0") == 0) return false;
+  return kDmmaDefault && !fused_knob;
+}
+
+// Whether this device runs the tensor-core kernels of nb column blocks: the code the
+// driver chose for it must come from sm_80 or later (a portable build's compute_70 PTX,
+// compiled for an H100 when loaded, holds their empty bodies), and a block must fit.
+inline bool dmma_supported(int nb, int *scatter_blocks_per_sm) {
+  *scatter_blocks_per_sm = 0;
+  cudaFuncAttributes a;
+  const void *kernels[2] = {(const void *)kEstepDmma[nb - 1], (const void *)kScatterDmma[nb - 1]};
+  for (const void *f : kernels) {
+    if (cudaFuncGetAttributes(&a, f) != cudaSuccess) {
+      cudaGetLastError();  // no image for this device: not an error of the fit
+      return false;
+    }
+    if (a.ptxVersion < 80) return false;
+  }
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kScatterDmma[nb - 1], kDmmaThreads,
+                                                    0) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  *scatter_blocks_per_sm = per_sm;
+  return per_sm > 0;
+}
+
 struct Gmm {
   Context ctx{"gmm:cuda"};
   cusolverDnHandle_t solver = nullptr;
@@ -503,6 +808,13 @@ struct Gmm {
   int64_t n = 0, d = 0, kmax = 0;
   bool full = false, full_capable = false, resident = false;
   bool fused_capable = false;  // the fused full-covariance pass applies (see kFusedMaxD)
+  // The tensor-core full-covariance pass applies (GPUML_GMM_DMMA, d <= GM_DMMA_MAX_D,
+  // sm_80 code): its kernels for dmma_nb column blocks of 8, and the scatter blocks the
+  // device runs at once.
+  bool dmma = false;
+  int dmma_nb = 0;
+  int64_t dmma_slots = 0;
+  double *packed = nullptr;  // the E-step's factors in fragment order (pack_dmma_kernel)
   int64_t tile = 0, chunk = 0, nq = 0;
   double *x = nullptr;  // resident: n x d (ld n), centred; else one tile (ld its rows)
   double *centre = nullptr, *z = nullptr, *logdens = nullptr;
@@ -524,8 +836,9 @@ struct Gmm {
 
   // Device bytes for a tile of `rows` rows (beyond the fixed arrays).
   size_t tile_bytes(int64_t rows, int64_t parts) const {
-    size_t b = (size_t)rows * (size_t)d * (size_t)kmax * 8;             // Y / W
-    b += (size_t)parts * (size_t)d * (size_t)(full ? d : 1) * (size_t)kmax * 8;  // P
+    size_t b = dmma ? (size_t)gm_dmma_parts_max(rows) * (size_t)d * (size_t)d * (size_t)kmax * 8
+                    : (size_t)rows * (size_t)d * (size_t)kmax * 8;  // scatter partials / Y, W
+    b += (size_t)parts * (size_t)d * (size_t)(full && !dmma ? d : 1) * (size_t)kmax * 8;  // P
     b += (size_t)parts * (size_t)d * (size_t)kmax * 8;
     if (!resident) b += (size_t)rows * (size_t)d * 8;                    // the tile of X
     return b;
@@ -536,9 +849,14 @@ struct Gmm {
     size_t fixed = (size_t)n * (K + 1) * 8;                        // z, logdens
     fixed += (4 * dd * K + 8 * (size_t)d * K + 8 * K + (size_t)d + kParts * K + 64) * 8;
     fixed += (full ? 2 * K * sizeof(double *) : 0) + K * 4 + 4096;
+    if (dmma) fixed += K * (size_t)gm_dmma_component_doubles(dmma_nb) * 8;  // packed
     const size_t budget = ctx.budget();
     const int64_t knob = env_int("GPUML_CUDA_TILE");
-    int64_t cap = (int64_t)(kTileBytes / ((size_t)d * K * 8));
+    // The tensor-core pass keeps no n x dK array, only the scatter's partial sums (a
+    // d x d x K matrix per chunk): the tile is as long as those fit kTileBytes, so that
+    // resident data of 10^6 rows go in one launch (no tail of blocks per tile).
+    int64_t cap = dmma ? (int64_t)(kTileBytes / (dd * K * 8)) * GM_DMMA_MIN_CHUNK_ROWS
+                       : (int64_t)(kTileBytes / ((size_t)d * K * 8));
     if (cap < kMinTile) cap = kMinTile;
     if (knob) cap = knob;
     if (cap > n) cap = n;
@@ -548,6 +866,9 @@ struct Gmm {
       const size_t base = fixed + (resident ? (size_t)n * (size_t)d * 8 : 0);
       for (int64_t rows = cap; rows >= 1; rows = rows > 1 ? rows / 2 : 0) {
         int64_t parts = full ? kScatterBlocks / per_block : 1;  // rounded down: see above
+        // The tensor-core pass: P only serves the weighted sums' batched GEMM, whose
+        // batches (chunks of rows) are best short, whatever the tile.
+        if (dmma) parts = ceil_div(rows, GM_DMMA_CHUNK_ROWS);
         if (parts > ceil_div(rows, kMinTile)) parts = ceil_div(rows, kMinTile);
         if (parts < 1) parts = 1;
         const int64_t ch = ceil_div(rows, parts);
@@ -576,11 +897,30 @@ struct Gmm {
     kmax = data.kmax;
     full = full_capable = data.structure == GM_GMM_FULL_STRUCTURE;
     const char *knob = getenv("GPUML_GMM_FUSED");
-    fused_capable = full && d <= kFusedMaxD && kmax <= 65535 && knob && strcmp(knob, "1") == 0;
+    const bool fused_knob = knob && strcmp(knob, "1") == 0;
+    fused_capable = full && d <= kFusedMaxD && kmax <= 65535 && fused_knob;
     if (d * kmax > 2147483647LL)
       return gm_fail(GPUML_ERR_ARG, "gmm:tooLarge", "d x G = %lld is too large for the GPU",
                      (long long)(d * kmax));
     GM_TRY(ctx.init(data.opt, 1));
+    // The tensor-core pass where it is asked for and applies (else the paths above):
+    // full covariances, d <= GM_DMMA_MAX_D, one-dimensional grids within 2^31 - 1 blocks
+    // (E-step: a block per 128 rows; scatter: chunks times groups of 8 components), and
+    // sm_80 code for this device.
+    const int64_t max_grid = 2147483647LL;
+    if (full && d <= GM_DMMA_MAX_D && ceil_div(n, GM_DMMA_ESTEP_ROWS) <= max_grid &&
+        gm_dmma_parts_max(n) <= max_grid / ceil_div(kmax, GM_DMMA_WARPS) &&
+        dmma_wanted(fused_knob)) {
+      int per_sm = 0;
+      dmma_nb = gm_dmma_blocks(d);
+      dmma = dmma_supported(dmma_nb, &per_sm);
+      dmma_slots = (int64_t)per_sm * ctx.sm_count();
+      if (dmma) fused_capable = false;
+    }
+    if (full && gm_trace_on())
+      gm_trace(dmma ? "gmm: full covariances, tensor-core (DMMA) kernels"
+                    : fused_capable ? "gmm: full covariances, fused kernels"
+                                    : "gmm: full covariances, GEMM path");
     GM_TRY(ctx.solver(&solver));
     const size_t dd = (size_t)d * (size_t)d, K = (size_t)kmax;
     if (full) GM_TRY(ctx.alloc(&chol, dd * K, "the Cholesky factors"));
@@ -611,14 +951,21 @@ struct Gmm {
     GM_TRY(ctx.alloc(&part, (size_t)kParts * K, "partial sums"));
     GM_TRY(ctx.alloc(&scalar, 1, "the log-likelihood"));
     GM_TRY(ctx.alloc(&info, K, "the Cholesky status"));
-    // The fused scatter's partials go to Y (which the fused pass does not need otherwise).
+    // The fused scatter's partials go to Y (which the fused pass does not need otherwise);
+    // the tensor-core pass needs Y for its scatter's partials only.
     size_t y_len = (size_t)tile * (size_t)d * K;
     if (fused_capable) {
       const size_t fused_len = (size_t)ceil_div(tile, kFusedChunk) * dd * K;
       y_len = y_len > fused_len ? y_len : fused_len;
     }
+    if (dmma) {
+      y_len = (size_t)gm_dmma_parts_max(tile) * dd * K;
+      GM_TRY(ctx.alloc(&packed, K * (size_t)gm_dmma_component_doubles(dmma_nb),
+                       "the packed inverse Cholesky factors"));
+    }
     GM_TRY(ctx.alloc(&Y, y_len, "the tile work space"));
-    GM_TRY(ctx.alloc(&P, (size_t)nq * (size_t)d * (full ? (size_t)d : 1) * K, "chunk partials"));
+    GM_TRY(ctx.alloc(&P, (size_t)nq * (size_t)d * (full && !dmma ? (size_t)d : 1) * K,
+                     "chunk partials"));
     GM_TRY(ctx.alloc(&x, (resident ? (size_t)n : (size_t)tile) * (size_t)d, "the data"));
     GM_TRY(ctx.check(cudaMemcpyAsync(centre, data.centre, (size_t)d * 8, cudaMemcpyHostToDevice,
                                      ctx.stream()),
@@ -742,13 +1089,23 @@ struct Gmm {
     prepare_estep_kernel<<<blocks_for(d * K), kThreads, 0, ctx.stream()>>>(
         w, mu, U, logdet_u, d, K, full, m, c);
     GM_TRY(ctx.launched("preparing the E-step"));
+    if (full && dmma) {
+      const int64_t per = gm_dmma_component_doubles(dmma_nb);
+      pack_dmma_kernel<<<blocks_for(per * K), kThreads, 0, ctx.stream()>>>(U, m, c, d, K, dmma_nb,
+                                                                          packed);
+      GM_TRY(ctx.launched("packing the factors"));
+    }
     const double one = 1, zero = 0;
     for (int64_t r0 = 0; r0 < n; r0 += tile) {
       const int64_t rn = n - r0 < tile ? n - r0 : tile;
       const double *X;
       int64_t ldx;
       GM_TRY(rows(r0, rn, &X, &ldx));
-      if (full && fused_capable) {
+      if (full && dmma) {
+        kEstepDmma[dmma_nb - 1]<<<(unsigned)ceil_div(rn, GM_DMMA_ESTEP_ROWS), kDmmaThreads, 0,
+                                  ctx.stream()>>>(X, ldx, rn, d, K, packed, z + r0, n,
+                                                  logdens + r0);
+      } else if (full && fused_capable) {
         estep_fused_kernel<<<(unsigned)ceil_div(rn, kFusedRows), kFusedThreads, 0,
                              ctx.stream()>>>(X, ldx, rn, d, K, U, m, c, z + r0, n,
                                                 logdens + r0);
@@ -808,7 +1165,17 @@ struct Gmm {
       const double *X;
       int64_t ldx;
       GM_TRY(rows(r0, rn, &X, &ldx));
-      if (full && fused_capable) {
+      if (full && dmma) {
+        int64_t rows_per_part = 0, parts = 0;
+        gm_dmma_scatter_split(rn, K, dmma_slots, &rows_per_part, &parts);
+        kScatterDmma[dmma_nb - 1]<<<(unsigned)(parts * ceil_div(K, GM_DMMA_WARPS)),
+                                    kDmmaThreads, 0, ctx.stream()>>>(
+            X, ldx, rn, z + r0, n, mu, d, K, rows_per_part, parts, Y);
+        GM_TRY(ctx.launched("tensor-core scatter"));
+        sum_chunks_kernel<<<blocks_for(d * d * K), kThreads, 0, ctx.stream()>>>(
+            Y, parts, d * d, K, r0 > 0, S);
+        GM_TRY(ctx.launched("scatter"));
+      } else if (full && fused_capable) {
         const int64_t parts = ceil_div(rn, kFusedChunk);
         scatter_fused_kernel<<<dim3((unsigned)parts, (unsigned)K), kScatterThreads, 0,
                                ctx.stream()>>>(X, ldx, rn, z + r0, n, mu, d, kFusedChunk, parts,

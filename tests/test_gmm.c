@@ -969,16 +969,97 @@ static void test_backends_agree(void) {
   if (test_backend == GPUML_BACKEND_CUDA) agree_cases(0);
 }
 
-/* The same with the fused full-covariance kernels on. */
+/* Sets the environment variable `name` to `value` (NULL: unsets it) and returns its
+ * earlier value (malloc'ed, or NULL), for restore_env(). */
+static char *set_env(const char *name, const char *value) {
+  const char *old = getenv(name);
+  char *saved = old ? strdup(old) : NULL;
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  return saved;
+}
+static void restore_env(const char *name, char *saved) {
+  if (saved) setenv(name, saved, 1);
+  else unsetenv(name);
+  free(saved);
+}
+
+/* The same with the fused full-covariance kernels on (and the tensor-core ones off, which
+ * GPUML_GMM_DMMA=1 would prefer). */
 static void test_backends_agree_fused(void) {
   if (test_backend != GPUML_BACKEND_CUDA) return;
-  const char *fused = getenv("GPUML_GMM_FUSED");
-  char *saved = fused ? strdup(fused) : NULL;
-  setenv("GPUML_GMM_FUSED", "1", 1);
+  char *fused = set_env("GPUML_GMM_FUSED", "1"), *dmma = set_env("GPUML_GMM_DMMA", "0");
   agree_cases(1);
-  if (saved) setenv("GPUML_GMM_FUSED", saved, 1);
-  else unsetenv("GPUML_GMM_FUSED");
-  free(saved);
+  restore_env("GPUML_GMM_FUSED", fused);
+  restore_env("GPUML_GMM_DMMA", dmma);
+}
+
+/* With the tensor-core full-covariance kernels (GPUML_GMM_DMMA=1, kernels/gmm.cu; on a
+ * GPU below sm_80 or a build without sm_80 code they fall back to the GEMM path, and
+ * these cases check that path instead): the GPU and the CPU from the same start, for the
+ * models whose steps they take. d at and between their 8-column blocks and at their
+ * limit (64), then past it (65: the GEMM path); G from 1 to more than two groups of 8
+ * components (a block's warps); rows fewer than a block's 128, and not a multiple of a
+ * block's, a stage's 32 or a chunk's 4,096 (the scatter's partial sums in several
+ * chunks). */
+static void test_backends_agree_dmma(void) {
+  if (test_backend != GPUML_BACKEND_CUDA) return;
+  char *dmma = set_env("GPUML_GMM_DMMA", "1");
+  struct {
+    int64_t n, d, G;
+    double spread;
+  } cases[] = {{37, 5, 1, 4},      {1001, 1, 2, 6},   {2999, 3, 4, 6},   {3001, 8, 3, 8},
+               {5003, 13, 9, 10},  {12007, 20, 17, 10}, {20001, 50, 16, 14}, {4097, 64, 3, 12},
+               {1500, 65, 2, 10}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const int64_t n = cases[c].n, d = cases[c].d, G = cases[c].G;
+    int64_t *label = malloc(sizeof(int64_t) * n);
+    double *x = mixture(n, d, G, cases[c].spread, 0, 700 + c, label);
+    const gpuml_gmm_covariance models[] = {GPUML_GMM_VVV, GPUML_GMM_EEE};
+    for (int t_ = 0; t_ < 2; t_++) {
+      const gpuml_gmm_covariance t = models[t_];
+      gpuml_options og = options(GPUML_BACKEND_CUDA), oc = options(GPUML_BACKEND_CPU);
+      /* the hierarchical start leaves groups too small for a full covariance in high
+       * dimensions (see agree_cases) */
+      test_init = d >= 20 ? GPUML_GMM_INIT_KMEANSPP : GPUML_GMM_INIT_HC;
+      fit_t g = fit_with(x, n, d, &G, 1, t, 20, 0, 1e-6, 1, 23, &og);
+      fit_t h = fit_with(x, n, d, &G, 1, t, 20, 0, 1e-6, 1, 23, &oc);
+      CHECK(g.status == GPUML_OK && g.used == GPUML_BACKEND_CUDA,
+            "dmma: cuda fit n = %lld d = %lld G = %lld %s: %s", (long long)n, (long long)d,
+            (long long)G, model_label(t), gpuml_last_error());
+      CHECK(h.status == GPUML_OK, "dmma: cpu fit: %s", gpuml_last_error());
+      if (!g.status && !h.status) {
+        const double r = rel_diff(g.model.loglik, h.model.loglik);
+        CHECK(r < 1e-8, "dmma: n = %lld d = %lld G = %lld %s: loglik cuda %.15g cpu %.15g (rel %.2e)",
+              (long long)n, (long long)d, (long long)G, model_label(t), g.model.loglik,
+              h.model.loglik, r);
+        CHECK(max_abs_diff(g.model.means, h.model.means, d * G) < 1e-6 * cases[c].spread,
+              "dmma: means agree (%g)", max_abs_diff(g.model.means, h.model.means, d * G));
+        CHECK(max_abs_diff(g.model.covariances, h.model.covariances, d * d * G) < 1e-5,
+              "dmma: covariances agree (%g)",
+              max_abs_diff(g.model.covariances, h.model.covariances, d * d * G));
+        CHECK(max_abs_diff(g.model.weights, h.model.weights, G) < 1e-7, "dmma: weights agree");
+        CHECK(max_abs_diff(g.z, h.z, n * G) < 1e-5, "dmma: z agree (%g)",
+              max_abs_diff(g.z, h.z, n * G));
+        /* the partial sums are added in a fixed order: the same bits every run */
+        fit_t g2 = fit_with(x, n, d, &G, 1, t, 20, 0, 1e-6, 1, 23, &og);
+        CHECK(!g2.status && g2.model.loglik == g.model.loglik &&
+                  memcmp(g2.model.means, g.model.means, sizeof(double) * d * G) == 0 &&
+                  memcmp(g2.model.covariances, g.model.covariances,
+                         sizeof(double) * d * d * G) == 0 &&
+                  memcmp(g2.z, g.z, sizeof(double) * n * G) == 0,
+              "dmma: the same seed gives identical fits (n = %lld d = %lld)", (long long)n,
+              (long long)d);
+        fit_free(&g2);
+      }
+      fit_free(&g);
+      fit_free(&h);
+    }
+    test_init = GPUML_GMM_INIT_HC;
+    free(x);
+    free(label);
+  }
+  restore_env("GPUML_GMM_DMMA", dmma);
 }
 
 /* Eigenvalues (descending) of a symmetric d x d matrix, d <= 8, by cyclic Jacobi
@@ -1113,6 +1194,7 @@ int main(void) {
     RUN(test_side_by_side);
     RUN(test_backends_agree);
     RUN(test_backends_agree_fused);
+    RUN(test_backends_agree_dmma);
   }
   gpuml_shutdown(); /* the contexts' own memory, so that a leak check sees only leaks */
   return check_summary("C");

@@ -117,6 +117,8 @@ if want tests; then
   #                              small tiles; these runs take it for every self-search)
   #   GPUML_GMM_FUSED=1          the fused kernels of the full-covariance mixtures (test_gmm
   #                              runs its GPU-CPU comparison both ways itself)
+  #   GPUML_GMM_DMMA=1           the tensor-core kernels of the full-covariance mixtures
+  #                              (test_gmm runs its own comparison with them on as well)
   if [ "${GPU_RUN_KNN:-1}" != 0 ]; then
   run_tests test_core auto GPUML_TEST_PRECISION=auto
   run_tests test_core double GPUML_TEST_PRECISION=double
