@@ -28,16 +28,16 @@ static const struct {
                                "into blocks of this many"},
     {"GPUML_CUDA_KNN_SPLIT", "development: 0 uses plain SGEMM instead of the split TF32 GEMM "
                              "for fp32"},
-    {"GPUML_CUDA_KNN_SYMMETRIC", "development: 1 takes the symmetric schedule for a "
-                                 "one-device self-search (tiles on and above the diagonal "
-                                 "feed both points' lists); 0 or unset, the row-by-row path"},
+    {"GPUML_CUDA_KNN_SYMMETRIC", "development: 0 takes the row-by-row path instead of the "
+                                 "symmetric schedule of a one-device self-search (tiles on "
+                                 "and above the diagonal feed both points' lists; the default)"},
     {"GPUML_CUDA_KNN_RECHECK", "development: \"all\" sends every query of precision auto to "
                                "the fp64 re-check"},
-    {"GPUML_GMM_FUSED", "development: 1 takes the fused kernels of the full-covariance "
-                        "mixture steps instead of the GEMM path (the default)"},
-    {"GPUML_GMM_DMMA", "development: 1 takes the tensor-core (fp64 DMMA) kernels of the "
-                       "full-covariance mixture steps where they apply (d <= 64, sm_80 code), "
-                       "0 never"},
+    {"GPUML_GMM_FUSED", "development: 1 takes the fused FMA kernels of the full-covariance "
+                        "mixture steps instead of the tensor-core kernels or the GEMM path"},
+    {"GPUML_GMM_DMMA", "development: 0 never takes the tensor-core (fp64 DMMA) kernels of "
+                       "the full-covariance mixture steps, which are the default where they "
+                       "apply (d <= 64, sm_80 code); 1 takes them even with GPUML_GMM_FUSED=1"},
     {"GPUML_CUDA_PAGEABLE", "development: 1 uploads straight from pageable memory instead of "
                             "the page-locked ring (for comparisons)"},
     {"GPUML_TRACE", "development: 1 writes each traced step of a call and its wall time to "

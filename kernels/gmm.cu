@@ -768,8 +768,9 @@ inline unsigned blocks_for(int64_t count) {
 
 // GPUML_GMM_DMMA: "1" the tensor-core kernels wherever they apply, "0" never; unset:
 // kDmmaDefault, unless GPUML_GMM_FUSED=1 asks for the fused FMA kernels. A development
-// knob, so that one run can time the three paths side by side.
-constexpr bool kDmmaDefault = false;
+// knob, so that one run can time the three paths side by side (10^6 x 50, G = 16 on an
+// H200: 12.2 ms per iteration GEMM, 24.1 fused, 5.4 tensor cores).
+constexpr bool kDmmaDefault = true;
 inline bool dmma_wanted(bool fused_knob) {
   const char *s = getenv("GPUML_GMM_DMMA");
   if (s && strcmp(s, "1") == 0) return true;

@@ -994,6 +994,16 @@ static void test_backends_agree_fused(void) {
   restore_env("GPUML_GMM_DMMA", dmma);
 }
 
+/* The same on the GEMM path (the tensor-core kernels, the default where they apply,
+ * off). */
+static void test_backends_agree_gemm(void) {
+  if (test_backend != GPUML_BACKEND_CUDA) return;
+  char *fused = set_env("GPUML_GMM_FUSED", "0"), *dmma = set_env("GPUML_GMM_DMMA", "0");
+  agree_cases(0);
+  restore_env("GPUML_GMM_FUSED", fused);
+  restore_env("GPUML_GMM_DMMA", dmma);
+}
+
 /* With the tensor-core full-covariance kernels (GPUML_GMM_DMMA=1, kernels/gmm.cu; on a
  * GPU below sm_80 or a build without sm_80 code they fall back to the GEMM path, and
  * these cases check that path instead): the GPU and the CPU from the same start, for the
@@ -1193,6 +1203,7 @@ int main(void) {
     RUN(test_callbacks);
     RUN(test_side_by_side);
     RUN(test_backends_agree);
+    RUN(test_backends_agree_gemm);
     RUN(test_backends_agree_fused);
     RUN(test_backends_agree_dmma);
   }

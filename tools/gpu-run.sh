@@ -112,22 +112,24 @@ if want tests; then
   #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernel with the references split (merge path)
   #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
   #   GPUML_CUDA_KNN_RECHECK=all every query of precision auto rechecked in fp64
-  #   GPUML_CUDA_KNN_SYMMETRIC=1 the symmetric schedule of the self-search (test_core's
-  #                              test_knn_symmetric runs it both ways itself, with
-  #                              small tiles; these runs take it for every self-search)
+  #   GPUML_CUDA_KNN_SYMMETRIC=0 the row-by-row path instead of the symmetric schedule of
+  #                              the self-search (test_core's test_knn_symmetric runs both
+  #                              itself, with small tiles; these runs take the old path for
+  #                              every self-search)
   #   GPUML_GMM_FUSED=1          the fused kernels of the full-covariance mixtures (test_gmm
   #                              runs its GPU-CPU comparison both ways itself)
-  #   GPUML_GMM_DMMA=1           the tensor-core kernels of the full-covariance mixtures
-  #                              (test_gmm runs its own comparison with them on as well)
+  #   GPUML_GMM_DMMA=0           the GEMM path instead of the tensor-core kernels of the
+  #                              full-covariance mixtures (test_gmm runs its own comparison
+  #                              with them on as well)
   if [ "${GPU_RUN_KNN:-1}" != 0 ]; then
   run_tests test_core auto GPUML_TEST_PRECISION=auto
   run_tests test_core double GPUML_TEST_PRECISION=double
   run_tests test_core single GPUML_TEST_PRECISION=single
   run_tests test_core auto-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_RECHECK=all
-  run_tests test_core auto-symmetric GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=1
-  run_tests test_core double-symmetric GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SYMMETRIC=1
-  run_tests test_core single-symmetric GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SYMMETRIC=1
-  run_tests test_core auto-symmetric-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=1 GPUML_CUDA_KNN_RECHECK=all
+  run_tests test_core auto-rowwise GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=0
+  run_tests test_core double-rowwise GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SYMMETRIC=0
+  run_tests test_core single-rowwise GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SYMMETRIC=0
+  run_tests test_core auto-rowwise-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_RECHECK=all
   # GPU_RUN_KNN_CONFIGS=0: kNN in the two precisions only (the other programs all run).
   [ "${GPU_RUN_KNN_CONFIGS:-1}" = 0 ] || {
   run_tests test_core auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
