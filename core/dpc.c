@@ -696,23 +696,28 @@ gpuml_status gpuml_dpc_order(const double *rho, int64_t n, int64_t *order) {
   return st;
 }
 
-/* Each point not yet in a cluster joins that of its nearest denser point, as if in the
- * order given (in the density order that point has its cluster already), on `threads`:
- * the positions are cut into one block per thread; each block is walked in order, a
- * point taking the cluster of a nearest earlier in its block, or noting a nearest of an
- * earlier block; then every noted point follows the notes (each to an earlier block, so
- * at most one per block) to a point with a cluster. The same clusters as the walk in
- * order on one thread, and O(n). cluster holds the centres' ids and -1 elsewhere.
- * Returns n when every point got a cluster, else the first position where the order
- * names no point, or a point whose nearest is not earlier in the order (with the density
- * order: a nearest that is not denser, or the top point not a centre), or n + 1 when the
- * order is not a permutation; -1 when out of memory. */
+/* Each point but the centres joins the cluster of its nearest denser point, as if in the
+ * order given (in the density order that point has its cluster already), on `threads`,
+ * in the order's positions: the positions are cut into one block per thread; each block
+ * is walked in order, a position taking the label of its nearest's position when that
+ * lies earlier in the block, else noting that position; then every position follows the
+ * notes (each to an earlier block, so at most one per block) to a label, written to
+ * cluster by point. The same clusters as the walk in order on one thread, in O(n) with
+ * four reads or writes anywhere in memory per point. centres[c] gets cluster c; the
+ * order is checked to be a permutation when check_order. Returns n when every point got
+ * a cluster, else the first position where the order names no point, or a point whose
+ * nearest is not earlier in the order (with the density order: a nearest that is not
+ * denser, or the top point not a centre), or n + 1 when the order is not a permutation;
+ * -1 when out of memory. */
 static int64_t assign_in_order(const int64_t *order, const int64_t *nearest, int64_t n,
+                               const int64_t *centres, int64_t k, int check_order,
                                int64_t *cluster, int threads) {
-  int64_t *pos = gm_alloc((size_t)n, sizeof *pos), *via = gm_alloc((size_t)n, sizeof *via);
-  if (!pos || !via) {
+  /* pos[i]: the position of point i; label[s]: the cluster of position s, or -2 - p when
+   * it takes position p's (of an earlier block) */
+  int64_t *pos = gm_alloc((size_t)n, sizeof *pos), *label = gm_alloc((size_t)n, sizeof *label);
+  if (!pos || !label) {
     free(pos);
-    free(via);
+    free(label);
     return -1;
   }
   if (threads < 1) threads = 1;
@@ -723,6 +728,7 @@ static int64_t assign_in_order(const int64_t *order, const int64_t *nearest, int
 #pragma omp for schedule(static) reduction(min : first_bad)
     for (int64_t s = 0; s < n; s++) {
       const int64_t i = order[s];
+      label[s] = -1;
       if (i < 0 || i >= n) first_bad = s < first_bad ? s : first_bad;
       else {
 #pragma omp atomic write
@@ -730,42 +736,43 @@ static int64_t assign_in_order(const int64_t *order, const int64_t *nearest, int
       }
     }
     /* a point named twice leaves another out, and one of its positions unrecorded */
+    if (check_order) {
 #pragma omp for schedule(static) reduction(max : not_permutation)
-    for (int64_t s = 0; s < n; s++) {
-      const int64_t i = order[s];
-      if (i >= 0 && i < n && pos[i] != s) not_permutation = 1;
+      for (int64_t s = 0; s < n; s++) {
+        const int64_t i = order[s];
+        if (i >= 0 && i < n && pos[i] != s) not_permutation = 1;
+      }
     }
   }
-  if (first_bad == n && !not_permutation) {
+  const int ok = first_bad == n && !not_permutation;
+  if (ok)
+    for (int64_t c = 0; c < k; c++) label[pos[centres[c]]] = c;
+  if (ok) {
 #pragma omp parallel for schedule(static, 1) reduction(min : first_bad) num_threads(threads)
     for (int b = 0; b < threads; b++) {
       const int64_t lo = n * b / threads, hi = n * (b + 1) / threads;
       for (int64_t s = lo; s < hi; s++) {
-        const int64_t i = order[s];
-        via[i] = -1;
-        if (cluster[i] >= 0) continue;
-        const int64_t j = nearest[i];
-        if (j < 0 || j >= n || pos[j] >= s) {
+        if (label[s] >= 0) continue; /* a centre */
+        const int64_t j = nearest[order[s]];
+        const int64_t p = j >= 0 && j < n ? pos[j] : n;
+        if (p >= s) {
           first_bad = s < first_bad ? s : first_bad;
           break;
         }
-        if (pos[j] < lo) via[i] = j;
-        else if (via[j] < 0) cluster[i] = cluster[j];
-        else via[i] = via[j];
+        label[s] = p >= lo ? label[p] : -2 - p;
       }
     }
   }
   if (first_bad == n && !not_permutation) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < n; i++) {
-      if (via[i] < 0) continue;
-      int64_t k = via[i];
-      while (via[k] >= 0) k = via[k];
-      cluster[i] = cluster[k];
+    for (int64_t s = 0; s < n; s++) {
+      int64_t c = label[s];
+      while (c < 0) c = label[-2 - c];
+      cluster[order[s]] = c;
     }
   }
   free(pos);
-  free(via);
+  free(label);
   return first_bad < n ? first_bad : not_permutation ? n + 1 : n;
 }
 
@@ -908,12 +915,13 @@ gpuml_status gpuml_dpc_rank(const double *rho, const double *delta, int64_t n, i
   return rank_centres(rho, delta, n, &sel, threads, top, &k);
 }
 
-/* gpuml_dpc_cut(), with the density order when given (else sorted here) and the
- * threads of the options. */
+/* gpuml_dpc_cut(), with the density order when given (else sorted here; a caller's
+ * order is checked to be a permutation, the fit's own, made with the densities, is
+ * trusted) and the threads of the options. */
 static gpuml_status cut_impl(const double *rho, const double *delta, const int64_t *nearest,
-                             const int64_t *order, int64_t n, const gpuml_dpc_selection *sel,
-                             int64_t *centres, int64_t *ncentres, int64_t *cluster,
-                             int threads) {
+                             const int64_t *order, int order_trusted, int64_t n,
+                             const gpuml_dpc_selection *sel, int64_t *centres, int64_t *ncentres,
+                             int64_t *cluster, int threads) {
   if (!rho || !delta || !nearest)
     return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho, delta and nearest must not be NULL");
   if (!centres || !ncentres || !cluster)
@@ -941,10 +949,8 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
       if ((st = gm_dpc_density_order(rho, n, own_order, threads))) break;
       order = own_order;
     }
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < n; i++) cluster[i] = -1;
-    for (int64_t c = 0; c < k; c++) cluster[centres[c]] = c;
-    const int64_t at = assign_in_order(order, nearest, n, cluster, threads);
+    const int64_t at = assign_in_order(order, nearest, n, centres, k,
+                                       pass == 0 && !order_trusted, cluster, threads);
     if (at < 0) {
       st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to follow the nearest points",
                    (double)n * 16 / 1e6);
@@ -975,7 +981,7 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
   gm_clear_error();
   gpuml_options opt;
   gpuml_options_init(&opt);
-  return cut_impl(rho, delta, nearest, NULL, n, sel, centres, ncentres, cluster,
+  return cut_impl(rho, delta, nearest, NULL, 0, n, sel, centres, ncentres, cluster,
                   gm_threads(&opt));
 }
 
@@ -995,16 +1001,20 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
   if (ncentres < 1 || ncentres > n)
     return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "ncentres = %lld must lie in 1 .. %lld",
                    (long long)ncentres, (long long)n);
-  for (int64_t i = 0; i < n; i++) {
-    if (cluster[i] < 0 || cluster[i] >= ncentres)
-      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
-                     "point %lld has cluster %lld, outside 1 .. %lld", (long long)(i + 1),
-                     (long long)(cluster[i] + 1), (long long)ncentres);
-    if (!isfinite(rho[i]) || rho[i] < 0)
-      return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho of point %lld is %g, not a density",
-                     (long long)(i + 1), rho[i]);
-  }
   if ((st = gm_check_options(opt))) return st;
+  /* the first bad point, found on all threads */
+  int64_t bad = n;
+#pragma omp parallel for schedule(static) reduction(min : bad) num_threads(gm_threads(opt)) \
+    if (n > 65536)
+  for (int64_t i = 0; i < n; i++)
+    if (cluster[i] < 0 || cluster[i] >= ncentres || !isfinite(rho[i]) || rho[i] < 0)
+      bad = i < bad ? i : bad;
+  if (bad < n && (cluster[bad] < 0 || cluster[bad] >= ncentres))
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "point %lld has cluster %lld, outside 1 .. %lld",
+                   (long long)(bad + 1), (long long)(cluster[bad] + 1), (long long)ncentres);
+  if (bad < n)
+    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho of point %lld is %g, not a density",
+                   (long long)(bad + 1), rho[bad]);
   const double t0 = gm_seconds();
   gpuml_options used;
   const gm_backend *b;
@@ -1045,6 +1055,7 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
     for (int64_t c = 0; c < ncentres; c++) cluster_border[c] = 0;
     for (int64_t i = 0; i < n; i++)
       if (border[i] > cluster_border[cluster[i]]) cluster_border[cluster[i]] = border[i];
+#pragma omp parallel for schedule(static) num_threads(gm_threads(&used)) if (n > 65536)
     for (int64_t i = 0; i < n; i++) halo[i] = rho[i] < cluster_border[cluster[i]];
     if (result) {
       gm_run_info_fill(&result->run, &used, GM_F64, t0);
@@ -1152,7 +1163,7 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
     return st;
   }
   const gpuml_run_info run = result->run;
-  st = cut_impl(rho, delta, nearest, order, n, &params->select, centres, ncentres, cluster,
+  st = cut_impl(rho, delta, nearest, order, 1, n, &params->select, centres, ncentres, cluster,
                 gm_threads(opt));
   free(own_order);
   gm_trace("dpc: centres and clusters");
@@ -1185,7 +1196,7 @@ gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, c
                  "the index was built for %lld x %lld data, not these %lld x %lld: pass the "
                  "index of this fit, or none",
                  (long long)index->n, (long long)index->d, (long long)n, (long long)d);
-  if (!st) st = cut_impl(rho, delta, nearest, order, n, &params->select, centres, ncentres,
+  if (!st) st = cut_impl(rho, delta, nearest, order, 0, n, &params->select, centres, ncentres,
                          cluster, gm_threads(opt));
   if (!st) {
     gm_clear_error();

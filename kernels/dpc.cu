@@ -26,8 +26,8 @@ namespace {
 
 constexpr int kPassThreads = 256;        // grid kernels and GEMM epilogues
 constexpr int kDirectThreads = 128;      // direct pair kernel (shared tile per block)
-constexpr int64_t kGridChunk = 1 << 18;  // points per launch between interrupt checks
-constexpr int64_t kGridCellChunk = 1 << 14;  // cells per launch of the cutoff density
+constexpr int64_t kGridChunk = 1 << 20;  // points per launch between interrupt checks
+constexpr int64_t kGridItemChunk = 1 << 17;  // items (<= 32 points) per launch of the cutoff density
 constexpr int64_t kDirectChunk = 1 << 17;
 constexpr int64_t kQueryTile = 4096;     // GEMM tile columns
 // A part of the Gaussian density over several devices starts at a multiple of
@@ -235,9 +235,7 @@ gpuml_status gather(Context &ctx, const T *in, const int64_t *order, int64_t n, 
 template <typename T>
 gpuml_status to_device(Context &ctx, T **dev, const T *host, int64_t n, const char *what) {
   GM_TRY(ctx.alloc(dev, (size_t)n, what));
-  return ctx.check(cudaMemcpyAsync(*dev, host, (size_t)n * sizeof(T), cudaMemcpyHostToDevice,
-                                   ctx.stream()),
-                   what);
+  return upload(ctx, *dev, host, (size_t)n * sizeof(T), what);
 }
 
 template <typename T>
@@ -669,8 +667,7 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
     GM_TRY(gather(ctx, (const int64_t *)cluster_d, g.order, n, cluster_sorted));
     GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
     GM_TRY(cell_runs(ctx, g, cluster_sorted, cell_max));
-    double rho_max = 0;
-    for (int64_t i = 0; i < n; i++) rho_max = rho[i] > rho_max ? rho[i] : rho_max;
+    const double rho_max = rho[gm_dpc_top(rho, n, gm_threads(opt))];
     // The densest points first (about 1%, as on the CPU): they raise each cluster's
     // largest border density early, so that most other points stop at once.
     const double seed_rho = gm_dpc_seed_rho(rho, n);
@@ -694,8 +691,8 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
     args.value = border_d;
     GM_TRY(all_pairs_pass<kBorder>(ctx, ap, n, d, args, 0, n, opt));
   }
-  GM_TRY(to_host(ctx, border, border_d, n, "copying the border densities to the host"));
-  return ctx.sync("copying the border densities to the host");
+  return download(ctx, border, border_d, (size_t)n * sizeof *border,
+                  "copying the border densities to the host");
 }
 
 }  // namespace

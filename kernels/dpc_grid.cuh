@@ -47,16 +47,22 @@ __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *
 // sum the weights exp(-s inv_dc2) of every point within the cut but themselves instead
 // (no cell taken whole); sums in another order than the CPU's, so equal to rounding.
 // rho by point index, or by sorted position when by_position (a part's values in one span).
+// A cell of more than 32 points is several items (grid_items).
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
     grid_count_kernel(GridDev g, double cut, double inv_dc2, double *__restrict__ rho,
-                      int64_t c0, int64_t c1, int by_position) {
-  const int64_t cell = c0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+                      const int64_t *__restrict__ item_cell, const int64_t *__restrict__ item_first,
+                      int64_t i0, int64_t i1, int by_position) {
+  // one item (at most 32 points of one cell) per warp, so that a dense cell is spread
+  // over several warps instead of holding up its launch
+  const int64_t item = i0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (cell >= c1) return;  // the whole warp
+  if (item >= i1) return;  // the whole warp
   const gm_dpc_geom *geo = &g.geom;
+  const int64_t cell = item_cell[item];
   const int64_t s0 = g.start[cell], m = g.start[cell + 1] - s0;
-  for (int64_t k0 = 0; k0 < m; k0 += 32) {
+  {
+    const int64_t k0 = (item - item_first[cell]) * 32;
     const int mk = m - k0 < 32 ? (int)(m - k0) : 32;
     const int width = mk <= 8 ? 8 : mk <= 16 ? 16 : 32, share = 32 / width;
     const int k = lane % width, part = lane / width;
@@ -115,6 +121,22 @@ __global__ void __launch_bounds__(kPassThreads)
     if (mine && part == 0)
       rho[by_position ? s : g.order[s]] = gauss ? weight : (double)(count - 1);
   }
+}
+
+// The cutoff count's items: a cell of m points is ceil(m / 32) of them (items[c]), laid out
+// cell by cell (item_first: their exclusive prefix sum, then item_cell names each item's
+// cell).
+__global__ void item_count_kernel(GridDev g, int64_t *__restrict__ items) {
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
+       c += (int64_t)gridDim.x * blockDim.x)
+    items[c] = (g.start[c + 1] - g.start[c] + 31) / 32;
+}
+
+__global__ void item_cell_kernel(int64_t ncells, const int64_t *__restrict__ item_first,
+                                 int64_t *__restrict__ item_cell) {
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < ncells;
+       c += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t t = item_first[c]; t < item_first[c + 1]; t++) item_cell[t] = c;
 }
 
 // The densest point of each cell (-1 when empty).
@@ -351,19 +373,63 @@ gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorte
     default: KERNEL<8><<<blocks, kPassThreads, 0, ctx.stream()>>>(__VA_ARGS__); break; \
   }
 
-// rho of the points of cells first .. last - 1 (by point index, or by sorted position).
+// The items of the cutoff count (item_count_kernel): item_first (ncells + 1 values, the
+// last the total) and item_cell, in the call's Context.
+gpuml_status grid_items(Context &ctx, const GridDev &g, int64_t **item_first,
+                        int64_t **item_cell, int64_t *total) {
+  const int64_t nc = g.ncells;
+  int64_t *items = nullptr;
+  GM_TRY(ctx.alloc(&items, (size_t)nc + 1, "the density pass's items"));
+  GM_TRY(ctx.alloc(item_first, (size_t)nc + 1, "the density pass's items"));
+  GM_TRY(ctx.check(cudaMemsetAsync(items + nc, 0, sizeof *items, ctx.stream()),
+                   "the density pass's items"));
+  const unsigned blocks = grid_1d(nc, 256) < 4096u ? grid_1d(nc, 256) : 4096u;
+  item_count_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, items);
+  GM_TRY(ctx.launched("the density pass's items"));
+  size_t temp_bytes = 0;
+  GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, items, *item_first, nc + 1,
+                                                 ctx.stream()),
+                   "the density pass's items (cub::DeviceScan)"));
+  unsigned char *temp = nullptr;
+  GM_TRY(ctx.alloc(&temp, temp_bytes, "the density pass's items"));
+  GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(temp, temp_bytes, items, *item_first, nc + 1,
+                                                 ctx.stream()),
+                   "the density pass's items (cub::DeviceScan)"));
+  GM_TRY(ctx.check(cudaMemcpyAsync(total, *item_first + nc, sizeof *total,
+                                   cudaMemcpyDeviceToHost, ctx.stream()),
+                   "the density pass's items"));
+  GM_TRY(ctx.sync("the density pass's items"));
+  GM_TRY(ctx.alloc(item_cell, (size_t)(*total > 0 ? *total : 1), "the density pass's items"));
+  item_cell_kernel<<<blocks, 256, 0, ctx.stream()>>>(nc, *item_first, *item_cell);
+  return ctx.launched("the density pass's items");
+}
+
+// rho of the points of cells first .. last - 1 (by point index, or by sorted position),
+// in launches of kGridItemChunk items (at most 32 points each) between interrupt checks.
 gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
                       int64_t first, int64_t last, double *rho, int by_position,
                       const gpuml_options *opt) {
-  for (int64_t c0 = first; c0 < last; c0 += kGridCellChunk) {
-    const int64_t c1 = min64(last, c0 + kGridCellChunk);
-    const unsigned blocks = grid_1d((c1 - c0) * 32, kPassThreads);
-    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, rho, c0, c1, by_position);
+  int64_t *item_first = nullptr, *item_cell = nullptr, total = 0;
+  GM_TRY(grid_items(ctx, g, &item_first, &item_cell, &total));
+  int64_t span[2];  // the items of cells first and last
+  GM_TRY(ctx.check(cudaMemcpyAsync(&span[0], item_first + first, sizeof span[0],
+                                   cudaMemcpyDeviceToHost, ctx.stream()),
+                   "the density pass's items"));
+  GM_TRY(ctx.check(cudaMemcpyAsync(&span[1], item_first + last, sizeof span[1],
+                                   cudaMemcpyDeviceToHost, ctx.stream()),
+                   "the density pass's items"));
+  GM_TRY(ctx.sync("the density pass's items"));
+  for (int64_t i0 = span[0]; i0 < span[1]; i0 += kGridItemChunk) {
+    const int64_t i1 = min64(span[1], i0 + kGridItemChunk);
+    const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
+    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, rho, item_cell, item_first, i0,
+                      i1, by_position);
     GM_TRY(ctx.launched("density peaks rho (index)"));
     GM_TRY(ctx.sync("density peaks rho (index)"));
     GM_TRY(interrupted(ctx, opt));
-    // the points done, counted as the share of the cells done (their starts stay on the GPU)
-    gm_progress(opt, "dpc rho", (int64_t)((double)g.n * (double)(c1 - first) / (double)(last - first)),
+    // the points done, counted as the share of the items done
+    gm_progress(opt, "dpc rho",
+                (int64_t)((double)g.n * (double)(i1 - span[0]) / (double)(span[1] - span[0])),
                 g.n);
   }
   return GPUML_OK;

@@ -972,13 +972,11 @@ struct KnnSearch {
   // The whole lists to the host, when they stayed on the device for it.
   gpuml_status copy_out() {
     if (!full_out || keep_idx) return GPUML_OK;  // (each tile synced: the lists are final)
-    GM_TRY(ctx.check(cudaMemcpyAsync(index, out_idx, (size_t)mq * (size_t)k * 8,
-                                     cudaMemcpyDeviceToHost, ctx.stream()),
-                     "copying neighbour indices to the host"));
-    GM_TRY(ctx.check(cudaMemcpyAsync(dist, out_dist, (size_t)mq * (size_t)k * sizeof(In),
-                                     cudaMemcpyDeviceToHost, ctx.stream()),
-                     "copying neighbour distances to the host"));
-    GM_TRY(ctx.sync("copying the neighbours to the host"));
+    // through the page-locked ring: the caller's fresh pages fault in on all threads
+    GM_TRY(download(ctx, index, out_idx, (size_t)mq * (size_t)k * 8,
+                    "copying neighbour indices to the host"));
+    GM_TRY(download(ctx, dist, out_dist, (size_t)mq * (size_t)k * sizeof(In),
+                    "copying neighbour distances to the host"));
     return ctx.trace("knn cuda: lists to the host");
   }
 };

@@ -195,6 +195,8 @@ SEXP gpuml_r_knn_list(SEXP idx, SEXP dist, const int64_t *index0,
                       const gpuml_knn_result *result) {
   int *ip = INTEGER(idx);
   const R_xlen_t count = XLENGTH(idx);
+  /* on all threads: the fresh vector's pages fault in in parallel */
+#pragma omp parallel for schedule(static) if (count > 65536)
   for (R_xlen_t i = 0; i < count; i++) ip[i] = (int)(index0[i] + 1);
   static const char *names[] = {"nn.index", "nn.dist", "backend", "rechecked", ""};
   SEXP res = PROTECT(Rf_mkNamed(VECSXP, names));
