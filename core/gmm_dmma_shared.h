@@ -75,7 +75,7 @@
 #define GM_DMMA_WIDE_ESTEP_TILES 2
 #define GM_DMMA_WIDE_ESTEP_WARPS 4
 #define GM_DMMA_WIDE_ESTEP_ROWS (GM_DMMA_WIDE_ESTEP_WARPS * GM_DMMA_WIDE_ESTEP_TILES * 16)
-/* Scatter: rows staged in shared memory at a time (double-buffered), and the leading
+/* Scatter: rows staged in shared memory at a time (GM_DMMA_STAGES buffers), and the leading
  * dimension of a staged column: 36 = 4 mod 16, so that the 16 lanes of a half-warp,
  * which read rows 4 q + t of columns 8 b + g, hit 16 different 8-byte banks. */
 #define GM_DMMA_STAGE_ROWS 32
