@@ -5,10 +5,10 @@
 //
 //  - The data are centred on their column means once (in place on the device), which
 //    keeps the products below free of the offset's cancellation.
-//  - Full covariances with d <= GM_DMMA_MAX_D and GPUML_GMM_DMMA=1 (a knob, off by default
-//    until it is measured), on sm_80 code: the same single read of the rows per pass,
-//    with the products on the fp64 tensor cores (estep_dmma_kernel, scatter_dmma_kernel;
-//    the layout in core/gmm_dmma_shared.h). Else:
+//  - Full covariances with d <= GM_DMMA_MAX_D (GPUML_GMM_DMMA, on by default; =0 off), on
+//    sm_80 code: the same single read of the rows per pass, with the products on the
+//    fp64 tensor cores (estep_dmma_kernel, scatter_dmma_kernel: mma m8n8k4, or m16n8k8
+//    where the code is sm_90's; the layouts in core/gmm_dmma_shared.h). Else:
 //  - Full covariances with d <= kFusedMaxD and GPUML_GMM_FUSED=1 (a knob, off by default):
 //    fused kernels, E-step and scatter, that read the rows once per pass and write no
 //    n x dK array (estep_fused_kernel, scatter_fused_kernel). They lose to the GEMM path
@@ -334,7 +334,8 @@ __global__ void scatter_fused_kernel(const double *__restrict__ X, int64_t ldx, 
 // ---------------------------------------------------------------------------------------
 // The tensor-core full-covariance pass (GPUML_GMM_DMMA; core/gmm_dmma_shared.h has the
 // layout): the fused kernels' single read of the data per step, with the products on
-// the fp64 tensor cores (mma.sync m8n8k4, sm_80 and later) instead of the FMA pipes that
+// the fp64 tensor cores (mma.sync m8n8k4 on sm_80 and later; m16n8k8, four times the work
+// an instruction, where the code is built for sm_90 or later) instead of the FMA pipes that
 // lost the fused kernels above their race against the GEMM path. Compiled for every
 // architecture of the build; below sm_80 the bodies are empty and the host never
 // launches them (dmma_supported()).
@@ -349,6 +350,31 @@ __device__ __forceinline__ void dmma_m8n8k4(double &d0, double &d1, double a, do
                : "d"(a), "d"(b));
 #endif
 }
+
+// D += A B for one warp's m16n8k8 fp64 fragments (sm_90; layout: core/gmm_dmma_shared.h,
+// "wide").
+__device__ __forceinline__ void dmma_m16n8k8(double (&d)[4], double a0, double a1, double a2,
+                                             double a3, double b0, double b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a0), "d"(a1), "d"(a2), "d"(a3), "d"(b0), "d"(b1));
+#endif
+}
+
+// The layout the kernels of this device's code use: wide (m16n8k8) where it was built from
+// compute_90 or later. The host reads the same from cudaFuncAttributes::ptxVersion.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GM_DMMA_DEVICE_WIDE 1
+#define GM_DMMA_ESTEP_THREADS (GM_DMMA_WIDE_ESTEP_WARPS * 32)
+#else
+#define GM_DMMA_DEVICE_WIDE 0
+#define GM_DMMA_ESTEP_THREADS (GM_DMMA_WARPS * 32)
+#endif
+constexpr int kDmmaWidePtx = 90;
+constexpr int kEstepWideThreads = GM_DMMA_WIDE_ESTEP_WARPS * 32;
 
 // Asynchronous copies global -> shared (sm_80) of 8 or 16 bytes: the next component's
 // factor, or the next stage of rows, arrives while the current one is multiplied.
@@ -381,11 +407,11 @@ __device__ __forceinline__ void copy_async_wait() {
 // past d), m_k and c_k, as prepare_estep_kernel left them in m and c.
 __global__ void pack_dmma_kernel(const double *__restrict__ U, const double *__restrict__ m,
                                  const double *__restrict__ c, int64_t d, int64_t K, int nb,
-                                 double *__restrict__ packed) {
+                                 int wide, double *__restrict__ packed) {
   const int per = gm_dmma_component_doubles(nb);
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < per * K;
        e += (int64_t)gridDim.x * blockDim.x) {
-    packed[e] = gm_dmma_packed_value((int)(e % per), e / per, U, m, c, d, nb);
+    packed[e] = gm_dmma_packed_value((int)(e % per), e / per, U, m, c, d, nb, wide);
   }
 }
 
@@ -396,7 +422,8 @@ __device__ __forceinline__ void stage_factor(double *dst, const double *__restri
                                              int64_t k) {
   constexpr int per = gm_dmma_component_doubles(NB);
   const double *src = packed + k * per;
-  for (int e = 2 * (int)threadIdx.x; e < per; e += 2 * kDmmaThreads) copy_async<16>(dst + e, src + e);
+  for (int e = 2 * (int)threadIdx.x; e < per; e += 2 * (int)blockDim.x)
+    copy_async<16>(dst + e, src + e);
   copy_async_commit();
 }
 
@@ -406,12 +433,106 @@ __device__ __forceinline__ void stage_factor(double *dst, const double *__restri
 // 8 x 8 blocks of U_k, staged in shared memory (the next component's copy in flight),
 // then forms |y - m_k|^2 per row and z = c_k - |y - m_k|^2 / 2. After the last component
 // each warp turns its rows into responsibilities as estep_full_kernel does.
+//
+// On sm_90 (wide): tiles of 16 rows (GM_DMMA_WIDE_ESTEP_ROWS a block) and m16n8k8, whose
+// k-steps of 8 input columns match the 8 x 8 blocks of U_k; the accumulator starts at
+// -m_k. Blocks of GM_DMMA_WIDE_ESTEP_WARPS warps (GM_DMMA_WIDE_ESTEP_ROWS rows), two an
+// SM: the A fragments alone take 8 GM_DMMA_WIDE_ESTEP_TILES NB registers.
 template <int NB>
-__global__ void __launch_bounds__(kDmmaThreads, 2)
+__global__ void __launch_bounds__(GM_DMMA_ESTEP_THREADS, 2)
     estep_dmma_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn, int64_t d,
                       int64_t K, const double *__restrict__ packed, double *__restrict__ z,
                       int64_t ldz, double *__restrict__ logdens) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kTiles = GM_DMMA_WIDE_ESTEP_TILES;
+  constexpr int per = gm_dmma_component_doubles(NB);
+  __shared__ __align__(16) double factor[2][per];
+  const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+  const int g = gm_dmma_group_of(lane), t = gm_dmma_thread_of(lane);
+  const int64_t w0 = (int64_t)blockIdx.x * GM_DMMA_WIDE_ESTEP_ROWS + (int64_t)warp * kTiles * 16;
+  stage_factor<NB>(factor[0], packed, 0);
+  // The A fragments of k-step s: rows w0 + 16 tile + g (+ 8), columns 8 s + t (+ 4); 0
+  // past the rows and columns.
+  double xa[kTiles][NB][4];
+#pragma unroll
+  for (int tile = 0; tile < kTiles; tile++) {
+    const int64_t i = w0 + 16 * tile + g;
+#pragma unroll
+    for (int s = 0; s < NB; s++) {
+      const int64_t a = 8 * s + t;
+      xa[tile][s][0] = i < rn && a < d ? X[i + a * ldx] : 0.0;
+      xa[tile][s][1] = i + 8 < rn && a < d ? X[i + 8 + a * ldx] : 0.0;
+      xa[tile][s][2] = i < rn && a + 4 < d ? X[i + (a + 4) * ldx] : 0.0;
+      xa[tile][s][3] = i + 8 < rn && a + 4 < d ? X[i + 8 + (a + 4) * ldx] : 0.0;
+    }
+  }
+  for (int64_t k = 0; k < K; k++) {
+    if (k + 1 < K) {
+      stage_factor<NB>(factor[(k + 1) & 1], packed, k + 1);
+      copy_async_wait<1>();
+    } else {
+      copy_async_wait<0>();
+    }
+    __syncthreads();  // component k's factor is in shared memory for every thread
+    const double *f = factor[k & 1];
+    const double2 *frag = reinterpret_cast<const double2 *>(f);
+    double lo[kTiles] = {}, hi[kTiles] = {};  // |y - m_k|^2 over this lane's columns
+#pragma unroll
+    for (int cb = 0; cb < NB; cb++) {
+      // Columns 8 cb + 2 t and + 1; past d both y and m are 0.
+      const double m0 = f[gm_dmma_means_at(NB) + 8 * cb + 2 * t];
+      const double m1 = f[gm_dmma_means_at(NB) + 8 * cb + 2 * t + 1];
+      double y[kTiles][4];
+#pragma unroll
+      for (int tile = 0; tile < kTiles; tile++) {
+        y[tile][0] = -m0;
+        y[tile][1] = -m1;
+        y[tile][2] = -m0;
+        y[tile][3] = -m1;
+      }
+      // Inputs 0 .. 8 cb + 7 (U_k is upper triangular).
+#pragma unroll
+      for (int s = 0; s <= cb; s++) {
+        const double2 b = frag[32 * gm_dmma_wide_fragment(cb, s) + lane];
+#pragma unroll
+        for (int tile = 0; tile < kTiles; tile++)
+          dmma_m16n8k8(y[tile], xa[tile][s][0], xa[tile][s][1], xa[tile][s][2], xa[tile][s][3],
+                       b.x, b.y);
+      }
+#pragma unroll
+      for (int tile = 0; tile < kTiles; tile++) {
+        lo[tile] += y[tile][0] * y[tile][0] + y[tile][1] * y[tile][1];
+        hi[tile] += y[tile][2] * y[tile][2] + y[tile][3] * y[tile][3];
+      }
+    }
+    const double ck = f[gm_dmma_constant_at(NB)];
+#pragma unroll
+    for (int tile = 0; tile < kTiles; tile++) {
+      // The row's four lanes (t = 0..3) in a fixed order: (0+1)+(2+3) on every lane.
+      double sl = lo[tile], sh = hi[tile];
+      sl += __shfl_xor_sync(kFullMask, sl, 1);
+      sh += __shfl_xor_sync(kFullMask, sh, 1);
+      sl += __shfl_xor_sync(kFullMask, sl, 2);
+      sh += __shfl_xor_sync(kFullMask, sh, 2);
+      const int64_t i = w0 + 16 * tile + g + (t == 1 ? 8 : 0);
+      if (t < 2 && i < rn) z[i + k * ldz] = ck - 0.5 * (t == 0 ? sl : sh);
+    }
+    __syncthreads();  // every thread is done with factor[k & 1]: component k + 2 may come
+  }
+  __syncwarp();  // the warp's z writes are visible to its lanes
+#pragma unroll
+  for (int h = 0; h < kTiles * 16; h += 32) {
+    const int64_t i = w0 + h + lane;
+    if (h + lane < kTiles * 16 && i < rn) {
+      double top = -HUGE_VAL;
+      for (int64_t k = 0; k < K; k++) {
+        const double lp = z[i + k * ldz];
+        top = lp > top ? lp : top;
+      }
+      normalise_row(z + i, ldz, K, top, logdens + i);
+    }
+  }
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kTiles = GM_DMMA_ESTEP_TILES, kSteps = 2 * NB;
   constexpr int per = gm_dmma_component_doubles(NB);
   __shared__ __align__(16) double factor[2][per];
@@ -489,12 +610,18 @@ __global__ void __launch_bounds__(kDmmaThreads, 2)
 // adds up W' W over rows [q chunk, (q + 1) chunk) of the tile for the components
 // group GM_DMMA_WARPS + warp, W = sqrt(z_k) (x - mu_k) (the GEMM path's form); the
 // groups of a chunk are neighbours in the grid, so that they run together and the
-// second reads the rows from L2. The rows
-// come through shared memory GM_DMMA_STAGE_ROWS at a time (the next stage's copy in
-// flight), shared by the block's warps, one component each; a warp keeps the upper
-// triangle of 8 x 8 blocks of its S_k in registers for the whole chunk and writes it and
-// its mirror to P[(k parts + q) d d + ...], which sum_chunks_kernel adds up in chunk
-// order: no atomics, the same sums every run.
+// second reads the rows from L2. The rows come through a ring of GM_DMMA_STAGES buffers
+// of GM_DMMA_STAGE_ROWS rows in dynamic shared memory (scatter_dmma_smem(NB) bytes;
+// GM_DMMA_STAGES - 1 copies in flight while one stage is multiplied), shared by the
+// block's warps, one component each; a warp keeps the upper triangle of blocks of its
+// S_k in registers for the whole chunk (8 x 8 blocks and m8n8k4, or on sm_90 16 x 8
+// blocks and m16n8k8) and writes it and its mirror to P[(k parts + q) d d + ...], which
+// sum_chunks_kernel adds up in chunk order: no atomics, the same sums every run.
+constexpr size_t scatter_dmma_smem(int nb) {
+  return (size_t)GM_DMMA_STAGES *
+         ((size_t)8 * nb * GM_DMMA_STAGE_LD + (size_t)GM_DMMA_WARPS * GM_DMMA_STAGE_ROWS) * 8;
+}
+
 template <int NB>
 __global__ void __launch_bounds__(kDmmaThreads, 1)
     scatter_dmma_kernel(const double *__restrict__ X, int64_t ldx, int64_t rn,
@@ -503,50 +630,82 @@ __global__ void __launch_bounds__(kDmmaThreads, 1)
                         int64_t parts, double *__restrict__ P) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kRows = GM_DMMA_STAGE_ROWS, kLd = GM_DMMA_STAGE_LD, kCols = 8 * NB;
-  constexpr int kBlocks = gm_dmma_triangle_blocks(NB);
-  __shared__ __align__(16) double xs[2][kCols * kLd];              // xs[a kLd + l]
-  __shared__ __align__(16) double zs[2][GM_DMMA_WARPS * kRows];    // zs[w kRows + l]
+  constexpr int kStages = GM_DMMA_STAGES;
+  constexpr int kXs = kCols * kLd, kZs = GM_DMMA_WARPS * kRows;
+  extern __shared__ __align__(16) double dmma_smem[];
+  double *const xs = dmma_smem;                   // stage b: xs[b kXs + a kLd + l]
+  double *const zs = dmma_smem + kStages * kXs;   // stage b: zs[b kZs + w kRows + l]
   const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
   const int g = gm_dmma_group_of(lane), t = gm_dmma_thread_of(lane);
   const int64_t groups = (K + GM_DMMA_WARPS - 1) / GM_DMMA_WARPS;
   const int64_t q = blockIdx.x / groups, k0 = blockIdx.x % groups * GM_DMMA_WARPS, k = k0 + warp;
   const int64_t i0 = q * chunk, i1 = rn < i0 + chunk ? rn : i0 + chunk;
   const int64_t stages = (i1 - i0 + kRows - 1) / kRows;
-  // A stage: the rows' columns (0 past d) and each warp's responsibilities (0 past the
-  // chunk's rows and past K, which zeroes those rows of W whatever x holds).
-  auto stage = [&](int64_t s0, int buf) {
-    for (int e = (int)threadIdx.x; e < kCols * kRows; e += kDmmaThreads) {
-      const int l = e % kRows, a = e / kRows;
-      const int64_t i = s0 + l;
-      double *dst = &xs[buf][a * kLd + l];
-      if (i < i1 && a < d) copy_async<8>(dst, X + i + a * ldx);
-      else *dst = 0.0;
-    }
-    for (int e = (int)threadIdx.x; e < GM_DMMA_WARPS * kRows; e += kDmmaThreads) {
-      const int l = e % kRows, w = e / kRows;
-      const int64_t i = s0 + l;
-      double *dst = &zs[buf][e];
-      if (i < i1 && k0 + w < K) copy_async<8>(dst, z + i + (k0 + w) * ldz);
-      else *dst = 0.0;
+  // Stage st into buffer st % kStages: the rows' columns (0 past d) and each warp's
+  // responsibilities (0 past the chunk's rows and past K, which zeroes those rows of W
+  // whatever x holds); past the last stage an empty group, so that every thread commits
+  // one group per stage and the waits below count alike.
+  auto stage = [&](int64_t st) {
+    if (st < stages) {
+      const int64_t s0 = i0 + st * kRows;
+      const int buf = (int)(st % kStages);
+      for (int e = (int)threadIdx.x; e < kCols * kRows; e += kDmmaThreads) {
+        const int l = e % kRows, a = e / kRows;
+        const int64_t i = s0 + l;
+        double *dst = &xs[buf * kXs + a * kLd + l];
+        if (i < i1 && a < d) copy_async<8>(dst, X + i + a * ldx);
+        else *dst = 0.0;
+      }
+      for (int e = (int)threadIdx.x; e < kZs; e += kDmmaThreads) {
+        const int l = e % kRows, w = e / kRows;
+        const int64_t i = s0 + l;
+        double *dst = &zs[buf * kZs + e];
+        if (i < i1 && k0 + w < K) copy_async<8>(dst, z + i + (k0 + w) * ldz);
+        else *dst = 0.0;
+      }
     }
     copy_async_commit();
   };
   double mv[NB];  // mu_k at columns 8 b + g (0 past d)
 #pragma unroll
   for (int b = 0; b < NB; b++) mv[b] = k < K && 8 * b + g < d ? mu[8 * b + g + k * d] : 0.0;
+#if GM_DMMA_DEVICE_WIDE
+  constexpr int kBlocks = gm_dmma_wide_blocks(NB);
+  double acc[kBlocks][4] = {};
+#else
+  constexpr int kBlocks = gm_dmma_triangle_blocks(NB);
   double acc[kBlocks][2] = {};
-  stage(i0, 0);
+#endif
+#pragma unroll
+  for (int st = 0; st < kStages - 1; st++) stage(st);
   for (int64_t st = 0; st < stages; st++) {
-    const int buf = (int)(st & 1);
-    if (st + 1 < stages) {
-      stage(i0 + (st + 1) * kRows, buf ^ 1);
-      copy_async_wait<1>();
-    } else {
-      copy_async_wait<0>();
-    }
-    __syncthreads();  // the stage is in shared memory for every thread
-    if (k < K) {      // uniform across the warp
-      const double *x = xs[buf], *zw = zs[buf] + warp * kRows;
+    copy_async_wait<kStages - 2>();  // this thread's copies of stage st have landed
+    __syncthreads();  // stage st is in shared memory for every thread, and every warp is
+                      // done with stage st - 1, whose buffer the next copy takes
+    stage(st + kStages - 1);
+    const int buf = (int)(st % kStages);
+    if (k < K) {  // uniform across the warp
+      const double *x = xs + buf * kXs, *zw = zs + buf * kZs + warp * kRows;
+#if GM_DMMA_DEVICE_WIDE
+#pragma unroll 1
+      for (int r = 0; r < kRows; r += 8) {
+        const double root0 = sqrt(zw[r + t]), root1 = sqrt(zw[r + t + 4]);
+        double w[NB + 1][2];  // rows r + t and r + t + 4 of column 8 b + g; block NB is 0
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+          w[b][0] = root0 * (x[(8 * b + g) * kLd + r + t] - mv[b]);
+          w[b][1] = root1 * (x[(8 * b + g) * kLd + r + t + 4] - mv[b]);
+        }
+        w[NB][0] = 0.0;
+        w[NB][1] = 0.0;
+#pragma unroll
+        for (int cb = 0; cb < NB; cb++)
+#pragma unroll
+          for (int p = 0; 2 * p <= cb; p++)
+            dmma_m16n8k8(acc[gm_dmma_wide_block(p, cb)], w[2 * p][0], w[2 * p + 1][0],
+                         w[2 * p][1], w[2 * p + 1][1], w[cb][0], w[cb][1]);
+      }
+#else
 #pragma unroll 2
       for (int r = 0; r < kRows; r += 4) {
         const double root = sqrt(zw[r + t]);
@@ -561,11 +720,27 @@ __global__ void __launch_bounds__(kDmmaThreads, 1)
             dmma_m8n8k4(c[0], c[1], w[rb], w[cb]);
           }
       }
+#endif
     }
-    __syncthreads();  // every warp is done with the stage: the one after next may come
   }
+  copy_async_wait<0>();  // no copy outlives the block (the trailing groups are empty)
   if (k >= K) return;
   double *out = P + (k * parts + q) * d * d;
+#if GM_DMMA_DEVICE_WIDE
+#pragma unroll
+  for (int cb = 0; cb < NB; cb++)
+#pragma unroll
+    for (int p = 0; 2 * p <= cb; p++)
+#pragma unroll
+      for (int h = 0; h < 4; h++) {
+        const int64_t a = 16 * p + 8 * (h >> 1) + g, b = 8 * cb + 2 * t + (h & 1);
+        if (a <= b && b < d) {  // the upper triangle and its mirror: all of S_k
+          const double v = acc[gm_dmma_wide_block(p, cb)][h];
+          out[a + b * d] = v;
+          out[b + a * d] = v;
+        }
+      }
+#else
 #pragma unroll
   for (int cb = 0; cb < NB; cb++)
 #pragma unroll
@@ -579,6 +754,7 @@ __global__ void __launch_bounds__(kDmmaThreads, 1)
           out[b + a * d] = v;
         }
       }
+#endif
 #endif
 }
 
@@ -781,20 +957,36 @@ inline bool dmma_wanted(bool fused_knob) {
 // Whether this device runs the tensor-core kernels of nb column blocks: the code the
 // driver chose for it must come from sm_80 or later (a portable build's compute_70 PTX,
 // compiled for an H100 when loaded, holds their empty bodies), and a block must fit.
-inline bool dmma_supported(int nb, int *scatter_blocks_per_sm) {
+// *wide: the code comes from compute_90 or later (__CUDA_ARCH__ >= 900 in the kernels),
+// whose kernels take the m16n8k8 layout (core/gmm_dmma_shared.h); both kernels must
+// agree, as they do when they come from one image.
+inline bool dmma_supported(int nb, int *scatter_blocks_per_sm, bool *wide) {
   *scatter_blocks_per_sm = 0;
+  *wide = false;
   cudaFuncAttributes a;
   const void *kernels[2] = {(const void *)kEstepDmma[nb - 1], (const void *)kScatterDmma[nb - 1]};
-  for (const void *f : kernels) {
-    if (cudaFuncGetAttributes(&a, f) != cudaSuccess) {
+  int ptx[2] = {0, 0};
+  for (int i = 0; i < 2; i++) {
+    if (cudaFuncGetAttributes(&a, kernels[i]) != cudaSuccess) {
       cudaGetLastError();  // no image for this device: not an error of the fit
       return false;
     }
     if (a.ptxVersion < 80) return false;
+    ptx[i] = a.ptxVersion;
+  }
+  if ((ptx[0] >= kDmmaWidePtx) != (ptx[1] >= kDmmaWidePtx)) return false;
+  *wide = ptx[0] >= kDmmaWidePtx;
+  // The scatter's ring of stages is dynamic shared memory, past the 48 KB default for
+  // the larger nb.
+  const size_t smem = scatter_dmma_smem(nb);
+  if (cudaFuncSetAttribute(kScatterDmma[nb - 1], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           (int)smem) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
   }
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kScatterDmma[nb - 1], kDmmaThreads,
-                                                    0) != cudaSuccess) {
+                                                    smem) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
@@ -812,7 +1004,7 @@ struct Gmm {
   // The tensor-core full-covariance pass applies (GPUML_GMM_DMMA, d <= GM_DMMA_MAX_D,
   // sm_80 code): its kernels for dmma_nb column blocks of 8, and the scatter blocks the
   // device runs at once.
-  bool dmma = false;
+  bool dmma = false, dmma_wide = false;  // wide: the sm_90 kernels (m16n8k8)
   int dmma_nb = 0;
   int64_t dmma_slots = 0;
   double *packed = nullptr;  // the E-step's factors in fragment order (pack_dmma_kernel)
@@ -914,12 +1106,13 @@ struct Gmm {
         dmma_wanted(fused_knob)) {
       int per_sm = 0;
       dmma_nb = gm_dmma_blocks(d);
-      dmma = dmma_supported(dmma_nb, &per_sm);
+      dmma = dmma_supported(dmma_nb, &per_sm, &dmma_wide);
       dmma_slots = (int64_t)per_sm * ctx.sm_count();
       if (dmma) fused_capable = false;
     }
     if (full && gm_trace_on())
-      gm_trace(dmma ? "gmm: full covariances, tensor-core (DMMA) kernels"
+      gm_trace(dmma ? (dmma_wide ? "gmm: full covariances, tensor-core (DMMA m16n8k8) kernels"
+                                 : "gmm: full covariances, tensor-core (DMMA m8n8k4) kernels")
                     : fused_capable ? "gmm: full covariances, fused kernels"
                                     : "gmm: full covariances, GEMM path");
     GM_TRY(ctx.solver(&solver));
@@ -1092,8 +1285,8 @@ struct Gmm {
     GM_TRY(ctx.launched("preparing the E-step"));
     if (full && dmma) {
       const int64_t per = gm_dmma_component_doubles(dmma_nb);
-      pack_dmma_kernel<<<blocks_for(per * K), kThreads, 0, ctx.stream()>>>(U, m, c, d, K, dmma_nb,
-                                                                          packed);
+      pack_dmma_kernel<<<blocks_for(per * K), kThreads, 0, ctx.stream()>>>(
+          U, m, c, d, K, dmma_nb, dmma_wide ? 1 : 0, packed);
       GM_TRY(ctx.launched("packing the factors"));
     }
     const double one = 1, zero = 0;
@@ -1103,7 +1296,9 @@ struct Gmm {
       int64_t ldx;
       GM_TRY(rows(r0, rn, &X, &ldx));
       if (full && dmma) {
-        kEstepDmma[dmma_nb - 1]<<<(unsigned)ceil_div(rn, GM_DMMA_ESTEP_ROWS), kDmmaThreads, 0,
+        const int64_t rows_per_block = dmma_wide ? GM_DMMA_WIDE_ESTEP_ROWS : GM_DMMA_ESTEP_ROWS;
+        kEstepDmma[dmma_nb - 1]<<<(unsigned)ceil_div(rn, rows_per_block),
+                                  dmma_wide ? kEstepWideThreads : kDmmaThreads, 0,
                                   ctx.stream()>>>(X, ldx, rn, d, K, packed, z + r0, n,
                                                   logdens + r0);
       } else if (full && fused_capable) {
@@ -1170,7 +1365,7 @@ struct Gmm {
         int64_t rows_per_part = 0, parts = 0;
         gm_dmma_scatter_split(rn, K, dmma_slots, &rows_per_part, &parts);
         kScatterDmma[dmma_nb - 1]<<<(unsigned)(parts * ceil_div(K, GM_DMMA_WARPS)),
-                                    kDmmaThreads, 0, ctx.stream()>>>(
+                                    kDmmaThreads, scatter_dmma_smem(dmma_nb), ctx.stream()>>>(
             X, ldx, rn, z + r0, n, mu, d, K, rows_per_part, parts, Y);
         GM_TRY(ctx.launched("tensor-core scatter"));
         sum_chunks_kernel<<<blocks_for(d * d * K), kThreads, 0, ctx.stream()>>>(
