@@ -427,6 +427,22 @@ __device__ __forceinline__ void stage_factor(double *dst, const double *__restri
   copy_async_commit();
 }
 
+// Component k's factor ready in factor[k & 1] for every thread, with component k + 1's
+// copy started into the other buffer (the double buffering of both E-step variants).
+template <int NB>
+__device__ __forceinline__ const double *next_factor(double (*factor)[gm_dmma_component_doubles(NB)],
+                                                     const double *__restrict__ packed,
+                                                     int64_t k, int64_t K) {
+  if (k + 1 < K) {
+    stage_factor<NB>(factor[(k + 1) & 1], packed, k + 1);
+    copy_async_wait<1>();
+  } else {
+    copy_async_wait<0>();
+  }
+  __syncthreads();
+  return factor[k & 1];
+}
+
 // E-step, full covariances, for d <= 8 NB: a block takes GM_DMMA_ESTEP_ROWS rows; each
 // warp holds GM_DMMA_ESTEP_TILES tiles of 8 of them as A fragments in registers (read
 // once from the data), and for every component multiplies them by the upper triangle of
@@ -467,14 +483,7 @@ __global__ void __launch_bounds__(GM_DMMA_ESTEP_THREADS, 2)
     }
   }
   for (int64_t k = 0; k < K; k++) {
-    if (k + 1 < K) {
-      stage_factor<NB>(factor[(k + 1) & 1], packed, k + 1);
-      copy_async_wait<1>();
-    } else {
-      copy_async_wait<0>();
-    }
-    __syncthreads();  // component k's factor is in shared memory for every thread
-    const double *f = factor[k & 1];
+    const double *f = next_factor<NB>(factor, packed, k, K);
     const double2 *frag = reinterpret_cast<const double2 *>(f);
     double lo[kTiles] = {}, hi[kTiles] = {};  // |y - m_k|^2 over this lane's columns
 #pragma unroll
@@ -552,14 +561,7 @@ __global__ void __launch_bounds__(GM_DMMA_ESTEP_THREADS, 2)
     }
   }
   for (int64_t k = 0; k < K; k++) {
-    if (k + 1 < K) {
-      stage_factor<NB>(factor[(k + 1) & 1], packed, k + 1);
-      copy_async_wait<1>();
-    } else {
-      copy_async_wait<0>();
-    }
-    __syncthreads();  // component k's factor is in shared memory for every thread
-    const double *f = factor[k & 1];
+    const double *f = next_factor<NB>(factor, packed, k, K);
     double sum[kTiles] = {};
 #pragma unroll
     for (int cb = 0; cb < NB; cb++) {
