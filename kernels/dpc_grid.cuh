@@ -1,7 +1,8 @@
 // Density peaks on the GPU on the cell index (d <= GM_DPC_GRID_MAX_DIM): the passes over
 // the points sorted by cell (kernels/dpc.cu's GridDev) and their host side. The same
 // walks as the CPU's (core/cpu/dpc_grid.c), with the same formulas (core/dpc_shared.h),
-// one warp per cell for the cutoff density, one thread per point for the others:
+// one warp per item (at most 32 points of a cell) for the cutoff density, one thread per
+// point for the others:
 //  - the cutoff density: the rows of cells the ball of the cell's points touches; cells
 //    wholly inside are counted from the prefix counts start[], the points of the cells
 //    the sphere crosses are tested;
@@ -36,10 +37,10 @@ __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *
   }
 }
 
-// The cutoff density of the points of one cell together, one warp per cell (the CPU's
-// rho_cell): the rows, and the cells wholly inside the ball of every point of the cell,
-// are found from the bounding box of its points, and only the points of the cells
-// between are tested. A lane holds one point of the cell; with at most 16 (8) points,
+// The cutoff density of up to 32 points of one cell together, one warp per such item (the
+// CPU's rho_cell takes a whole cell): the rows, and the cells wholly inside the ball of
+// every point of the item, are found from the bounding box of its points, and only the
+// points of the cells between are tested. A lane holds one point of the cell; with at most 16 (8) points,
 // 2 (4) groups of lanes hold them all and take every 2nd (4th) row each, so that a row
 // is classified once for all the points and a tested point is read once per group
 // (the same address across the group). The counts are exact integers, so they equal
