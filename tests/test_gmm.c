@@ -984,25 +984,19 @@ static void restore_env(const char *name, char *saved) {
   free(saved);
 }
 
-/* The same with the fused full-covariance kernels on (and the tensor-core ones off, which
- * GPUML_GMM_DMMA=1 would prefer). */
-static void test_backends_agree_fused(void) {
+/* agree_cases(fused) with the tensor-core kernels (the default where they apply) off and
+ * GPUML_GMM_FUSED set to `fused`: the fused kernels' path or the GEMM path. */
+static void agree_without_tensor_cores(int fused) {
   if (test_backend != GPUML_BACKEND_CUDA) return;
-  char *fused = set_env("GPUML_GMM_FUSED", "1"), *dmma = set_env("GPUML_GMM_DMMA", "0");
-  agree_cases(1);
-  restore_env("GPUML_GMM_FUSED", fused);
-  restore_env("GPUML_GMM_DMMA", dmma);
+  char *was_fused = set_env("GPUML_GMM_FUSED", fused ? "1" : "0");
+  char *was_dmma = set_env("GPUML_GMM_DMMA", "0");
+  agree_cases(fused);
+  restore_env("GPUML_GMM_FUSED", was_fused);
+  restore_env("GPUML_GMM_DMMA", was_dmma);
 }
 
-/* The same on the GEMM path (the tensor-core kernels, the default where they apply,
- * off). */
-static void test_backends_agree_gemm(void) {
-  if (test_backend != GPUML_BACKEND_CUDA) return;
-  char *fused = set_env("GPUML_GMM_FUSED", "0"), *dmma = set_env("GPUML_GMM_DMMA", "0");
-  agree_cases(0);
-  restore_env("GPUML_GMM_FUSED", fused);
-  restore_env("GPUML_GMM_DMMA", dmma);
-}
+static void test_backends_agree_fused(void) { agree_without_tensor_cores(1); }
+static void test_backends_agree_gemm(void) { agree_without_tensor_cores(0); }
 
 /* With the tensor-core full-covariance kernels (GPUML_GMM_DMMA=1, kernels/gmm.cu; on a
  * GPU below sm_80 or a build without sm_80 code they fall back to the GEMM path, and
