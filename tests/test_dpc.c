@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "gpuml.h"
 #include "rng.h" /* the sample of dc's estimate, drawn here as the library draws it */
+#include "dpc.h" /* the index's plan (test_cell_side) */
 
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
 static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
@@ -404,6 +405,58 @@ static void test_crowded_cells(void) {
       }
       free(x);
     }
+}
+
+/* The mean, over points, of the count of their cell, from a built index. */
+static double seen_occupancy(const gm_dpc_grid *g) {
+  double sum = 0;
+  for (int64_t c = 0; c < g->ncells; c++) {
+    const double m = (double)(g->start[c + 1] - g->start[c]);
+    sum += m * m;
+  }
+  return sum / (double)g->n;
+}
+
+/* The index's cells: uniform data keep the mean density's cells (about per_cell points
+ * each); clustered data, where most points sit in cells many times denser than the
+ * mean, get cells small enough that a point's cell holds about per_cell points; data on
+ * a line in the plane get cells up to the cap; one point repeated still builds. The answers on such indexes are test_index's and test_crowded_cells'. */
+static void test_cell_side(void) {
+  const int64_t n = 40000;
+  const double per_cell = 16;
+  double *x = malloc(sizeof(double) * n * 3);
+  for (int shape = 0; shape < 4; shape++) {
+    const int64_t d = shape == 2 ? 2 : shape == 3 ? 1 + 2 : 2;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t t = 0; t < d; t++) {
+        double v = uniform();
+        if (shape == 1 && i % 20 != 0) v = 0.3 + 0.05 * normal();  /* 95% in a blob */
+        if (shape == 2) v = t == 0 ? uniform() : x[i];              /* the line y = x */
+        if (shape == 3) v = 0.5;                                   /* one point */
+        x[i + t * n] = v;
+      }
+    gm_dpc_grid g;
+    gpuml_status st = gm_dpc_grid_build(x, n, d, per_cell, 2, &g);
+    CHECK(st == GPUML_OK, "cell side, shape %d: the index did not build (%s)", shape,
+          gpuml_last_error());
+    if (st) continue;
+    const double seen = seen_occupancy(&g);
+    CHECK(g.ncells <= 2 * n + 1, "cell side, shape %d: %lld cells for %lld points", shape,
+          (long long)g.ncells, (long long)n);
+    if (shape == 0)
+      CHECK(seen < 2 * per_cell && g.ncells > n / (int64_t)(4 * per_cell),
+            "cell side, uniform: %.1f points in a point's cell, %lld cells", seen,
+            (long long)g.ncells);
+    if (shape == 1)
+      CHECK(seen < 3 * per_cell, "cell side, a blob: %.1f points in a point's cell", seen);
+    /* a line cannot get per_cell points a cell before the cap: the cells grow to it */
+    if (shape == 2)
+      CHECK(g.ncells > n, "cell side, a line: %lld cells (%.1f points in a point's cell)",
+            (long long)g.ncells, seen);
+    if (shape == 3) CHECK(seen == (double)n, "cell side, one point: %.1f", seen);
+    gm_dpc_grid_free(&g);
+  }
+  free(x);
 }
 
 /* The cell index (d <= 8) against the brute force at sizes where it has many cells:
@@ -1525,6 +1578,7 @@ int main(void) {
     test_ties();
     test_far_peaks();
     test_crowded_cells();
+    test_cell_side();
     test_index();
     test_halo_many_clusters();
     test_dc_estimate();

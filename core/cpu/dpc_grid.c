@@ -16,6 +16,7 @@
  * so the answers are those of the brute force. The GPU walks the same index with the
  * same formulas (kernels/dpc_grid.cuh). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "dpc.h"
@@ -61,6 +62,94 @@ static double cells_for(const double *range, int dim, double h, int64_t *per_dim
   return total;
 }
 
+/* Points sampled (evenly spaced indices) to estimate the occupancy the points see. */
+#define GM_DPC_OCCUPANCY_SAMPLE 32768
+/* The cells may grow to this many per point when the data are clustered. */
+#define GM_DPC_MAX_CELLS_PER_POINT 2
+
+/* The mean number of points in the cell of a point (itself included) with cells of side
+ * h from lo, estimated from m evenly spaced points: the pairs of them that share a cell,
+ * scaled to n (exact when m = n). ids: room for m; slots (a power of two >= 2m) hold
+ * (id + 1, count). */
+static double occupancy(const double *x, int64_t n, int dim, const double *lo,
+                        const double *range, double h, int64_t m, int threads, int64_t *ids,
+                        int64_t *slots, int64_t nslots) {
+  int64_t cells[GM_DPC_GRID_MAX_DIM];
+  cells_for(range, dim, h, cells);
+  /* the samples' reads are cache misses: on all threads */
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t j = 0; j < m; j++) {
+    const int64_t i = (int64_t)((double)j * (double)n / (double)m);
+    int64_t id = 0, stride = 1;
+    for (int t = 0; t < dim; t++) {
+      const double y = floor((x[i + (int64_t)t * n] - lo[t]) / h);
+      const int64_t c = y < 0 ? 0 : y >= (double)cells[t] ? cells[t] - 1 : (int64_t)y;
+      id += c * stride;
+      stride *= cells[t];
+    }
+    ids[j] = id;
+  }
+  memset(slots, 0, (size_t)nslots * 2 * sizeof *slots);
+  double pairs = 0;
+  for (int64_t j = 0; j < m; j++) {
+    /* open addressing; a point meets the earlier points of its cell: 2 pairs each */
+    uint64_t at = ((uint64_t)ids[j] * 0x9E3779B97F4A7C15ull) >> 20;
+    for (;; at++) {
+      int64_t *slot = slots + 2 * (at & (uint64_t)(nslots - 1));
+      if (slot[0] == 0) slot[0] = ids[j] + 1;
+      if (slot[0] == ids[j] + 1) {
+        pairs += 2.0 * (double)slot[1]++;
+        break;
+      }
+    }
+  }
+  return 1 + pairs / ((double)m * (double)(m - 1)) * (double)(n - 1);
+}
+
+/* The side of the cells. Cells of the bounding box's mean density hold per_cell points
+ * where the data are uniform, but clustered data put most points in cells many times
+ * denser (10 Gaussian blobs in 3-d: cells of ~3,500 points at the centres), and every
+ * pass's cost per point grows with the points of the cells it tests. So the side
+ * shrinks until the occupancy the points see (the mean, over points, of their cell's
+ * count) is about per_cell, at most max_total cells. It only changes the speed: every
+ * answer is the same at any h. */
+static double cell_side(const double *x, int64_t n, int dim, const double *lo,
+                        const double *range, double widest, int spread, double volume,
+                        double per_cell, int threads) {
+  const double mean_total = (double)n / per_cell + 1;
+  double h = spread ? pow(volume / mean_total, 1.0 / spread) : 1;
+  if (!(h > 0) || !isfinite(h)) h = widest > 0 ? widest : 1;
+  const double h_floor = widest / (double)(GM_DPC_MAX_CELLS_PER_DIM - 2);
+  if (h < h_floor) h = h_floor;
+  while (cells_for(range, dim, h, NULL) > mean_total) h *= 1.1;
+  /* GPUML_DPC_CELLS=mean keeps the mean density's cells, for comparisons */
+  const char *knob = getenv("GPUML_DPC_CELLS");
+  if (knob && strcmp(knob, "mean") == 0) return h;
+  const int64_t m = n < GM_DPC_OCCUPANCY_SAMPLE ? n : GM_DPC_OCCUPANCY_SAMPLE;
+  int64_t nslots = 1;
+  while (nslots < 2 * m) nslots <<= 1;
+  int64_t *slots = spread && m > 1 ? malloc((size_t)(nslots * 2 + m) * sizeof *slots) : NULL;
+  if (!slots) return h;
+  const double max_total = (double)n * GM_DPC_MAX_CELLS_PER_POINT + 1;
+  for (int step = 0; step < 4; step++) {
+    const double seen = occupancy(x, n, dim, lo, range, h, m, threads, slots + nslots * 2, slots, nslots);
+    if (gm_trace_on()) {
+      char note[160];
+      snprintf(note, sizeof note, "dpc index: cells of side %g, %.0f cells, %.1f points in a point's cell",
+               h, cells_for(range, dim, h, NULL), seen);
+      gm_trace(note);
+    }
+    if (seen <= 1.5 * per_cell) break;
+    double finer = h * pow(per_cell / seen, 1.0 / spread);
+    if (finer < h_floor) finer = h_floor;
+    while (finer < h && cells_for(range, dim, finer, NULL) > max_total) finer *= 1.05;
+    if (!(finer < 0.95 * h)) break;
+    h = finer;
+  }
+  free(slots);
+  return h;
+}
+
 void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, int threads,
                       gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
@@ -88,12 +177,8 @@ void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, in
       spread++;
     }
   }
-  const double max_total = (double)n / per_cell + 1;
-  double h = spread ? pow(volume / max_total, 1.0 / spread) : 1;
-  if (!(h > 0) || !isfinite(h)) h = widest > 0 ? widest : 1;
-  if (widest / h > (double)(GM_DPC_MAX_CELLS_PER_DIM - 2))
-    h = widest / (double)(GM_DPC_MAX_CELLS_PER_DIM - 2);
-  while (cells_for(range, geo->dim, h, NULL) > max_total) h *= 1.1;
+  const double h =
+      cell_side(x, n, geo->dim, geo->lo, range, widest, spread, volume, per_cell, g->threads);
   geo->h = h;
   geo->inv_h = 1 / h;
   g->ncells = (int64_t)cells_for(range, geo->dim, h, geo->cells);
