@@ -328,11 +328,33 @@ done:
 /* The cell index for backend b: the geometry alone when the backend sorts the points
  * itself, else the whole index. */
 static gpuml_status grid_for(const gm_backend *b, const double *x, int64_t n, int64_t d,
-                             const gpuml_options *used, gm_dpc_grid *grid) {
+                             gm_dpc_cells sizing, const gpuml_options *used, gm_dpc_grid *grid) {
   if (!b->dpc->sorts_index)
-    return gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(used), grid);
-  gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(used), grid);
+    return gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), sizing, gm_threads(used), grid);
+  gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), sizing, gm_threads(used), grid);
   return GPUML_OK;
+}
+
+/* The cutoff density's own index (gm_dpc_cells: GM_DPC_CELLS_SEEN) into fine, when its
+ * cells are clearly smaller than those of grid (the mean density's, which delta and
+ * the halo walk) and a ball still touches few enough rows: 1 when made. On several
+ * devices or processes both passes share grid. GPUML_DPC_CELLS=mean: never, for
+ * comparisons. */
+static int fine_rho_grid(const gm_backend *b, const double *x, int64_t n, int64_t d,
+                         const gm_dpc_grid *grid, double cut, const gpuml_options *used,
+                         gm_dpc_grid *fine) {
+  const char *knob = getenv("GPUML_DPC_CELLS");
+  if (knob && strcmp(knob, "mean") == 0) return 0;
+  gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, gm_threads(used), fine);
+  if (!(fine->geom.h < 0.8 * grid->geom.h) || !gm_dpc_rows_fit(fine, cut, n) ||
+      (!b->dpc->sorts_index &&
+       gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, gm_threads(used),
+                         fine) != GPUML_OK)) {
+    gm_clear_error();
+    memset(fine, 0, sizeof *fine);
+    return 0;
+  }
+  return 1;
 }
 
 static gpuml_status check_data(const double *x, int64_t n, int64_t d) {
@@ -439,27 +461,34 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
                                  : INFINITY;
   /* The index for d <= GM_DPC_GRID_MAX_DIM (gm_dpc_rows_fit): delta always on it, rho
    * (not the exact Gaussian) when a point's ball touches few enough rows of cells. */
-  gm_dpc_grid grid;
+  gm_dpc_grid grid, fine;
   memset(&grid, 0, sizeof grid);
+  memset(&fine, 0, sizeof fine);
   const int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid) st = grid_for(b, x, n, d, &used, &grid);
-  gm_trace("dpc: index geometry");
+  if (use_grid) st = grid_for(b, x, n, d, GM_DPC_CELLS_MEAN, &used, &grid);
   const int rho_on_grid = !st && use_grid && (!gaussian || truncated) && gm_dpc_rows_fit(&grid, cut, n);
   const gm_dpc_grid *rho_grid = rho_on_grid ? &grid : NULL, *delta_grid = use_grid ? &grid : NULL;
   int ordered = 0; /* whether the backend made the order */
   if (!st && spread) {
+    gm_trace("dpc: index geometry");
     st = gm_dpc_spread_density(b, spread, x, n, d, rho_grid, delta_grid, gaussian, dc, cut, rho,
                                delta, nearest, &used);
   } else if (!st) {
     gm_shard_plan plan;
     st = gm_shard_plan_make(&used, n, &plan);
     ordered = !st && plan.count == 1;
+    /* the cutoff counts only: the truncated Gaussian's sums follow the cells' order, and a
+     * fit on shards (which share grid) must give the same bits */
+    if (ordered && rho_on_grid && !gaussian && fine_rho_grid(b, x, n, d, &grid, cut, &used, &fine))
+      rho_grid = &fine;
+    gm_trace("dpc: index geometry");
     if (!st)
       st = plan.count > 1 ? gm_dpc_sharded(b, &plan, x, n, d, rho_grid, delta_grid, gaussian, dc,
                                            cut, rho, delta, nearest, &used)
                           : b->dpc->density(x, n, d, rho_grid, delta_grid, gaussian, dc, cut,
                                             rho, delta, nearest, order, &used);
   }
+  gm_dpc_grid_free(&fine);
   if (!st && order && !ordered) st = gm_dpc_density_order(rho, n, order, gm_threads(&used));
   if (keep && !st && use_grid) *keep = grid;
   else gm_dpc_grid_free(&grid);
@@ -1037,7 +1066,7 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
   const int reused = reuse && reuse->ncells && (reuse->start || b->dpc->sorts_index);
   gm_dpc_grid *grid = reused ? reuse : &own;
   int use_grid = gm_dpc_grid_usable(d);
-  if (use_grid && !reused) st = grid_for(b, x, n, d, &used, grid);
+  if (use_grid && !reused) st = grid_for(b, x, n, d, GM_DPC_CELLS_MEAN, &used, grid);
   if (!st && use_grid && !gm_dpc_rows_fit(grid, cut, n)) use_grid = 0;
   if (!st && use_grid && reused && grid->run_label) {
     /* a kept index (gpuml_dpc_index) holds the runs of the previous cut's clusters */
@@ -1096,9 +1125,11 @@ gpuml_status gpuml_dpc_index_build(const double *x, int64_t n, int64_t d, double
   ix->d = d;
   /* Only where the halo walks the index (the rule of halo_impl), the whole index. */
   if (gm_dpc_grid_usable(d)) {
-    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(opt), &ix->grid);
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, gm_threads(opt),
+                     &ix->grid);
     if (gm_dpc_rows_fit(&ix->grid, gm_dpc_sq_threshold(dc, 0), n))
-      st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), gm_threads(opt), &ix->grid);
+      st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN,
+                             gm_threads(opt), &ix->grid);
     else
       memset(&ix->grid, 0, sizeof ix->grid);
   }

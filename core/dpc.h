@@ -34,8 +34,8 @@ int64_t gm_dpc_top(const double *rho, int64_t n, int threads);
 gpuml_status gm_dpc_density_order(const double *rho, int64_t n, int64_t *order, int threads);
 
 /* The cell index of density peaks (d <= GM_DPC_GRID_MAX_DIM): the points sorted by
- * cell, cells of side h holding about gm_dpc_grid_per_cell(d) points each on average
- * over the bounding box. Cell ids are row-major with dimension 0 fastest (see
+ * cell, cells of side h holding about gm_dpc_grid_per_cell(d) points each (see
+ * gm_dpc_cells). Cell ids are row-major with dimension 0 fastest (see
  * gm_dpc_geom), so a row of cells along dimension 0 is one contiguous run of sorted
  * points, and start[] doubles as the prefix count of points by cell. */
 typedef struct gm_dpc_grid {
@@ -59,12 +59,18 @@ typedef struct gm_dpc_grid {
 /* Whether the index serves d dimensions, and its mean points per cell there. */
 int gm_dpc_grid_usable(int64_t d);
 double gm_dpc_grid_per_cell(int64_t d);
+/* How the side of the cells is chosen: per_cell points a cell on average over the
+ * bounding box (MEAN: the walks of delta and the halo, whose cost grows with the empty
+ * cells of sparse regions), or about per_cell points in the cell of a typical point
+ * (SEEN: the cutoff density, whose cost grows with the points of the cells its sphere
+ * crosses; smaller cells where the data are clustered, at most 2 a point). */
+typedef enum { GM_DPC_CELLS_MEAN = 0, GM_DPC_CELLS_SEEN = 1 } gm_dpc_cells;
 /* The geometry alone (geom, n, ncells, threads; the arrays NULL), for a backend that
  * sorts the points by cell itself (gm_dpc_ops.sorts_index), then the whole index. */
-void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, int threads,
-                      gm_dpc_grid *g);
+void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm_dpc_cells sizing,
+                      int threads, gm_dpc_grid *g);
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
-                               int threads, gm_dpc_grid *g);
+                               gm_dpc_cells sizing, int threads, gm_dpc_grid *g);
 void gm_dpc_grid_free(gm_dpc_grid *g);
 /* The rows of cells a point's ball of squared radius cut can touch, at most (the cost of
  * a cutoff count or a halo scan per point on the index, next to n pairs on tiles). */

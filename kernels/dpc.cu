@@ -247,18 +247,20 @@ gpuml_status to_host(Context &ctx, T *host, const T *dev, int64_t n, const char 
 
 // The cell index of `plan` (core's geometry) built on the device: keys, a stable radix
 // sort, the cell starts and the points gathered into cell order; no host round trip but
-// the data's upload. The index's arrays in `keep` when given (else in the Context), the
-// data and the sort's work space in the Context.
+// the data's upload (none when *uploaded holds the data already; else it gets them). The
+// index's arrays in `keep` when given (else in the Context), the data and the sort's
+// work space in the Context.
 gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, GridDev &g,
-                        HeldList *keep) {
+                        HeldList *keep, double **uploaded = nullptr) {
   const int64_t n = plan->n, dim = plan->geom.dim;
   g.geom = plan->geom;
   g.n = n;
   g.ncells = plan->ncells;
-  double *x_d = nullptr, *coords = nullptr;
+  double *x_d = uploaded ? *uploaded : nullptr, *coords = nullptr;
   int64_t *key_in = nullptr, *key = nullptr, *row_in = nullptr, *order = nullptr,
           *start = nullptr;
-  GM_TRY(to_device(ctx, &x_d, x, n * dim, "copying the points to the GPU"));
+  if (!x_d) GM_TRY(to_device(ctx, &x_d, x, n * dim, "copying the points to the GPU"));
+  if (uploaded) *uploaded = x_d;
   GM_TRY(ctx.alloc(&key_in, (size_t)n, "the cells of the points"));
   GM_TRY(ctx.alloc(&row_in, (size_t)n, "the cells of the points"));
   GM_TRY(keep_alloc(ctx, keep, &key, (size_t)n, "the index"));
@@ -413,15 +415,20 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   const bool all_pairs = !rho_grid || !delta_grid;
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, all_pairs && d >= kGemmMinDim));
-  // rho, rho by cell, delta_sq, nearest, the index (one upload when rho and delta share it)
+  // rho, rho by cell, delta_sq, nearest, the index (one upload when rho and delta share it;
+  // a second index when rho has its own cells: core's GM_DPC_CELLS_SEEN)
   const gm_dpc_grid *index = rho_grid ? rho_grid : delta_grid;
+  const bool own_rho_grid = rho_grid && delta_grid && rho_grid != delta_grid;
   // and the density order's sort (its keys and values, in and out, when asked for)
   const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0) +
+                       (own_rho_grid ? grid_bytes(delta_grid) : 0) +
                        (order ? (size_t)n * 8 * 5 : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, n));
   GM_TRY(ctx.trace("dpc cuda: context"));
-  GridDev g;
-  if (index) GM_TRY(sort_index(ctx, x, index, g, nullptr));
+  GridDev g, g_delta;
+  double *x_d = nullptr;
+  if (index) GM_TRY(sort_index(ctx, x, index, g, nullptr, &x_d));
+  if (own_rho_grid) GM_TRY(sort_index(ctx, x, delta_grid, g_delta, nullptr, &x_d));
   AllPairs ap;
   if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed, nullptr));
   GM_TRY(ctx.trace("dpc cuda: points uploaded, index sorted"));
@@ -436,7 +443,8 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   GM_TRY(download(ctx, rho, rho_d, (size_t)n * sizeof *rho, "copying the densities to the host"));
   const int64_t top = gm_dpc_top(rho, n, gm_threads(opt));
   GM_TRY(ctx.trace("dpc cuda: rho to the host, top point"));
-  GM_TRY(delta_pass(ctx, g, ap, delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt));
+  GM_TRY(delta_pass(ctx, own_rho_grid ? g_delta : g, ap, delta_grid, n, d, rho_d, top, delta_d,
+                    nearest_d, opt));
   GM_TRY(ctx.trace("dpc cuda: delta pass"));
   if (order) {
     GM_TRY(density_order(ctx, rho_d, n, order));
@@ -498,6 +506,9 @@ gpuml_options on_device(const PartSession &s, const gpuml_options *opt) {
 }
 
 gpuml_status part_open(PartSession &s, const gpuml_options *opt) {
+  // the parts share one index (core gives rho its own cells on one device only)
+  if (s.rho_grid && s.delta_grid && s.rho_grid != s.delta_grid)
+    return gm_fail(GPUML_ERR_ARG, "dpc:cuda", "the parts of a fit share one cell index");
   const bool all_pairs = !s.rho_grid || !s.delta_grid;
   const gm_dpc_grid *index = s.rho_grid ? s.rho_grid : s.delta_grid;
   Context ctx("dpc:cuda");

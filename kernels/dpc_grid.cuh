@@ -200,14 +200,68 @@ __global__ void gather_points_kernel(const double *__restrict__ x, const int64_t
   }
 }
 
+// delta's candidates in the row `rows` of ring r around cell c of point p (position's
+// index i, density rho_i): the denser points of its cells (the whole row on the ring's
+// faces, else its two cells at c[0] -+ r) that can beat (best, best_j), taken in by the
+// tie rule (the smaller squared distance, then the smaller index).
+template <int DIM>
+__device__ __forceinline__ void delta_row(const GridDev &g, const double *__restrict__ rho_sorted,
+                                          const double *__restrict__ cell_max,
+                                          const gm_dpc_rows &rows, const int64_t *c, int64_t r,
+                                          const double *p, double rho_i, int64_t i, double &best,
+                                          int64_t &best_j) {
+  const gm_dpc_geom *geo = &g.geom;
+  int on_ring = r == 0;
+  for (int t = 1; t < DIM; t++)
+    if (rows.y[t] == c[t] - r || rows.y[t] == c[t] + r) on_ring = 1;
+  double near_sq, far_sq;
+  const int64_t base = gm_dpc_row_base(geo, DIM, &rows, p, p, &near_sq, &far_sq);
+  if (near_sq > best * GM_DPC_CUT_OUT) return;
+  const int64_t m0 = geo->cells[0];
+  const int64_t lo = c[0] - r > 0 ? c[0] - r : 0, hi = c[0] + r < m0 - 1 ? c[0] + r : m0 - 1;
+  const int64_t step = on_ring ? 1 : 2 * r;
+  for (int64_t q = on_ring ? lo : c[0] - r; q <= hi; q += step) {
+    if (q < 0) continue;
+    const int64_t id = base + q;
+    if (cell_max[id] < rho_i) continue;
+    double gap, far;
+    gm_dpc_gap(geo, 0, q, p[0], p[0], &gap, &far);
+    if (near_sq + gap * gap > best * GM_DPC_CUT_OUT) continue;
+    for (int64_t j = g.start[id]; j < g.start[id + 1]; j++) {
+      const double rj = rho_sorted[j];
+      if (rj < rho_i) continue;
+      const int64_t oj = g.order[j];
+      if (!above(rj, oj, rho_i, i)) continue;
+      const double sq = grid_sq<DIM>(g, p, j);
+      if (sq < best || (sq == best && oj < best_j)) {
+        best = sq;
+        best_j = oj;
+      }
+    }
+  }
+}
+
+// The rings a thread walks for one point before the point is left to a warp
+// (grid_delta_far_kernel): most points find their nearest denser point within a ring or
+// two, but a local peak of the density walks out to the next denser region, and a thread
+// walking hundreds of rings holds up its warp and its launch. GPUML_CUDA_DPC_RINGS=N sets
+// it (0: every point past its own cell goes to a warp; for tests).
+inline int64_t delta_thread_rings(int dim) {
+  static const char *knob = getenv("GPUML_CUDA_DPC_RINGS");
+  if (knob && *knob >= '0' && *knob <= '9') return atoll(knob);
+  return dim <= 2 ? 8 : dim == 3 ? 4 : 2;
+}
+
 // delta_sq and nearest by point index, or by sorted position when by_position; top's
-// entry is left as it is.
+// entry is left as it is. A point not settled within `rings` rings (delta_thread_rings)
+// is appended to far (far_count: its length) and left to grid_delta_far_kernel.
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
     grid_delta_kernel(GridDev g, const double *__restrict__ rho_sorted,
                       const double *__restrict__ cell_max, int64_t top,
                       double *__restrict__ delta_sq, int64_t *__restrict__ nearest, int64_t s0,
-                      int64_t s1, int by_position) {
+                      int64_t s1, int by_position, int64_t rings, int64_t *__restrict__ far,
+                      unsigned long long *far_count) {
   const int64_t s = s0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= s1) return;
   const int64_t i = g.order[s];
@@ -219,44 +273,74 @@ __global__ void __launch_bounds__(kPassThreads)
   const double rho_i = rho_sorted[s];
   double best = __longlong_as_double(0x7ff0000000000000LL);
   int64_t best_j = -1;
-  const int64_t m0 = geo->cells[0];
   for (int64_t r = 0; r < geo->max_cells; r++) {
     if (r >= 1 && best < gm_dpc_ring_bound(geo, DIM, c, p, r)) break;
+    if (r > rings) {
+      far[atomicAdd(far_count, 1ull)] = s;
+      return;
+    }
     gm_dpc_rows rows;
     gm_dpc_rows_cube(geo, DIM, c, r, &rows);
-    do {
-      int on_ring = r == 0;
-      for (int t = 1; t < DIM; t++)
-        if (rows.y[t] == c[t] - r || rows.y[t] == c[t] + r) on_ring = 1;
-      double near_sq, far_sq;
-      const int64_t base = gm_dpc_row_base(geo, DIM, &rows, p, p, &near_sq, &far_sq);
-      if (near_sq > best * GM_DPC_CUT_OUT) continue;
-      const int64_t lo = c[0] - r > 0 ? c[0] - r : 0, hi = c[0] + r < m0 - 1 ? c[0] + r : m0 - 1;
-      const int64_t step = on_ring ? 1 : 2 * r;
-      for (int64_t q = on_ring ? lo : c[0] - r; q <= hi; q += step) {
-        if (q < 0) continue;
-        const int64_t id = base + q;
-        if (cell_max[id] < rho_i) continue;
-        double gap, far;
-        gm_dpc_gap(geo, 0, q, p[0], p[0], &gap, &far);
-        if (near_sq + gap * gap > best * GM_DPC_CUT_OUT) continue;
-        for (int64_t j = g.start[id]; j < g.start[id + 1]; j++) {
-          const double rj = rho_sorted[j];
-          if (rj < rho_i) continue;
-          const int64_t oj = g.order[j];
-          if (!above(rj, oj, rho_i, i)) continue;
-          const double sq = grid_sq<DIM>(g, p, j);
-          if (sq < best || (sq == best && oj < best_j)) {
-            best = sq;
-            best_j = oj;
-          }
-        }
-      }
-    } while (gm_dpc_rows_next(DIM, &rows));
+    do delta_row<DIM>(g, rho_sorted, cell_max, rows, c, r, p, rho_i, i, best, best_j);
+    while (gm_dpc_rows_next(DIM, &rows));
   }
   const int64_t at = by_position ? s : i;
   delta_sq[at] = best;
   nearest[at] = best_j;
+}
+
+// The points grid_delta_kernel left (far[0 .. count - 1], sorted positions), one warp
+// each: the same walk from ring 0, the rows of each ring dealt to the lanes, the lanes'
+// bests merged by the tie rule after each ring before its bound is checked, so the
+// answer is the one-thread walk's.
+template <int DIM>
+__global__ void __launch_bounds__(kPassThreads)
+    grid_delta_far_kernel(GridDev g, const double *__restrict__ rho_sorted,
+                          const double *__restrict__ cell_max, const int64_t *__restrict__ far,
+                          int64_t count, double *__restrict__ delta_sq,
+                          int64_t *__restrict__ nearest, int by_position) {
+  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (w >= count) return;  // the whole warp
+  const int64_t s = far[w];
+  const int64_t i = g.order[s];
+  double p[GM_DPC_GRID_MAX_DIM];
+  int64_t c[GM_DPC_GRID_MAX_DIM];
+  load_point<DIM>(g, s, p, c);
+  const gm_dpc_geom *geo = &g.geom;
+  const double rho_i = rho_sorted[s];
+  double best = __longlong_as_double(0x7ff0000000000000LL);
+  int64_t best_j = -1;
+  for (int64_t r = 0; r < geo->max_cells; r++) {
+    if (r >= 1 && best < gm_dpc_ring_bound(geo, DIM, c, p, r)) break;
+    gm_dpc_rows rows;
+    gm_dpc_rows_cube(geo, DIM, c, r, &rows);
+    // row k of the ring: its odometer decoded from k
+    int64_t total = 1;
+    for (int t = 1; t < DIM; t++) total *= rows.b[t] - rows.a[t] + 1;
+    for (int64_t k = lane; k < total; k += 32) {
+      int64_t rest = k;
+      for (int t = 1; t < DIM; t++) {
+        const int64_t len = rows.b[t] - rows.a[t] + 1;
+        rows.y[t] = rows.a[t] + rest % len;
+        rest /= len;
+      }
+      delta_row<DIM>(g, rho_sorted, cell_max, rows, c, r, p, rho_i, i, best, best_j);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      const double o = __shfl_xor_sync(kFullMask, best, off);
+      const int64_t oj = __shfl_xor_sync(kFullMask, best_j, off);
+      if (o < best || (o == best && oj < best_j)) {
+        best = o;
+        best_j = oj;
+      }
+    }
+  }
+  if (lane == 0) {
+    const int64_t at = by_position ? s : i;
+    delta_sq[at] = best;
+    nearest[at] = best_j;
+  }
 }
 
 // found[c]: the largest border density written so far for cluster c, as the bits of a
@@ -442,13 +526,30 @@ gpuml_status grid_delta(Context &ctx, int dim, const GridDev &g, const double *r
                         const double *cell_max, int64_t top, int64_t first, int64_t last,
                         double *delta_sq, int64_t *nearest, int by_position,
                         const gpuml_options *opt) {
+  int64_t *far = nullptr;
+  unsigned long long *far_count = nullptr;
+  GM_TRY(ctx.alloc(&far, (size_t)min64(last - first, kGridChunk), "delta's far points"));
+  GM_TRY(ctx.alloc(&far_count, 1, "delta's far points"));
   for (int64_t s0 = first; s0 < last; s0 += kGridChunk) {
     const int64_t s1 = min64(last, s0 + kGridChunk);
-    const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
+    GM_TRY(ctx.check(cudaMemsetAsync(far_count, 0, sizeof *far_count, ctx.stream()),
+                     "density peaks delta (index)"));
+    unsigned blocks = grid_1d(s1 - s0, kPassThreads);
     GM_DPC_DIM_SWITCH(dim, grid_delta_kernel, g, rho_sorted, cell_max, top, delta_sq, nearest,
-                      s0, s1, by_position);
+                      s0, s1, by_position, delta_thread_rings(dim), far, far_count);
     GM_TRY(ctx.launched("density peaks delta (index)"));
+    unsigned long long count = 0;
+    GM_TRY(ctx.check(cudaMemcpyAsync(&count, far_count, sizeof count, cudaMemcpyDeviceToHost,
+                                     ctx.stream()),
+                     "density peaks delta (index)"));
     GM_TRY(ctx.sync("density peaks delta (index)"));
+    if (count > 0) {
+      blocks = grid_1d((int64_t)count * 32, kPassThreads);
+      GM_DPC_DIM_SWITCH(dim, grid_delta_far_kernel, g, rho_sorted, cell_max, far,
+                        (int64_t)count, delta_sq, nearest, by_position);
+      GM_TRY(ctx.launched("density peaks delta (index, far points)"));
+      GM_TRY(ctx.sync("density peaks delta (index, far points)"));
+    }
     GM_TRY(interrupted(ctx, opt));
     gm_progress(opt, "dpc delta", s1 - first, last - first);
   }

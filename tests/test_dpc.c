@@ -436,7 +436,7 @@ static void test_cell_side(void) {
         x[i + t * n] = v;
       }
     gm_dpc_grid g;
-    gpuml_status st = gm_dpc_grid_build(x, n, d, per_cell, 2, &g);
+    gpuml_status st = gm_dpc_grid_build(x, n, d, per_cell, GM_DPC_CELLS_SEEN, 2, &g);
     CHECK(st == GPUML_OK, "cell side, shape %d: the index did not build (%s)", shape,
           gpuml_last_error());
     if (st) continue;

@@ -174,6 +174,8 @@ if want tests; then
         double-tiles) run_tests "$prog" double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300 ;;
       esac
     done
+    # density peaks' delta with every point past its own cell walked by a warp
+    [ "$prog" = test_dpc ] && run_tests test_dpc delta-warps GPUML_CUDA_DPC_RINGS=0
   done
 fi
 

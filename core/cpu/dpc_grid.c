@@ -108,23 +108,21 @@ static double occupancy(const double *x, int64_t n, int dim, const double *lo,
 
 /* The side of the cells. Cells of the bounding box's mean density hold per_cell points
  * where the data are uniform, but clustered data put most points in cells many times
- * denser (10 Gaussian blobs in 3-d: cells of ~3,500 points at the centres), and every
- * pass's cost per point grows with the points of the cells it tests. So the side
- * shrinks until the occupancy the points see (the mean, over points, of their cell's
- * count) is about per_cell, at most max_total cells. It only changes the speed: every
- * answer is the same at any h. */
+ * denser (10 Gaussian blobs in 3-d: cells of ~3,500 points at the centres), and the
+ * cutoff density's cost per point grows with the points of the cells it tests. With
+ * GM_DPC_CELLS_SEEN the side shrinks until the occupancy the points see (the mean, over
+ * points, of their cell's count) is about per_cell, at most max_total cells. It only
+ * changes the speed: every answer is the same at any h. */
 static double cell_side(const double *x, int64_t n, int dim, const double *lo,
                         const double *range, double widest, int spread, double volume,
-                        double per_cell, int threads) {
+                        double per_cell, gm_dpc_cells sizing, int threads) {
   const double mean_total = (double)n / per_cell + 1;
   double h = spread ? pow(volume / mean_total, 1.0 / spread) : 1;
   if (!(h > 0) || !isfinite(h)) h = widest > 0 ? widest : 1;
   const double h_floor = widest / (double)(GM_DPC_MAX_CELLS_PER_DIM - 2);
   if (h < h_floor) h = h_floor;
   while (cells_for(range, dim, h, NULL) > mean_total) h *= 1.1;
-  /* GPUML_DPC_CELLS=mean keeps the mean density's cells, for comparisons */
-  const char *knob = getenv("GPUML_DPC_CELLS");
-  if (knob && strcmp(knob, "mean") == 0) return h;
+  if (sizing == GM_DPC_CELLS_MEAN) return h;
   const int64_t m = n < GM_DPC_OCCUPANCY_SAMPLE ? n : GM_DPC_OCCUPANCY_SAMPLE;
   int64_t nslots = 1;
   while (nslots < 2 * m) nslots <<= 1;
@@ -150,8 +148,8 @@ static double cell_side(const double *x, int64_t n, int dim, const double *lo,
   return h;
 }
 
-void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, int threads,
-                      gm_dpc_grid *g) {
+void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm_dpc_cells sizing,
+                      int threads, gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
   /* the host loops of the index are memory-bound passes over n: below this many points
    * a parallel region costs more than it saves (and spins on a loaded machine) */
@@ -178,7 +176,7 @@ void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, in
     }
   }
   const double h =
-      cell_side(x, n, geo->dim, geo->lo, range, widest, spread, volume, per_cell, g->threads);
+      cell_side(x, n, geo->dim, geo->lo, range, widest, spread, volume, per_cell, sizing, g->threads);
   geo->h = h;
   geo->inv_h = 1 / h;
   g->ncells = (int64_t)cells_for(range, geo->dim, h, geo->cells);
@@ -193,8 +191,8 @@ void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, in
 }
 
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
-                               int threads, gm_dpc_grid *g) {
-  gm_dpc_grid_plan(x, n, d, per_cell, threads, g);
+                               gm_dpc_cells sizing, int threads, gm_dpc_grid *g) {
+  gm_dpc_grid_plan(x, n, d, per_cell, sizing, threads, g);
   const gm_dpc_geom *geo = &g->geom;
   g->start = gm_alloc((size_t)g->ncells + 1, sizeof *g->start);
   g->cell = gm_alloc((size_t)n, sizeof *g->cell);
