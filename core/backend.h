@@ -44,9 +44,10 @@ typedef struct gm_neighbour_ops {
   void (*resident_free)(void *state);
 } gm_neighbour_ops;
 
-/* Density peaks: the passes over pairs. rho_grid and delta_grid are the same cell index
- * (core/dpc.h; d <= GM_DPC_GRID_MAX_DIM), given where core's rule (gm_dpc_rows_fit) puts
- * that pass on it; NULL: all pairs are visited, in tiles. */
+/* Density peaks: the passes over pairs. rho_grid and delta_grid are cell indexes (core/dpc.h;
+ * d <= GM_DPC_GRID_MAX_DIM), given where core's rule (gm_dpc_rows_fit) puts that pass on
+ * one; NULL: all pairs are visited, in tiles. On one device rho may have cells of its own
+ * (gm_dpc_cells); the parts of a split fit share one index. */
 typedef struct gm_dpc_ops {
   /* rho, and for every point but the top of the density order (gm_dpc_top) the
    * squared distance to its nearest denser point and that point's index; rho on the
@@ -98,6 +99,15 @@ typedef struct gm_dpc_ops {
   /* 1: the backend sorts the points by cell itself (on the device), so the grids it gets
    * hold the geometry only (gm_dpc_grid_plan; no arrays, no runs, nclusters set). */
   int sorts_index;
+  /* The clusters of a cut, as core's walk in the density order gives them (each point
+   * the cluster of its nearest denser point, centres[c] cluster c), from a fit's own
+   * order (a permutation): cluster by point index. *done = 0 where the backend leaves
+   * it to the host (too few points to pay for the copies); *bad = n when every point
+   * got one, else a position whose nearest is not earlier in the order (the host then
+   * walks again and names the error). NULL: always the host. */
+  gpuml_status (*assign)(const int64_t *order, const int64_t *nearest, int64_t n,
+                         const int64_t *centres, int64_t k, int64_t *cluster, int *done,
+                         int64_t *bad, const gpuml_options *opt);
 } gm_dpc_ops;
 
 /* t-SNE. */

@@ -427,7 +427,8 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
                                  const gpuml_dpc_params *params, double *rho, double *delta,
                                  int64_t *nearest, double *gamma, int64_t *order,
                                  const gpuml_options *opt, gpuml_dpc_result *result,
-                                 gm_dpc_grid *keep, const gm_dpc_spread *spread) {
+                                 gm_dpc_grid *keep, const gm_dpc_spread *spread,
+                                 gpuml_options *used_out) {
   gpuml_status st = check_data(x, n, d);
   if (st) return st;
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
@@ -503,6 +504,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
     if (gamma) gamma[i] = rho[i] * delta[i];
   }
   gm_trace("dpc: top point's delta, gamma");
+  if (used_out) *used_out = used;
   if (result) {
     gm_run_info_fill(&result->run, &used, GM_F64, t0);
     result->dc = dc;
@@ -516,7 +518,7 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
                                gpuml_dpc_result *result) {
   gm_clear_error();
   return density_impl(x, n, d, params, rho, delta, nearest, gamma, NULL, opt, result, NULL,
-                      NULL);
+                      NULL, NULL);
 }
 
 /* ---- centres and clusters --------------------------------------------------------- */
@@ -950,7 +952,8 @@ gpuml_status gpuml_dpc_rank(const double *rho, const double *delta, int64_t n, i
 static gpuml_status cut_impl(const double *rho, const double *delta, const int64_t *nearest,
                              const int64_t *order, int order_trusted, int64_t n,
                              const gpuml_dpc_selection *sel, int64_t *centres, int64_t *ncentres,
-                             int64_t *cluster, int threads) {
+                             int64_t *cluster, int threads, const gm_backend *b,
+                             const gpuml_options *used) {
   if (!rho || !delta || !nearest)
     return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho, delta and nearest must not be NULL");
   if (!centres || !ncentres || !cluster)
@@ -965,6 +968,19 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
   int64_t k = 0;
   if ((st = rank_centres(rho, delta, n, sel, threads, centres, &k))) return st;
   gm_trace("dpc cut: centres ranked");
+  /* The fit's own order on the backend that made it, where it labels (b->dpc->assign);
+   * a position before its nearest there is left to the walk below, which names it. */
+  if (order && order_trusted && b && b->dpc->assign) {
+    int done = 0;
+    int64_t bad = n;
+    if ((st = b->dpc->assign(order, nearest, n, centres, k, cluster, &done, &bad, used)))
+      return st;
+    if (done && bad == n) {
+      gm_trace("dpc cut: clusters (backend)");
+      *ncentres = k;
+      return GPUML_OK;
+    }
+  }
   /* In the order kept with the fit; when that is not the density order (it names no
    * point, leaves one out, or reaches a point before its nearest), in the density order
    * sorted here. There, a point before its nearest is an error of the input. */
@@ -1011,7 +1027,7 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
   gpuml_options opt;
   gpuml_options_init(&opt);
   return cut_impl(rho, delta, nearest, NULL, 0, n, sel, centres, ncentres, cluster,
-                  gm_threads(&opt));
+                  gm_threads(&opt), NULL, NULL);
 }
 
 /* ---- halo ---------------------------------------------------------------------- */
@@ -1187,15 +1203,17 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
   }
   gm_dpc_grid index;
   memset(&index, 0, sizeof index);
+  gpuml_options used;
   if ((st = density_impl(x, n, d, params, rho, delta, nearest, gamma, order, opt, result,
-                         cut ? &index : NULL, spread)) || !cut) {
+                         cut ? &index : NULL, spread, &used)) || !cut) {
     gm_dpc_grid_free(&index);
     free(own_order);
     return st;
   }
   const gpuml_run_info run = result->run;
+  /* the clusters on the fit's backend (one process: the ranks of a spread fit cut alone) */
   st = cut_impl(rho, delta, nearest, order, 1, n, &params->select, centres, ncentres, cluster,
-                gm_threads(opt));
+                gm_threads(opt), spread ? NULL : gm_backend_used(&used), &used);
   free(own_order);
   gm_trace("dpc: centres and clusters");
   if (!st) {
@@ -1228,7 +1246,7 @@ gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, c
                  "index of this fit, or none",
                  (long long)index->n, (long long)index->d, (long long)n, (long long)d);
   if (!st) st = cut_impl(rho, delta, nearest, order, 0, n, &params->select, centres, ncentres,
-                         cluster, gm_threads(opt));
+                         cluster, gm_threads(opt), NULL, NULL);
   if (!st) {
     gm_clear_error();
     st = halo_impl(x, n, d, dc, rho, cluster, *ncentres, halo, opt, result,

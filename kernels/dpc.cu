@@ -706,8 +706,139 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
                   "copying the border densities to the host");
 }
 
+// ---------------------------------------------------------------------------------------
+// The cut's clusters (core's assign_in_order) on the device: each position's parent is
+// the position of its nearest denser point (earlier in the order), the centres hold
+// their cluster, and pointer jumping (each round a position takes its parent's entry, a
+// cluster or a pointer two steps up) ends in O(log n) rounds; one read and one write per
+// position and round instead of the host's chain of reads anywhere in memory.
+
+// lab[s] = -1 (a centre's is written after), pos[order[s]] = s.
+__global__ void assign_positions_kernel(const int64_t *__restrict__ order, int64_t n,
+                                        int64_t *__restrict__ pos, int64_t *__restrict__ lab) {
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x) {
+    pos[order[s]] = s;
+    lab[s] = -1;
+  }
+}
+
+__global__ void assign_centres_kernel(const int64_t *__restrict__ centres, int64_t k,
+                                      const int64_t *__restrict__ pos, int64_t *__restrict__ lab) {
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < k;
+       c += (int64_t)gridDim.x * blockDim.x)
+    lab[pos[centres[c]]] = c;
+}
+
+// lab[s] = -2 - parent for the others; *bad = the least position whose nearest is not
+// earlier (n when none).
+__global__ void assign_parents_kernel(const int64_t *__restrict__ order,
+                                      const int64_t *__restrict__ nearest,
+                                      const int64_t *__restrict__ pos, int64_t n,
+                                      int64_t *__restrict__ lab, unsigned long long *bad) {
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x) {
+    if (lab[s] >= 0) continue;
+    const int64_t j = nearest[order[s]];
+    const int64_t p = j >= 0 && j < n ? pos[j] : n;
+    if (p >= s) atomicMin(bad, (unsigned long long)s);
+    else lab[s] = -2 - p;
+  }
+}
+
+// One round: a pointer becomes its target's entry. Entries only move up the chains to
+// their clusters, so reading a neighbour's old or new entry is right either way.
+__global__ void assign_jump_kernel(int64_t n, int64_t *lab, int *more) {
+  int pending = 0;
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t v = lab[s];
+    if (v >= 0) continue;
+    const int64_t w = ((volatile int64_t *)lab)[-2 - v];
+    lab[s] = w;
+    pending |= w < 0;
+  }
+  if (__syncthreads_or(pending) && threadIdx.x == 0) *more = 1;
+}
+
+__global__ void assign_out_kernel(const int64_t *__restrict__ order, const int64_t *__restrict__ lab,
+                                  int64_t n, int64_t *__restrict__ cluster) {
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x)
+    cluster[order[s]] = lab[s];
+}
+
+// Points from which the copies (order and nearest up, the clusters down) pay;
+// GPUML_CUDA_DPC_ASSIGN=all takes any n (tests), =host none.
+bool assign_here(int64_t n) {
+  static const char *knob = getenv("GPUML_CUDA_DPC_ASSIGN");
+  if (knob && strcmp(knob, "all") == 0) return true;
+  if (knob && strcmp(knob, "host") == 0) return false;
+  return n >= ((int64_t)1 << 20);
+}
+
+gpuml_status assign_run(const int64_t *order, const int64_t *nearest, int64_t n,
+                        const int64_t *centres, int64_t k, int64_t *cluster, int64_t *bad,
+                        const gpuml_options *opt) {
+  Context ctx("dpc:cuda");
+  GM_TRY(ctx.init(opt, false));
+  GM_TRY(check_fixed(ctx, (size_t)n * 8 * 4 + (size_t)k * 8, n));
+  int64_t *order_d = nullptr, *nearest_d = nullptr, *centres_d = nullptr, *pos = nullptr,
+          *lab = nullptr;
+  unsigned long long *bad_d = nullptr;
+  int *more_d = nullptr;
+  GM_TRY(to_device(ctx, &order_d, order, n, "copying the density order to the GPU"));
+  GM_TRY(to_device(ctx, &nearest_d, nearest, n, "copying the nearest denser points to the GPU"));
+  GM_TRY(to_device(ctx, &centres_d, centres, k, "copying the centres to the GPU"));
+  GM_TRY(ctx.alloc(&pos, (size_t)n, "the cut's positions"));
+  GM_TRY(ctx.alloc(&lab, (size_t)n, "the cut's labels"));
+  GM_TRY(ctx.alloc(&bad_d, 1, "the cut's labels"));
+  GM_TRY(ctx.alloc(&more_d, 1, "the cut's labels"));
+  const unsigned blocks = grid_1d(n, 256) < 8192u ? grid_1d(n, 256) : 8192u;
+  const unsigned long long none = (unsigned long long)n;
+  GM_TRY(ctx.check(cudaMemcpyAsync(bad_d, &none, sizeof none, cudaMemcpyHostToDevice, ctx.stream()),
+                   "the cut's labels"));
+  assign_positions_kernel<<<blocks, 256, 0, ctx.stream()>>>(order_d, n, pos, lab);
+  assign_centres_kernel<<<grid_1d(k, 256), 256, 0, ctx.stream()>>>(centres_d, k, pos, lab);
+  assign_parents_kernel<<<blocks, 256, 0, ctx.stream()>>>(order_d, nearest_d, pos, n, lab, bad_d);
+  GM_TRY(ctx.launched("the cut's parents"));
+  unsigned long long first_bad = 0;
+  GM_TRY(ctx.check(cudaMemcpyAsync(&first_bad, bad_d, sizeof first_bad, cudaMemcpyDeviceToHost,
+                                   ctx.stream()),
+                   "the cut's labels"));
+  GM_TRY(ctx.sync("the cut's parents"));
+  *bad = (int64_t)first_bad;
+  if (*bad != n) return GPUML_OK;
+  for (int round = 0;; round++) {
+    int more = 0;
+    GM_TRY(ctx.check(cudaMemsetAsync(more_d, 0, sizeof *more_d, ctx.stream()), "the cut's labels"));
+    assign_jump_kernel<<<blocks, 256, 0, ctx.stream()>>>(n, lab, more_d);
+    GM_TRY(ctx.launched("the cut's labels"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(&more, more_d, sizeof more, cudaMemcpyDeviceToHost, ctx.stream()),
+                     "the cut's labels"));
+    GM_TRY(ctx.sync("the cut's labels"));
+    if (!more) break;
+    if (round > 130)  // each round at least halves every chain: never reached
+      return gm_fail(GPUML_ERR_CUDA, "dpc:cuda", "the cut's labels did not settle");
+  }
+  int64_t *cluster_d = pos;  // pos is no longer needed
+  assign_out_kernel<<<blocks, 256, 0, ctx.stream()>>>(order_d, lab, n, cluster_d);
+  GM_TRY(ctx.launched("the cut's clusters"));
+  return download(ctx, cluster, cluster_d, (size_t)n * sizeof *cluster,
+                  "copying the clusters to the host");
+}
+
 }  // namespace
 }  // namespace gm
+
+extern "C" gpuml_status gm_cuda_dpc_assign(const int64_t *order, const int64_t *nearest, int64_t n,
+                                           const int64_t *centres, int64_t k, int64_t *cluster,
+                                           int *done, int64_t *bad, const gpuml_options *opt) {
+  *done = gm::assign_here(n);
+  *bad = n;
+  if (!*done) return GPUML_OK;
+  return gm::assign_run(order, nearest, n, centres, k, cluster, bad, opt);
+}
 
 extern "C" gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t d,
                                        const struct gm_dpc_grid *rho_grid,

@@ -174,8 +174,9 @@ if want tests; then
         double-tiles) run_tests "$prog" double-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_TILE=300 ;;
       esac
     done
-    # density peaks' delta with every point past its own cell walked by a warp
-    [ "$prog" = test_dpc ] && run_tests test_dpc delta-warps GPUML_CUDA_DPC_RINGS=0
+    # density peaks' delta with every point past its own cell walked by a warp, and the
+    # cut's clusters on the device at any n
+    [ "$prog" = test_dpc ] && run_tests test_dpc warps-assign GPUML_CUDA_DPC_RINGS=0 GPUML_CUDA_DPC_ASSIGN=all
   done
 fi
 
