@@ -46,6 +46,15 @@ gpuml_status gm_check_values(const gm_matrix *x, const char *what, const char *i
 gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *what,
                              const char *id);
 gpuml_status gm_check_options(const gpuml_options *opt);
+/* gm_check_values() without the scan of the values: non-NULL, n >= 1, d >= 1, n * d
+ * addressable, with the same messages. */
+gpuml_status gm_check_shape(const gm_matrix *x, const char *what, const char *id);
+
+/* The status of a backend whose staging saw a non-finite value, stopped before that
+ * value reached the device (gm_neighbour_ops.checks_staged_values). Internal: the kNN
+ * driver that receives it runs gm_check_values() for the error the user sees, so no
+ * entry point returns it (core/include/gpuml.h keeps the code free). */
+#define GM_STATUS_NON_FINITE ((gpuml_status)7)
 
 /* malloc of count * size bytes, NULL on overflow or failure (the caller reports it). */
 void *gm_alloc(size_t count, size_t size);

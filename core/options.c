@@ -108,6 +108,10 @@ static gpuml_status check_shape(const void *x, int64_t n, int64_t d, const char 
   return GPUML_OK;
 }
 
+gpuml_status gm_check_shape(const gm_matrix *x, const char *what, const char *id) {
+  return check_shape(x->values, x->rows, x->cols, what, id);
+}
+
 /* Reports the first non-finite value by row and column, 1-based as users count. */
 static gpuml_status non_finite(const char *what, const char *id, int64_t at, int64_t n,
                                double v) {
