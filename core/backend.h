@@ -5,8 +5,10 @@
  * core/backend.c registers the tables: the only place that asks whether CUDA was built.
  *
  * Every operation takes arguments already checked by the driver (finite data, sizes,
- * k in range), reports failures through gm_fail() and frees what it allocated on every
- * path. A NULL group means the backend has no implementation of that algorithm. */
+ * k in range; for kNN the finiteness may be left to the backend's staging:
+ * gm_neighbour_ops.checks_staged_values), reports failures through gm_fail() and frees
+ * what it allocated on every path. A NULL group means the backend has no implementation
+ * of that algorithm. */
 #ifndef GPUML_BACKEND_H
 #define GPUML_BACKEND_H
 
@@ -42,6 +44,17 @@ typedef struct gm_neighbour_ops {
                                const gm_matrix *query, int64_t k, int64_t *index, void *dist,
                                const gpuml_options *opt, int64_t *rechecked);
   void (*resident_free)(void *state);
+  /* Nonzero when knn(), resident_build() and resident_knn() read every value of data and
+   * query that they are given from the host (resident_knn: the query; the index's data
+   * were read by resident_build) through a copy that checks it (gm_pack_rows, or
+   * gm_rows_non_finite before a block goes to the device straight from host memory), and
+   * stop with GM_STATUS_NON_FINITE at the first block holding Inf or NaN, before that
+   * block reaches the device: values they did not check never reach a result, a kernel
+   * or the output. They may then be given values the driver has not scanned; a call
+   * that succeeds has seen only finite ones. The kNN driver skips its own scan then
+   * (core/knn.c, staged_check) and, after any failure, scans to report the first
+   * non-finite value as before. 0: every value is scanned by the driver first. */
+  int checks_staged_values;
 } gm_neighbour_ops;
 
 /* Density peaks: the passes over pairs. rho_grid and delta_grid are cell indexes (core/dpc.h;

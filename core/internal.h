@@ -46,15 +46,30 @@ gpuml_status gm_check_values(const gm_matrix *x, const char *what, const char *i
 gpuml_status gm_check_matrix(const double *x, int64_t n, int64_t d, const char *what,
                              const char *id);
 gpuml_status gm_check_options(const gpuml_options *opt);
+/* gm_check_values() without the scan of the values: non-NULL, n >= 1, d >= 1, n * d
+ * addressable, with the same messages. */
+gpuml_status gm_check_shape(const gm_matrix *x, const char *what, const char *id);
+
+/* The status of a backend whose staging saw a non-finite value, stopped before that
+ * value reached the device (gm_neighbour_ops.checks_staged_values). Internal: the kNN
+ * driver that receives it runs gm_check_values() for the error the user sees, so no
+ * entry point returns it (core/include/gpuml.h keeps the code free). */
+#define GM_STATUS_NON_FINITE ((gpuml_status)7)
 
 /* malloc of count * size bytes, NULL on overflow or failure (the caller reports it). */
 void *gm_alloc(size_t count, size_t size);
 
 /* Rows r0 .. r0 + rn - 1 of a column-major matrix x (leading dimension ld, d columns of
  * `item`-byte values) into out as an rn x d column-major block, by the host's threads
- * (the CUDA backend's page-locked staging). */
-void gm_pack_rows(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d, size_t item,
-                  void *out);
+ * (the CUDA backend's page-locked staging), bit for bit. Returns nonzero when one of the
+ * values copied is Inf or NaN (double or float, item 8 or 4; other sizes are copied
+ * unchecked and give 0): the check rides on the copy, at the plain copy's speed. */
+int gm_pack_rows(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d, size_t item,
+                 void *out);
+/* The same rows only read: nonzero when one of them holds Inf or NaN (the staging's test
+ * of blocks that go to the device straight from the caller's memory). */
+int gm_rows_non_finite(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d,
+                       size_t item);
 
 /* memcpy on all host threads (above a megabyte): first writes to fresh memory (a large
  * result an R or Octave front end has just allocated) fault their pages in on every

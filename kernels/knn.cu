@@ -583,6 +583,9 @@ struct KnnSearch {
 
   // The points (resident, or their first tile), the streams and every buffer.
   gpuml_status load() {
+    // Every value staged is checked (gm_neighbour_ops.checks_staged_values): the data's
+    // rows here or in the reference tiles, the queries' in their tiles (load_queries).
+    sg.check = sg2.check = true;
     sg.rows = p.raw_rows;
     GM_TRY(ctx.alloc(&sg.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
     if (p.gemm && !rp) GM_TRY(ctx.alloc(&centre, (size_t)d, "the centre"));
@@ -664,6 +667,13 @@ struct KnnSearch {
                    ((size_t)mq - (size_t)qt) * out_bytes <=
                ctx.budget();
     const size_t out_rows = full_out ? (size_t)mq : (size_t)qt;
+    // Lists copied out tile by tile reach the caller's arrays before the later query
+    // tiles are staged: their values are checked here first, so that a call failing on
+    // a non-finite value leaves the outputs untouched (gpuml.h). (The data, and the
+    // queries of a self-search, are all staged before the first tile is written.)
+    if (!full_out && !keep_idx && query != data && sg2.check &&
+        gm_rows_non_finite(query, m, q_begin, mq, d, sizeof(In)))
+      return staged_non_finite(ctx);
     if (keep_idx) {
       if (!full_out) {
         lists_fit = false;
@@ -1359,6 +1369,7 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   GM_TRY(own(&rp->norm, norm_bytes));
   if (rp->gemm) GM_TRY(own((void **)&rp->centre, (size_t)d * 8));
   Staging<In> sg;
+  sg.check = true;  // every row staged once, checked (gm_neighbour_ops.checks_staged_values)
   size_t raw_bytes = ctx.budget() / 8 < ((size_t)64 << 20) ? ctx.budget() / 8 : ((size_t)64 << 20);
   sg.rows = staging_rows<In>(raw_bytes, d, n);
   GM_TRY(ctx.alloc(&sg.raw, (size_t)sg.rows * (size_t)d, "the staging buffer"));

@@ -101,6 +101,10 @@ template <typename In>
 struct Staging {
   In *raw = nullptr;
   int64_t rows = 0;  // capacity in rows of d values
+  // Every value staged is checked for Inf and NaN on the host before it goes to the
+  // device (stage_rows): the kNN searches, whose driver leaves that check to them
+  // (gm_neighbour_ops.checks_staged_values).
+  bool check = false;
   const In *tag_host = nullptr;
   int64_t tag_r0 = -1, tag_rn = 0;
   int pinned_base = 0;  // its two slots of the ring (a second buffer of a call takes 2, 3)
@@ -254,8 +258,21 @@ __global__ void column_stats_kernel(const In *__restrict__ raw, int64_t rows, in
   }
 }
 
+// The report of a staged block holding Inf or NaN (Staging::check): the driver that
+// called the backend names the first such value (gm_check_values).
+inline gpuml_status staged_non_finite(Context &ctx) {
+  return gm_fail(GM_STATUS_NON_FINITE, ctx.id(),
+                 "a value staged for the GPU is not finite (NA, NaN or Inf)");
+}
+
 // Copies rows [r0, r0 + rn) of the caller's matrix into the staging buffer (rn <= its
-// capacity), unless it holds them already.
+// capacity), unless it holds them already. With sg.check, no value reaches the device
+// unchecked: the slots of the page-locked ring are filled by gm_pack_rows, which tests
+// every value it copies, and a block copied straight from the caller's memory is read by
+// gm_rows_non_finite first; a non-finite value stops the staging (GM_STATUS_NON_FINITE)
+// before its chunk is copied, so the device holds only the finite blocks before it and
+// nothing that ran on them can meet a NaN. (The tag is set only once a block is staged
+// whole: a block skipped as already held was checked when it was staged.)
 template <typename In>
 gpuml_status stage_rows(Context &ctx, Staging<In> &sg, const In *host, int64_t ld, int64_t d,
                         int64_t r0, int64_t rn, cudaStream_t stream) {
@@ -267,6 +284,8 @@ gpuml_status stage_rows(Context &ctx, Staging<In> &sg, const In *host, int64_t l
   static const bool pageable = env_int("GPUML_CUDA_PAGEABLE") != 0;
   const int64_t chunk = (int64_t)(kPinnedChunk / ((size_t)d * sizeof(In)));
   if (pageable || chunk < 1 || (size_t)rn * (size_t)d * sizeof(In) < kPinnedChunk / 2) {
+    if (sg.check && gm_rows_non_finite(host, ld, r0, rn, d, sizeof(In)))
+      return staged_non_finite(ctx);
     GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw, (size_t)rn * sizeof(In), host + r0,
                                        (size_t)ld * sizeof(In), (size_t)rn * sizeof(In),
                                        (size_t)d, cudaMemcpyHostToDevice, stream),
@@ -282,7 +301,9 @@ gpuml_status stage_rows(Context &ctx, Staging<In> &sg, const In *host, int64_t l
         GM_TRY(ctx.new_event(&sg.copied[s]));
       else  // the slot's previous copy must be done before it is packed again
         GM_TRY(ctx.check(cudaEventSynchronize(sg.copied[s]), "waiting for a staging slot"));
-      gm_pack_rows(host, ld, r0 + c0, cn, d, sizeof(In), pin);
+      // (the slot, left half packed, is free: its last copy is done and none is queued)
+      if (gm_pack_rows(host, ld, r0 + c0, cn, d, sizeof(In), pin) && sg.check)
+        return staged_non_finite(ctx);
       GM_TRY(ctx.check(cudaMemcpy2DAsync(sg.raw + c0, (size_t)rn * sizeof(In), pin,
                                          (size_t)cn * sizeof(In), (size_t)cn * sizeof(In),
                                          (size_t)d, cudaMemcpyHostToDevice, stream),

@@ -25,7 +25,7 @@
 #   GPU_RUN_ALGOS="dpc gmm tsne"   the other algorithms' programs (tests, sanitizer,
 #                          benchmarks and scikit-learn peers) to run
 #   GPU_RUN_KNN=0          leave out the kNN tests and sanitizer runs (test_core,
-#                          test_knn_index, bench/knn_gpu --sanitize)
+#                          test_knn_index, test_knn_values, bench/knn_gpu --sanitize)
 #   GPU_RUN_ALGO_CONFIGS="auto double-64M"   the configurations the other algorithms'
 #                          tests run in (default: auto double single double-64M
 #                          double-tiles)
@@ -159,6 +159,17 @@ if want tests; then
   run_tests test_knn_index auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_knn_index auto-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_TILE=300
   run_tests test_knn_index double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
+  # NA, NaN and Inf in kNN's input, checked as the CUDA backend stages it
+  # (tests/test_knn_values.c): through the page-locked ring and straight from host memory
+  # (GPUML_CUDA_PAGEABLE=1: every block so), reloaded tiles, logical shards of the
+  # references, and lists copied out tile by tile (k = 256 under the 64 MB limit).
+  run_tests test_knn_values auto GPUML_TEST_PRECISION=auto
+  run_tests test_knn_values double GPUML_TEST_PRECISION=double
+  run_tests test_knn_values single GPUML_TEST_PRECISION=single
+  run_tests test_knn_values auto-pageable GPUML_TEST_PRECISION=auto GPUML_CUDA_PAGEABLE=1
+  run_tests test_knn_values auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
+  run_tests test_knn_values auto-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_TILE=300
+  run_tests test_knn_values auto-shards3 GPUML_TEST_PRECISION=auto GPUML_SHARDS=3
   fi
   # The other algorithms' programs: both precisions, and a small memory limit.
   for t in build/tests/test_*; do
@@ -225,7 +236,7 @@ if want sanitize && [ "${GPU_RUN_KNN:-1}" != 0 ]; then
 fi
 
 if want sanitize && [ -n "${CS:-}" ] && [ "${GPU_RUN_KNN:-1}" != 0 ]; then
-  step "compute-sanitizer on the kNN index's tests (device memory leaks included)"
+  step "compute-sanitizer on the kNN index's and the non-finite input's tests (device memory leaks included)"
   f="$LOG/sanitize-knn-index.log"
   t1=$(date +%s)
   GPUML_TEST_BACKENDS=cuda "$CS" --tool memcheck --leak-check full --error-exitcode 99 \
@@ -233,6 +244,15 @@ if want sanitize && [ -n "${CS:-}" ] && [ "${GPU_RUN_KNN:-1}" != 0 ]; then
   rc=$?
   echo "test_knn_index memcheck: rc $rc, $(($(date +%s) - t1)) s, $(tail -n 1 "$f")"
   [ "$rc" = 0 ] || { grep -E '=========|FAIL' "$f" | head -n 20; fail "compute-sanitizer test_knn_index"; }
+  # the searches stopped by a non-finite value (GPUML_TEST_QUICK=1: NaN at a later row of
+  # each call, then valid calls on the same context)
+  f="$LOG/sanitize-knn-values.log"
+  t1=$(date +%s)
+  GPUML_TEST_BACKENDS=cuda GPUML_TEST_QUICK=1 "$CS" --tool memcheck --leak-check full --error-exitcode 99 \
+    ./build/tests/test_knn_values > "$f" 2>&1
+  rc=$?
+  echo "test_knn_values memcheck: rc $rc, $(($(date +%s) - t1)) s, $(tail -n 1 "$f")"
+  [ "$rc" = 0 ] || { grep -E '=========|FAIL' "$f" | head -n 20; fail "compute-sanitizer test_knn_values"; }
 fi
 
 if want sanitize; then

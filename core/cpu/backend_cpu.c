@@ -14,7 +14,7 @@ static int cpu_probe(gpuml_info *info) {
   return 1;
 }
 
-static const gm_neighbour_ops cpu_neighbours = {gm_cpu_dist, gm_cpu_knn, NULL, NULL, NULL};
+static const gm_neighbour_ops cpu_neighbours = {gm_cpu_dist, gm_cpu_knn, NULL, NULL, NULL, 0};
 static const gm_dpc_ops cpu_dpc = {gm_cpu_dpc_density,    gm_cpu_dpc_part_open,  NULL,
                                     gm_cpu_dpc_part_rho,   gm_cpu_dpc_part_delta,
                                     gm_cpu_dpc_part_close, gm_cpu_dpc_border,     0,

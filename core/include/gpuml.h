@@ -44,6 +44,7 @@ typedef enum {
   GPUML_ERR_NO_CUDA = 4,     /* the CUDA backend was asked for but is not available */
   GPUML_ERR_NUMERIC = 5,     /* a numerical failure (e.g. a non-finite intermediate) */
   GPUML_ERR_INTERRUPTED = 6  /* the interrupted() callback asked to stop */
+  /* 7 is the library's own (a backend's report to the core, never returned) */
 } gpuml_status;
 
 typedef enum {
