@@ -128,7 +128,10 @@ static double cell_side(const double *x, int64_t n, int dim, const double *lo,
   while (nslots < 2 * m) nslots <<= 1;
   int64_t *slots = spread && m > 1 ? malloc((size_t)(nslots * 2 + m) * sizeof *slots) : NULL;
   if (!slots) return h;
-  const double max_total = (double)n * GM_DPC_MAX_CELLS_PER_POINT + 1;
+  /* GPUML_DPC_CELLS_PER_POINT=c: another cap, for measurements */
+  const char *knob = getenv("GPUML_DPC_CELLS_PER_POINT");
+  const double per_point = knob && atof(knob) > 0 ? atof(knob) : GM_DPC_MAX_CELLS_PER_POINT;
+  const double max_total = (double)n * per_point + 1;
   for (int step = 0; step < 4; step++) {
     const double seen = occupancy(x, n, dim, lo, range, h, m, threads, slots + nslots * 2, slots, nslots);
     if (gm_trace_on()) {
