@@ -347,9 +347,7 @@ static int fine_rho_grid(const gm_backend *b, const double *x, int64_t n, int64_
   if (knob && strcmp(knob, "mean") == 0) return 0;
   gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, gm_threads(used), fine);
   if (!(fine->geom.h < 0.8 * grid->geom.h) || !gm_dpc_rows_fit(fine, cut, n) ||
-      (!b->dpc->sorts_index &&
-       gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, gm_threads(used),
-                         fine) != GPUML_OK)) {
+      (!b->dpc->sorts_index && gm_dpc_grid_sort(x, fine) != GPUML_OK)) {
     gm_clear_error();
     memset(fine, 0, sizeof *fine);
     return 0;

@@ -71,6 +71,8 @@ void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm
                       int threads, gm_dpc_grid *g);
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
                                gm_dpc_cells sizing, int threads, gm_dpc_grid *g);
+/* The arrays of a planned index: the points of x sorted by its cells. */
+gpuml_status gm_dpc_grid_sort(const double *x, gm_dpc_grid *g);
 void gm_dpc_grid_free(gm_dpc_grid *g);
 /* The rows of cells a point's ball of squared radius cut can touch, at most (the cost of
  * a cutoff count or a halo scan per point on the index, next to n pairs on tiles). */

@@ -196,6 +196,11 @@ void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
                                gm_dpc_cells sizing, int threads, gm_dpc_grid *g) {
   gm_dpc_grid_plan(x, n, d, per_cell, sizing, threads, g);
+  return gm_dpc_grid_sort(x, g);
+}
+
+gpuml_status gm_dpc_grid_sort(const double *x, gm_dpc_grid *g) {
+  const int64_t n = g->n, d = g->geom.dim;
   const gm_dpc_geom *geo = &g->geom;
   g->start = gm_alloc((size_t)g->ncells + 1, sizeof *g->start);
   g->cell = gm_alloc((size_t)n, sizeof *g->cell);
