@@ -38,6 +38,14 @@ static const struct {
     {"GPUML_GMM_DMMA", "development: 0 never takes the tensor-core (fp64 DMMA) kernels of "
                        "the full-covariance mixture steps, which are the default where they "
                        "apply (d <= 64, sm_80 code); 1 takes them even with GPUML_GMM_FUSED=1"},
+    {"GPUML_DPC_CELLS", "development: \"mean\" gives density peaks' cutoff density the mean "
+                        "density's cells that delta and the halo walk, instead of its own"},
+    {"GPUML_DPC_CELLS_PER_POINT", "development: the cap of the cutoff density's own cells, "
+                                  "per point (default 2)"},
+    {"GPUML_CUDA_DPC_RINGS", "development: the rings a thread walks for density peaks' delta "
+                             "before a warp takes the point (0: every point past its cell)"},
+    {"GPUML_CUDA_DPC_ASSIGN", "development: \"all\" labels every fit's clusters on the GPU, "
+                              "\"host\" none (default: from 2^20 points)"},
     {"GPUML_CUDA_PAGEABLE", "development: 1 uploads straight from pageable memory instead of "
                             "the page-locked ring (for comparisons)"},
     {"GPUML_TRACE", "development: 1 writes each traced step of a call and its wall time to "
