@@ -106,11 +106,29 @@ inline gpuml_status gemm_tile_split(Context &ctx, const float *pa, int64_t an, c
       "cublasGemmEx (split TF32)");
 }
 
-// Dispatches on the layout of the point sets (split exists for fp32 only).
+// The plain TF32 tile of the same layout: G[a + b * ldg] = -2 hi.hi, a TF32 GEMM of depth
+// w over the first block of each point, a third of the split GEMM's work. Its values are
+// only TF32-accurate (10-bit significands): the certified candidate pass of knn.cu uses
+// it, with the bound widened by the inputs' rounding (certify_kernel).
+inline gpuml_status gemm_tile_plain(Context &ctx, const float *pa, int64_t an, const float *pb,
+                                    int64_t bn, int64_t d, float *G, int64_t ldg) {
+  const float alpha = -2.0f, beta = 0.0f;
+  const int64_t w = split_block(d);
+  const int ld = (int)(4 * w);
+  return ctx.check_blas(
+      cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, (int)w, &alpha, pa,
+                   CUDA_R_32F, ld, pb, CUDA_R_32F, ld, &beta, G, CUDA_R_32F, (int)ldg,
+                   CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx (plain TF32)");
+}
+
+// Dispatches on the layout of the point sets (split exists for fp32 only); plain: the
+// split layout's plain TF32 product (gemm_tile_plain).
 template <typename T>
-gpuml_status gemm_tile_any(Context &ctx, bool split, const T *pa, int64_t an, const T *pb,
-                           int64_t bn, int64_t d, T *G, int64_t ldg) {
+gpuml_status gemm_tile_any(Context &ctx, bool split, bool plain, const T *pa, int64_t an,
+                           const T *pb, int64_t bn, int64_t d, T *G, int64_t ldg) {
   if constexpr (sizeof(T) == 4) {
+    if (split && plain) return gemm_tile_plain(ctx, pa, an, pb, bn, d, G, ldg);
     if (split) return gemm_tile_split(ctx, pa, an, pb, bn, d, G, ldg);
   }
   if (split) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: split layout in fp64");

@@ -16,7 +16,10 @@
 // whose K-th value exceeds its k-th by more than 2E provably holds the k nearest by the
 // exact fp64 distance; the fp64 re-ranking then gives exactly the fp64 answer. The rare
 // query whose list cannot be certified (near ties within the fp32 error) is searched
-// again with the fp64 GEMM (recheck_in_fp64), so the answer is the fp64 one always.
+// again with the fp64 GEMM (redo_rows), so the answer is the fp64 one always. Before it,
+// every fp32 search in the split layout takes its candidates from the plain TF32 GEMM
+// with a wider bound (plain_pass); the queries that pass cannot certify take the split
+// pass (redo_rows).
 //
 // The kNN index (gpuml_knn_index_build) keeps this search's reference set on the device
 // (ResidentPoints, loaded once with the data's own centre); its searches skip the upload
@@ -29,7 +32,9 @@
 //   GPUML_CUDA_KNN_FUSED=0      the tile-by-tile path where the fused kernel would run
 //   GPUML_CUDA_FUSED_SPLIT=N    the fused kernel with the references split every ~N points
 //   GPUML_CUDA_KNN_SPLIT=0      plain SGEMM instead of the split TF32 GEMM (fp32)
-//   GPUML_CUDA_KNN_RECHECK=all  precision auto: every query searched again in fp64
+//   GPUML_CUDA_KNN_PLAIN=0      no plain TF32 candidate pass (the split pass at once)
+//   GPUML_CUDA_KNN_RECHECK=all  no list certified: every query of the plain pass searched
+//                               again by the split pass, and in precision auto by fp64
 //   GPUML_CUDA_KNN_SYMMETRIC=0  the row-by-row path instead of the symmetric schedule of a
 //                               one-device self-search (KnnSearch::run_symmetric)
 #include <memory>
@@ -88,16 +93,25 @@ __global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
 // smallest approx have exact <= L_k + E. If L_K - L_k > 2E, no point outside the list
 // can be among the k nearest (ties included). A list that holds every point (K = n, or
 // n - 1 in a self-search) is complete.
+//
+// The plain pass (gemm_tile_plain) forms hi.hi only: |hi - v| <= delta' |v| with
+// delta' = 2^-24 + 2^-11 (1 + 2^-24) (fp32, then TF32 rounding to nearest), so its d
+// products, exact in fp32, sum to within (2 delta' + delta'^2) a b < 2^-10 (1 + 2^-10) a b
+// of v_q.v_r (Cauchy-Schwarz), 2^-9 (1 + 2^-10) a b in the distance (the factor -2). Its
+// accumulation (d terms) and norms are covered by E's other terms, which count 3d terms,
+// so for the plain pass
+//     E' = E + 2^-9 (1 + 2^-10) a b.
 __global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64_t qn,
                                const float *__restrict__ nq, const unsigned *__restrict__ max_bits,
-                               int64_t d, int complete, int recheck_all,
+                               int64_t d, int plain, int complete, int recheck_all,
                                unsigned char *__restrict__ fail) {
   const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (q >= qn) return;
   if (recheck_all || !complete) {
     const double up = 1.0 + 0x1p-20;  // the stored norms rounded up to bounds
     const double a = sqrt((double)nq[q]) * up, b = sqrt((double)__uint_as_float(*max_bits)) * up;
-    const double E = 0x1p-22 * (5.0 * (a * a + b * b) + (6.0 * (double)d + 12.0) * a * b);
+    const double E = 0x1p-22 * (5.0 * (a * a + b * b) + (6.0 * (double)d + 12.0) * a * b) +
+                     (plain ? 0x1p-9 * (1.0 + 0x1p-10) * a * b : 0.0);
     const double gap = (double)Ld[q * K + K - 1] - (double)Ld[q * K + k - 1];
     fail[q] = recheck_all || !(gap > 2.0 * E);
   } else {
@@ -113,12 +127,36 @@ inline bool certified_search(const gpuml_options *opt, int64_t d) {
          d >= kGemmMinDim && d < ((int64_t)1 << 20);
 }
 
+// The plain TF32 candidate pass: every fp32 search in the split layout (fp32 data, or
+// double data in precision auto or single) first takes candidates from the plain TF32
+// GEMM (a third of the split GEMM's work) with a longer list, certified with the plain
+// bound. The queries it cannot certify are searched again by the split pass (redo_rows),
+// which gives what the search gave before: certified in precision auto (its failures
+// then searched in fp64), the fp32 answer otherwise. So every answer is the one the
+// split search gives, or the exact one it approximates. GPUML_CUDA_KNN_PLAIN=0 turns the
+// pass off (comparisons).
+template <typename T, typename In>
+inline bool plain_pass(const gpuml_options *opt, int64_t d) {
+  const char *knob = getenv("GPUML_CUDA_KNN_PLAIN");
+  return sizeof(T) == 4 && (sizeof(In) == 4 || opt->precision != GPUML_PRECISION_DOUBLE) &&
+         d >= kGemmMinDim && d < ((int64_t)1 << 20) && !(knob && strcmp(knob, "0") == 0);
+}
+
+// The plain pass's extra candidates: its bound is wider (about 2^-9 a b), so the list
+// takes up to k more, within the warp selection's kSmallMaxK (k <= kSmallMaxK - 16).
+inline int64_t plain_extra(int64_t k) {
+  const int64_t room = kSmallMaxK - k;
+  const int64_t more = k < room ? k : room;
+  return more > kExtraCandidates ? more : kExtraCandidates;
+}
+
 template <typename T, typename In>
 struct KnnPlan {
   bool small = false, gemm = false, tile = false, resident = false, q_view = false;
   bool fused = false;  // knn_fused.cuh: distances and selection in one kernel (d < 16)
   bool split = false;  // fp32 GEMM form through the split TF32 GEMM (points.cuh)
-  bool certify = false;  // precision auto: fp32 lists of double data, each certified
+  bool certify = false;  // each fp32 list certified (precision auto, or the plain pass)
+  bool plain = false;    // candidates from the plain TF32 GEMM (plain_pass)
   bool prepared = false;  // the references are a kNN index's resident set (no upload)
   int sm_count = 1;
   int64_t K = 0, rt = 0, qt = 0, raw_rows = 0;
@@ -453,6 +491,7 @@ struct KnnSearch {
   const gpuml_options *opt;
   bool self;
   const ResidentPoints *rp;  // the index's references, or NULL: upload the data
+  bool allow_plain = true;   // false: the split pass of redo_rows (no plain pass first)
   // the plan and the device state
   KnnPlan<T, In> p;
   int K = 0;
@@ -523,24 +562,30 @@ struct KnnSearch {
   // The kind of search and its tiles, from the device's free memory.
   gpuml_status plan() {
     p.gemm = d >= kGemmMinDim;
-    const int64_t available = n - (self ? 1 : 0);
-    int64_t extra = kExtraCandidates;
-    if (extra > available - k) extra = available - k;
-    p.K = k + extra;
-    const char *force = getenv("GPUML_CUDA_KNN_SELECT");
-    p.small = p.K <= kSmallMaxK && !(force && strcmp(force, "general") == 0);
-    // The fused kernel (d < 16, K <= 32) needs the data resident. GPUML_CUDA_KNN_FUSED=0
-    // keeps the tile-by-tile path, GPUML_CUDA_KNN_SPLIT=0 plain SGEMM for fp32 (for
-    // comparisons).
-    const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED"), *split_knob = getenv("GPUML_CUDA_KNN_SPLIT");
-    p.fused = p.small && p.K <= kFusedMaxK && !p.gemm && n < 2147483647LL - kFusedAlign &&
-              !(fused_knob && strcmp(fused_knob, "0") == 0);
+    // GPUML_CUDA_KNN_SPLIT=0: plain SGEMM for fp32 (for comparisons).
+    const char *split_knob = getenv("GPUML_CUDA_KNN_SPLIT");
     p.split = p.gemm && sizeof(T) == 4 && !(split_knob && strcmp(split_knob, "0") == 0);
     p.certify = certified_search<T, In>(opt, d);
     if (rp) {  // the layout the index was loaded in
       p.prepared = true;
       p.split = rp->split;
     }
+    // (Only while the longer list stays in the warp selection: for larger k the wider
+    // bound would fail most lists.)
+    p.plain = allow_plain && p.split && plain_pass<T, In>(opt, d) &&
+              k + kExtraCandidates <= kSmallMaxK;
+    if (p.plain) p.certify = true;
+    const int64_t available = n - (self ? 1 : 0);
+    int64_t extra = p.plain ? plain_extra(k) : kExtraCandidates;
+    if (extra > available - k) extra = available - k;
+    p.K = k + extra;
+    const char *force = getenv("GPUML_CUDA_KNN_SELECT");
+    p.small = p.K <= kSmallMaxK && !(force && strcmp(force, "general") == 0);
+    // The fused kernel (d < 16, K <= 32) needs the data resident. GPUML_CUDA_KNN_FUSED=0
+    // keeps the tile-by-tile path (for comparisons).
+    const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED");
+    p.fused = p.small && p.K <= kFusedMaxK && !p.gemm && n < 2147483647LL - kFusedAlign &&
+              !(fused_knob && strcmp(fused_knob, "0") == 0);
     const char *recheck_knob = getenv("GPUML_CUDA_KNN_RECHECK");
     recheck_all = p.certify && recheck_knob && strcmp(recheck_knob, "all") == 0;
     p.tile = !p.fused && (p.gemm || !p.small);
@@ -748,17 +793,17 @@ struct KnnSearch {
         // the selection of the other runs on its own stream.
         const int b = (int)(gemm_count++ % 2);
         GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
-        GM_TRY(gemm_tile_any<T>(ctx, p.split, pr, rn, pq, qn, d, G2[b], rn));
+        GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, pr, rn, pq, qn, d, G2[b], rn));
         GM_TRY(ctx.order(main_s, sel_s, g_done[b]));
         GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, nr, nq, xr, xq, d, r0, q0,
                                    self, Ld, Li, K, fresh));
         GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
       } else if (p.small) {
-        if (p.gemm) GM_TRY(gemm_tile_any<T>(ctx, p.split, pr, rn, pq, qn, d, G, rn));
+        if (p.gemm) GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, pr, rn, pq, qn, d, G, rn));
         GM_TRY(small_select<T, In>(ctx, main_s, p.gemm, G, rn, qn, nr, nq, xr, xq, d, r0, q0,
                                    self, Ld, Li, K, fresh));
       } else {
-        if (p.gemm) GM_TRY(gemm_tile_any<T>(ctx, p.split, pr, rn, pq, qn, d, G, rn));
+        if (p.gemm) GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, pr, rn, pq, qn, d, G, rn));
         if (fresh) {
           fill_list_kernel<T><<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(Ld, Li,
                                                                                   (int64_t)qK);
@@ -792,7 +837,7 @@ struct KnnSearch {
     const int64_t available = n - (self ? 1 : 0);
     certify_kernel<<<grid_1d(qn, 256), 256, 0, ctx.stream()>>>(
         (const float *)Ld, K, (int)k, qn, (const float *)Qs.norm_at(q0), max_norm_bits, d,
-        p.K >= available, recheck_all, fail_d);
+        (int)p.plain, p.K >= available, recheck_all, fail_d);
     GM_TRY(ctx.launched("certifying the candidates"));
     return ctx.check(cudaMemcpyAsync(fail_h.p, fail_d, (size_t)qn, cudaMemcpyDeviceToHost,
                                      ctx.stream()),
@@ -891,7 +936,7 @@ struct KnnSearch {
     // main stream once the selection that used b before is done.
     auto gemm = [&](int64_t r0, int64_t rn, int64_t q0, int64_t qn, int b) -> gpuml_status {
       GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
-      GM_TRY(gemm_tile_any<T>(ctx, p.split, R.p_at(r0), rn, R.p_at(q0), qn, d, G2[b], rn));
+      GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, R.p_at(r0), rn, R.p_at(q0), qn, d, G2[b], rn));
       return ctx.order(main_s, sel_s, g_done[b]);
     };
     // 1. The diagonal tiles: each block's lists from its own points, and their K-th
@@ -994,7 +1039,8 @@ struct KnnSearch {
 template <typename T, typename In>
 gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
                      int64_t k, int64_t *index, In *dist, const gpuml_options *opt,
-                     int64_t *rechecked, const ResidentPoints *rp = nullptr);
+                     int64_t *rechecked, const ResidentPoints *rp = nullptr,
+                     bool allow_plain = true);
 
 // The fp64 GEMM form (centred points and norms in double) of an index's resident points,
 // computed on the device from its raw points, which it shares (x and the centre are
@@ -1030,32 +1076,33 @@ bool fp64_view(const ResidentPoints &src, const gpuml_options *opt, ResidentPoin
 }
 
 // The queries listed in `rows` (of the m x d query matrix, or of the data in a
-// self-search), searched again with the fp64 GEMM: query rows[i]'s k neighbours into
-// row i of the count x k lists index and dist (column-major). In a self-search each is
-// a query against all n points for k + 1 neighbours, its own index then dropped (or, when duplicates with smaller indices push it beyond k + 1, the
-// last one): the first k of the others in the order (distance, index).
-// rp (may be NULL): an index's points in the fp64 form (fp64_view), searched instead of
-// uploading the data again.
-gpuml_status recheck_in_fp64(const double *data, int64_t n, int64_t d, const double *query,
-                             int64_t m, int64_t k, const int64_t *rows, int64_t count,
-                             int64_t *index, double *dist, const gpuml_options *opt,
-                             const ResidentPoints *rp) {
+// self-search), searched again in T without the plain pass (knn_run with opt): query
+// rows[i]'s k neighbours into row i of the count x k lists index and dist (column-major).
+// In a self-search each is a query against all n points for k + 1 neighbours, its own
+// index then dropped (or, when duplicates with smaller indices push it beyond k + 1, the
+// last one): the first k of the others in the order (distance, index). rp (may be NULL):
+// the references resident on the device, searched instead of uploading the data again.
+// *in_fp64: the queries that search searched again in fp64.
+template <typename T, typename In>
+gpuml_status search_rows(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
+                         int64_t k, const int64_t *rows, int64_t count, int64_t *index,
+                         In *dist, const gpuml_options *opt, const ResidentPoints *rp,
+                         int64_t *in_fp64) {
   const bool self = query == nullptr;
-  const double *src = self ? data : query;
+  const In *src = self ? data : query;
   const int64_t ld = self ? n : m, kk = self ? k + 1 : k;
-  HostArray<double> sub, sub_dist;
+  HostArray<In> sub, sub_dist;
   HostArray<int64_t> sub_idx;
   if (!sub.alloc((size_t)count * (size_t)d) || !sub_idx.alloc((size_t)count * (size_t)kk) ||
       !sub_dist.alloc((size_t)count * (size_t)kk))
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the queries to recheck");
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the queries to search again");
   for (int64_t t = 0; t < d; t++)
     for (int64_t i = 0; i < count; i++)
       sub.p[i + t * count] = src[rows[i] + t * ld];
   gpuml_options o = *opt;
-  o.precision = GPUML_PRECISION_DOUBLE;
   o.verbose = 0;  // the search re-checked reports its completion once, after this
-  GM_TRY((knn_run<double, double>(data, n, d, sub.p, count, kk, sub_idx.p, sub_dist.p, &o,
-                                  nullptr, rp)));
+  GM_TRY((knn_run<T, In>(data, n, d, sub.p, count, kk, sub_idx.p, sub_dist.p, &o, in_fp64, rp,
+                         false)));
   for (int64_t i = 0; i < count; i++) {
     const int64_t row = rows[i];
     for (int64_t j = 0, out = 0; j < kk && out < k; j++) {
@@ -1069,51 +1116,80 @@ gpuml_status recheck_in_fp64(const double *data, int64_t n, int64_t d, const dou
   return GPUML_OK;
 }
 
+// The rows a certified search could not certify, searched again into the count x k lists
+// index and dist: after the plain pass by the split pass (search_rows in T, the same
+// resident references; in precision auto it certifies again and searches its own
+// failures in fp64), after the split pass of precision auto with the fp64 GEMM (an
+// index's fp64 form made on the device when it fits, rather than uploading the data
+// again). *in_fp64: the queries searched in fp64.
+template <typename T, typename In>
+gpuml_status redo_rows(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
+                       int64_t k, const int64_t *rows, int64_t count, int64_t *index, In *dist,
+                       const gpuml_options *opt, const ResidentPoints *rp, bool after_plain,
+                       int64_t *in_fp64) {
+  *in_fp64 = 0;
+  if (after_plain) {
+    if (gm_trace_on()) {
+      char mark[96];
+      snprintf(mark, sizeof mark, "knn cuda: %lld queries not certified by the plain pass",
+               (long long)count);
+      gm_trace(mark);
+    }
+    return search_rows<T, In>(data, n, d, query, m, k, rows, count, index, dist, opt, rp,
+                              in_fp64);
+  }
+  if constexpr (sizeof(In) == 8 && sizeof(T) == 4) {
+    ResidentPoints view;
+    const bool on_device = rp && rp->gemm && fp64_view(*rp, opt, &view);
+    gpuml_options o = *opt;
+    o.precision = GPUML_PRECISION_DOUBLE;
+    const gpuml_status st = search_rows<double, double>(data, n, d, query, m, k, rows, count,
+                                                        index, dist, &o,
+                                                        on_device ? &view : nullptr, nullptr);
+    if (on_device) release_view(view);
+    *in_fp64 = count;
+    return st;
+  }
+  return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");
+}
+
 template <typename T, typename In>
 gpuml_status knn_run(const In *data, int64_t n, int64_t d, const In *query, int64_t m,
                      int64_t k, int64_t *index, In *dist, const gpuml_options *opt,
-                     int64_t *rechecked, const ResidentPoints *rp) {
+                     int64_t *rechecked, const ResidentPoints *rp, bool allow_plain) {
   if (rechecked) *rechecked = 0;
   HostArray<int64_t> rows;
   int64_t count = 0;
+  bool after_plain = false;
   {
     KnnSearch<T, In> search(data, n, d, query, m, k, index, dist, opt, rp);
+    search.allow_plain = allow_plain;
     GM_TRY(search.run());
     count = search.recheck_count;
+    after_plain = search.p.plain;
     rows.p = search.recheck.p;  // kept past the search, whose device resources go now
     search.recheck.p = nullptr;
   }
   // "knn" done once the lists are final on the host (their copy and re-checks included);
   // a self-search is called with m = 0 and lists every point
   const int64_t rows_out = query ? m : n;
-  if (count == 0) {
-    gm_progress(opt, "knn", rows_out, rows_out);
-    return GPUML_OK;
-  }
-  if (rechecked) *rechecked = count;
-  if constexpr (sizeof(In) == 8 && sizeof(T) == 4) {
-    // An index's raw points are on the device already: their fp64 form is made there
-    // (when it fits) rather than uploading the data again for the re-checks.
-    ResidentPoints view;
-    const bool on_device = rp && rp->gemm && fp64_view(*rp, opt, &view);
+  if (count > 0) {
     HostArray<int64_t> sub_idx;
-    HostArray<double> sub_dist;
-    gpuml_status st = GPUML_OK;
+    HostArray<In> sub_dist;
     if (!sub_idx.alloc((size_t)count * (size_t)k) || !sub_dist.alloc((size_t)count * (size_t)k))
-      st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the re-checked lists");
-    if (!st)
-      st = recheck_in_fp64(data, n, d, query, rows_out, k, rows.p, count, sub_idx.p, sub_dist.p,
-                           opt, on_device ? &view : nullptr);
-    if (on_device) release_view(view);
-    for (int64_t i = 0; !st && i < count; i++)
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the re-checked lists");
+    int64_t in_fp64 = 0;
+    GM_TRY((redo_rows<T, In>(data, n, d, query, rows_out, k, rows.p, count, sub_idx.p,
+                             sub_dist.p, opt, rp, after_plain, &in_fp64)));
+    if (rechecked) *rechecked = in_fp64;
+    for (int64_t i = 0; i < count; i++)
       for (int64_t t = 0; t < k; t++) {
         index[rows.p[i] + t * rows_out] = sub_idx.p[i + t * count];
-        dist[rows.p[i] + t * rows_out] = (In)sub_dist.p[i + t * count];
+        dist[rows.p[i] + t * rows_out] = sub_dist.p[i + t * count];
       }
-    if (!st) gm_progress(opt, "knn", rows_out, rows_out);
-    return st;
   }
-  return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");
+  gm_progress(opt, "knn", rows_out, rows_out);
+  return GPUML_OK;
 }
 
 // Row rows[i] of the m x k lists (index, dist) replaced by row i of the count x k ones.
@@ -1138,6 +1214,7 @@ gpuml_status self_lists(const double *data, int64_t n, int64_t d, int64_t k, int
   *fits = false;
   HostArray<int64_t> rows;
   int64_t count = 0;
+  bool after_plain = false;
   {
     KnnSearch<T, double> search(data, n, d, nullptr, 0, k, nullptr, nullptr, opt);
     search.only_rows(begin, end);
@@ -1146,20 +1223,20 @@ gpuml_status self_lists(const double *data, int64_t n, int64_t d, int64_t k, int
     GM_TRY(search.run());
     if (!search.lists_fit) return GPUML_OK;
     count = search.recheck_count;
+    after_plain = search.p.plain;
     rows.p = search.recheck.p;
     search.recheck.p = nullptr;
   }
   *fits = true;
   if (count > 0) {
-    if constexpr (sizeof(T) != 4)
-      return gm_fail(GPUML_ERR_CUDA, "knn:cuda", "internal: recheck outside precision auto");
     const size_t ck = (size_t)count * (size_t)k;
     HostArray<int64_t> sub_idx;
     HostArray<double> sub_dist;
     if (!sub_idx.alloc(ck) || !sub_dist.alloc(ck))
       return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the re-checked lists");
-    GM_TRY(recheck_in_fp64(data, n, d, nullptr, n, k, rows.p, count, sub_idx.p, sub_dist.p, opt,
-                           nullptr));
+    int64_t in_fp64 = 0;
+    GM_TRY((redo_rows<T, double>(data, n, d, nullptr, n, k, rows.p, count, sub_idx.p,
+                                 sub_dist.p, opt, nullptr, after_plain, &in_fp64)));
     for (int64_t i = 0; i < count; i++) rows.p[i] -= begin;  // the block's own rows
     Context ctx{"knn:cuda"};
     GM_TRY(ctx.init(opt, 0));

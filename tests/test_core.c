@@ -246,6 +246,29 @@ static void test_knn_certified(void) {
   free(q);
   free(x);
 
+  /* 40 points around point 0 at distances 1 + j 2e-4: their squared distances differ by
+   * about 4e-4 a step, below the plain TF32 pass's bound (about 2^-9 |a| |b|, 5e-3 here)
+   * but far above the split pass's (about 1e-4): point 0's list fails the plain pass's
+   * certificate and passes the split pass's, so nothing goes to fp64. */
+  double *mid = random_matrix(n, d, 0, 1);
+  for (int64_t j = 1; j <= ring; j++) {
+    double u[32], norm = 0;
+    for (int64_t t = 0; t < d; t++) {
+      u[t] = uniform() - 0.5;
+      norm += u[t] * u[t];
+    }
+    norm = sqrt(norm);
+    for (int64_t t = 0; t < d; t++)
+      mid[j + t * n] = mid[0 + t * n] + (1 + (double)j * 2e-4) * u[t] / norm;
+  }
+  double *mq = random_matrix(1, d, 0, 1);
+  for (int64_t t = 0; t < d; t++) mq[t] = mid[0 + t * n];
+  r = check_knn_case("knn ties at 2e-4, a query", mid, n, d, mq, 1, 10);
+  if (counts_apply)
+    CHECK(r == 0, "knn ties at 2e-4: %lld queries rechecked in fp64, expected 0", (long long)r);
+  free(mq);
+  free(mid);
+
   /* Random data, well separated at fp32 resolution: nothing to recheck. */
   double *y = random_matrix(3000, 24, 0, 1);
   r = check_knn_case("knn certified random d=24", y, 3000, 24, NULL, 0, 8);

@@ -111,7 +111,10 @@ if want tests; then
   #   GPUML_CUDA_KNN_FUSED=0     the tile-by-tile path instead of the fused kernel
   #   GPUML_CUDA_FUSED_SPLIT=N   the fused kernel with the references split (merge path)
   #   GPUML_CUDA_KNN_SPLIT=0     plain SGEMM instead of the split TF32 GEMM (fp32)
-  #   GPUML_CUDA_KNN_RECHECK=all every query of precision auto rechecked in fp64
+  #   GPUML_CUDA_KNN_RECHECK=all no list certified: every query of the plain TF32 pass
+  #                              searched again by the split pass (and in precision auto
+  #                              by fp64)
+  #   GPUML_CUDA_KNN_PLAIN=0     no plain TF32 candidate pass: the split pass at once
   #   GPUML_CUDA_KNN_SYMMETRIC=0 the row-by-row path instead of the symmetric schedule of
   #                              the self-search (test_core's test_knn_symmetric runs both
   #                              itself, with small tiles; these runs take the old path for
@@ -130,6 +133,8 @@ if want tests; then
   run_tests test_core double-rowwise GPUML_TEST_PRECISION=double GPUML_CUDA_KNN_SYMMETRIC=0
   run_tests test_core single-rowwise GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SYMMETRIC=0
   run_tests test_core auto-rowwise-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_RECHECK=all
+  run_tests test_core auto-split GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_PLAIN=0
+  run_tests test_core single-recheck-all GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_RECHECK=all
   # GPU_RUN_KNN_CONFIGS=0: kNN in the two precisions only (the other programs all run).
   [ "${GPU_RUN_KNN_CONFIGS:-1}" = 0 ] || {
   run_tests test_core auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
@@ -156,6 +161,8 @@ if want tests; then
   run_tests test_knn_index double GPUML_TEST_PRECISION=double
   run_tests test_knn_index single GPUML_TEST_PRECISION=single
   run_tests test_knn_index auto-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_RECHECK=all
+  run_tests test_knn_index single-recheck-all GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_RECHECK=all
+  run_tests test_knn_index auto-split GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_PLAIN=0
   run_tests test_knn_index auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_knn_index auto-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_TILE=300
   run_tests test_knn_index double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
