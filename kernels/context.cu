@@ -19,8 +19,10 @@ static gpuml_status cuda_failure(const char *id, cudaError_t e, const char *what
 gpuml_status DeviceContext::open(const char *id) {
   if (open_) return GPUML_OK;
   // Attributes one by one: cudaGetDeviceProperties fills every field, some at a cost
-  // (the CUDA guide's advice), where a call needs two.
+  // (the CUDA guide's advice), where a call needs three.
   cudaError_t e = cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device_);
   if (e != cudaSuccess) return cuda_failure(id, e, "cudaDeviceGetAttribute");
   size_t free_bytes = 0, total_bytes = 0;
   e = cudaMemGetInfo(&free_bytes, &total_bytes);

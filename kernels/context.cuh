@@ -33,9 +33,10 @@ class DeviceContext {
 
   // Everything below expects the caller to hold lock() with the device current.
 
-  // Creates the stream and reads the two properties the calls use, once.
+  // Creates the stream and reads the properties the calls use, once.
   gpuml_status open(const char *id);
   int sm_count() const { return sm_count_; }
+  int cc_major() const { return cc_major_; }  // the compute capability's major number
   cudaStream_t stream() const { return stream_; }
   // Library handles, created on first use, bound to stream().
   gpuml_status blas(const char *id, cublasHandle_t *out);
@@ -73,7 +74,7 @@ class DeviceContext {
   int device_;
   std::recursive_mutex lock_;
   bool open_ = false;
-  int sm_count_ = 1;
+  int sm_count_ = 1, cc_major_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cusolverDnHandle_t solver_ = nullptr;

@@ -119,6 +119,7 @@ class Context {
   // The device's context: its pinned staging ring, its solver handle.
   DeviceContext &device() const { return *dc_; }
   int sm_count() const { return dc_->sm_count(); }
+  int cc_major() const { return dc_->cc_major(); }
   gpuml_status solver(cusolverDnHandle_t *out) { return dc_->solver(id_, out); }
   gpuml_status pinned(int slot, size_t bytes, void **out) {
     return dc_->pinned(id_, slot, bytes, out);

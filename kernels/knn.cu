@@ -42,6 +42,7 @@
 #include "gpuml_cuda.h"
 #include "knn_fused.cuh"
 #include "knn_lists.cuh"
+#include "knn_screen.cuh"
 #include "shards.h"
 
 namespace gm {
@@ -150,6 +151,25 @@ inline int64_t plain_extra(int64_t k) {
   return more > kExtraCandidates ? more : kExtraCandidates;
 }
 
+// The screened search (knn_screen.cuh): after a first reference tile through the GEMM and
+// the selection (the lists and their thresholds), the references are taken in chunks that
+// double in length, each screened by the fused kernel against the queries' thresholds;
+// the few survivors are queued per query and merged (column_merge with the roles of the
+// symmetric search's column side swapped: the queries own the queues). A chunk whose
+// queues overflowed is done again through the GEMM tiles. A chunk [s, 2s) of references
+// in random order brings about K ln 2 new entries into a list of K, so the queues hold
+// 2K + 64. It serves the plain pass with the references resident and d up to
+// kScreenMaxDim, where the distance tile's traffic costs more than the fused kernel's
+// slower tensor-core use. GPUML_CUDA_KNN_SCREEN=0 turns it off, =all lifts the
+// dimension limit; GPUML_CUDA_KNN_SCREEN_SLOTS=N and GPUML_CUDA_KNN_SCREEN_CHUNK=N (the
+// longest chunk) are for tests.
+constexpr int64_t kScreenMaxDim = 256;
+constexpr int64_t kScreenChunkMax = (int64_t)1 << 20;
+inline int screen_slots(int64_t K) {
+  const int64_t knob = env_int("GPUML_CUDA_KNN_SCREEN_SLOTS");
+  return knob ? (int)knob : (int)(2 * K + 64);
+}
+
 template <typename T, typename In>
 struct KnnPlan {
   bool small = false, gemm = false, tile = false, resident = false, q_view = false;
@@ -157,6 +177,7 @@ struct KnnPlan {
   bool split = false;  // fp32 GEMM form through the split TF32 GEMM (points.cuh)
   bool certify = false;  // each fp32 list certified (precision auto, or the plain pass)
   bool plain = false;    // candidates from the plain TF32 GEMM (plain_pass)
+  bool screen = false;   // the plain pass's tiles after the first screened (knn_screen.cuh)
   bool prepared = false;  // the references are a kNN index's resident set (no upload)
   int sm_count = 1;
   int64_t K = 0, rt = 0, qt = 0, raw_rows = 0;
@@ -226,6 +247,7 @@ size_t plan_bytes(const KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t k, bool
     if (splits > 1) s += (size_t)qt * K * (sizeof(T) + 8) * (size_t)splits;
   }
   s += (size_t)qt * K * 8;                                    // exact distances
+  if (p.screen) s += (size_t)qt * ((size_t)screen_slots(p.K) * 8 + 8) + 256;  // the queues
   const bool big_final = p.K > kBitonicMaxK;
   if (big_final) s += (size_t)qt * K * 16;
   s += (size_t)qt * (size_t)k * (8 + sizeof(In));  // outputs
@@ -532,6 +554,11 @@ struct KnnSearch {
   T *sym_Ld = nullptr, *sym_thr = nullptr, *slot_d = nullptr;
   int64_t *sym_Li = nullptr;
   int *slot_q = nullptr, *slot_count = nullptr;
+  // The screened search's queues (knn_screen.cuh): each query's threshold, queue and
+  // count, and the overflow flag.
+  T *screen_thr = nullptr, *screen_d = nullptr;
+  int *screen_q = nullptr, *screen_count = nullptr, *screen_flag = nullptr;
+  int64_t screened_chunks = 0, redone_chunks = 0;
   // Streams: the main one (GEMMs, reranking, outputs); `sel` for the warp selection
   // when it overlaps the next GEMM; `up` for loading the next query tile during the
   // search. Events order them.
@@ -586,6 +613,10 @@ struct KnnSearch {
     const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED");
     p.fused = p.small && p.K <= kFusedMaxK && !p.gemm && n < 2147483647LL - kFusedAlign &&
               !(fused_knob && strcmp(fused_knob, "0") == 0);
+    const char *screen_knob = getenv("GPUML_CUDA_KNN_SCREEN");
+    const bool screen_all = screen_knob && strcmp(screen_knob, "all") == 0;
+    p.screen = p.plain && p.small && !(screen_knob && strcmp(screen_knob, "0") == 0) &&
+               (d <= kScreenMaxDim || screen_all);
     const char *recheck_knob = getenv("GPUML_CUDA_KNN_RECHECK");
     recheck_all = p.certify && recheck_knob && strcmp(recheck_knob, "all") == 0;
     p.tile = !p.fused && (p.gemm || !p.small);
@@ -595,11 +626,13 @@ struct KnnSearch {
     K = (int)p.K;
     GM_TRY(ctx.init(opt, p.gemm));
     p.sm_count = ctx.sm_count();
+    p.screen = p.screen && screen_available<In>(ctx.cc_major());
     if (p.fused && (plan_knn(p, n, d, mq, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
       p.fused = false;  // the data do not fit on the device: tile by tile instead
       p.tile = p.gemm || !p.small;
     }
     if (!p.fused) GM_TRY(plan_knn(p, n, d, mq, k, self, ctx.budget()));
+    p.screen = p.screen && p.resident && p.tile;  // (its buffers were counted in the plan)
     qt = p.qt;
     rt = p.resident && !p.tile ? n : p.rt;
     QK = (size_t)qt * (size_t)K;
@@ -697,6 +730,18 @@ struct KnnSearch {
       GM_TRY(ctx.alloc(&T1d, QK, "sorting space"));
       GM_TRY(ctx.alloc(&T1i, QK, "sorting space"));
     }
+    if (p.screen) {
+      const size_t slots = (size_t)screen_slots(p.K);
+      GM_TRY(ctx.alloc(&screen_thr, (size_t)qt, "the screening thresholds"));
+      GM_TRY(ctx.alloc(&screen_count, (size_t)qt, "the screening queues"));
+      GM_TRY(ctx.alloc(&screen_d, (size_t)qt * slots, "the screening queues"));
+      GM_TRY(ctx.alloc(&screen_q, (size_t)qt * slots, "the screening queues"));
+      GM_TRY(ctx.alloc(&screen_flag, 1, "the screening flag"));
+      GM_TRY(ctx.check(cudaMemsetAsync(screen_count, 0, (size_t)qt * sizeof(int), ctx.stream()),
+                       "clearing the screening queues"));
+      GM_TRY(ctx.check(cudaMemsetAsync(screen_flag, 0, sizeof(int), ctx.stream()),
+                       "clearing the screening flag"));
+    }
     if (p.certify) {
       GM_TRY(ctx.alloc(&max_norm_bits, 1, "the largest norm"));
       GM_TRY(ctx.check(cudaMemsetAsync(max_norm_bits, 0, sizeof(unsigned), ctx.stream()),
@@ -776,6 +821,9 @@ struct KnnSearch {
                                 Pd, Pi, Ld, Li));
       return interrupted();
     }
+    if constexpr (sizeof(T) == 4) {
+      if (p.screen) return screened_candidates(Qs, q0, qn);
+    }
     for (int64_t r0 = 0; r0 < n; r0 += rt) {
       const int64_t rn = n - r0 < rt ? n - r0 : rt;
       GM_TRY(load_points(ctx, sg, R, r0, rn));
@@ -829,6 +877,68 @@ struct KnnSearch {
       GM_TRY(interrupted());
     }
     if (overlap) GM_TRY(ctx.order(sel_s, main_s, sel_end));  // the lists are complete
+    return GPUML_OK;
+  }
+
+  // The screened search of a query tile (p.screen; the references resident, the plain
+  // pass, all on the main stream): the first reference tile through the GEMM and the
+  // selection, which leaves each query's threshold; then chunks of references that double
+  // in length, each screened into the queues and merged, or done again through the GEMM
+  // tiles when a queue overflowed (the queues then discarded: every pair is offered to
+  // its list once either way).
+  gpuml_status screened_candidates(const PointSet<In, T> &Qs, int64_t q0, int64_t qn) {
+    const In *xq = Qs.x_at(q0);
+    const T *pq = Qs.p_at(q0), *nq = Qs.norm_at(q0);
+    if (p.certify && q0 == q_begin) {  // the references are all resident
+      max_norm_kernel<<<grid_1d(n, 256) < 1024u ? grid_1d(n, 256) : 1024u, 256, 0,
+                        main_s>>>((const float *)R.norm_at(0), n, max_norm_bits);
+      GM_TRY(ctx.launched("the largest norm"));
+    }
+    // GEMM tiles and their selection for references [r0, r0 + rn), the thresholds kept.
+    auto tiles = [&](int64_t r0, int64_t rn) -> gpuml_status {
+      for (int64_t t0 = r0; t0 < r0 + rn; t0 += rt) {
+        const int64_t tn = min64(rt, r0 + rn - t0);
+        GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, R.p_at(t0), tn, pq, qn, d, G, tn));
+        GM_TRY(small_select<T, In>(ctx, main_s, true, G, tn, qn, R.norm_at(t0), nq, R.x_at(t0),
+                                   xq, d, t0, q0, self, Ld, Li, K, t0 == 0, nullptr,
+                                   screen_thr));
+      }
+      return GPUML_OK;
+    };
+    const int64_t first = min64(rt, n);
+    GM_TRY(tiles(0, first));
+    ColumnFeed<T> feed;
+    feed.thr = screen_thr;
+    feed.count = screen_count;
+    feed.slot_d = screen_d;
+    feed.slot_q = screen_q;
+    feed.slots = screen_slots(p.K);
+    const int64_t knob = env_int("GPUML_CUDA_KNN_SCREEN_CHUNK");
+    const int64_t longest = knob ? knob : kScreenChunkMax;
+    for (int64_t r0 = first, len = first; r0 < n; r0 += len, len = min64(2 * len, longest)) {
+      len = min64(len, n - r0);
+      GM_TRY(screen_chunk<In>(ctx, main_s, R.p_at(r0), len, pq, qn, d, R.norm_at(r0), nq,
+                              R.x_at(r0), xq, r0, q0, self, feed, screen_flag));
+      int overflow = 0;
+      GM_TRY(ctx.check(cudaMemcpyAsync(&overflow, screen_flag, sizeof(int),
+                                       cudaMemcpyDeviceToHost, main_s),
+                       "copying the screening flag"));
+      GM_TRY(ctx.sync("screening references"));
+      screened_chunks++;
+      if (!overflow) {
+        // the queries own the queues: the chunk's references are the entries
+        GM_TRY(column_merge<T, In>(ctx, main_s, nullptr, qn, len, nq, R.norm_at(r0), xq,
+                                   R.x_at(r0), d, r0, feed, Ld, Li, K));
+      } else {
+        redone_chunks++;
+        GM_TRY(ctx.check(cudaMemsetAsync(screen_count, 0, (size_t)qn * sizeof(int), main_s),
+                         "clearing the screening queues"));
+        GM_TRY(ctx.check(cudaMemsetAsync(screen_flag, 0, sizeof(int), main_s),
+                         "clearing the screening flag"));
+        GM_TRY(tiles(r0, len));
+      }
+      GM_TRY(interrupted());
+    }
     return GPUML_OK;
   }
 
@@ -1006,8 +1116,10 @@ struct KnnSearch {
       const PointSet<In, T> &Qs = p.q_view ? R : Qb[slot];
       int64_t *cand = nullptr;
       GM_TRY(candidates(Qs, q0, qn, &cand));
+      GM_TRY(ctx.trace("knn cuda: a query tile's candidates"));
       if (p.certify) GM_TRY(certify(Qs, q0, qn));
       GM_TRY(finish_tile(Qs, q0, qn, cand));
+      GM_TRY(ctx.trace("knn cuda: its certificate and exact re-ranking"));
       if (prefetch) {
         // This slot's queries are no longer needed once the work queued so far is done;
         // the next tile loads into the other slot meanwhile.
@@ -1021,6 +1133,12 @@ struct KnnSearch {
       if (q0 + qn < q_end) gm_progress(opt, "knn", q0 + qn - q_begin, mq);
     }
     GM_TRY(ctx.trace("knn cuda: query tiles"));
+    if (p.screen && gm_trace_on()) {
+      char mark[96];
+      snprintf(mark, sizeof mark, "knn cuda: %lld chunks screened, %lld done again as tiles",
+               (long long)screened_chunks, (long long)redone_chunks);
+      gm_trace(mark);
+    }
     return copy_out();
   }
 
