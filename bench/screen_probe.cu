@@ -6,6 +6,7 @@
 //        -Xlinker --gc-sections bench/screen_probe.cu -o /tmp/screen_probe
 //   /tmp/screen_probe            correctness cases, then the timings
 //   /tmp/screen_probe --check    correctness cases only
+//   /tmp/screen_probe --waves    d = 64 and 768 timed with several grid sizes
 //
 // (The headers' host helpers that the probe does not call reach the library and cuBLAS;
 // --gc-sections drops them, so nothing else is linked.)
@@ -20,8 +21,8 @@
 // and steps, d = 18 to 768, exact duplicates (the guard), double input, a self-search,
 // overflowing queues and the loop over reference tiles beyond the grid's y.
 //
-// Speed: best of several runs (cudaEvent) for rn = 500,000, qn = 8192 at d = 64 and 128,
-// and rn = 65536, qn = 4096 at d = 768, in TFLOP/s of the TF32 products
+// Speed: best of several runs (cudaEvent) for rn = 500,000, qn = 8192 at d = 64 (both
+// forms), 96 and 128, and rn = 65536, qn = 4096 at d = 768, in TFLOP/s of the TF32 products
 // (2 rn qn w / time), with thresholds that pass some tens of references per query (a kNN
 // search's K-th value after a few chunks), none, and 1% of them.
 #include <cuda_runtime.h>
@@ -95,8 +96,9 @@ struct Case {
   unsigned max_grid_y;  // 0: the launcher's default
 };
 
+// form: as screen_launch's (-1 by w, 0 streaming).
 template <typename In>
-static int run_case(const Case &c, std::mt19937_64 &gen) {
+static int run_case(const Case &c, int form, std::mt19937_64 &gen) {
   const int64_t rn = c.rn, qn = c.qn, d = c.d, w = gm::split_block(d);
   std::normal_distribution<double> nd(0.0, 1.0);
   std::vector<In> xr_h((size_t)(rn * d)), xq_h((size_t)(qn * d));
@@ -170,7 +172,7 @@ static int run_case(const Case &c, std::mt19937_64 &gen) {
   a.feed.slot_q = slot_q;
   a.feed.slots = c.slots;
   a.overflow = overflow;
-  CK(gm::screen_launch<In>(0, a, c.max_grid_y ? c.max_grid_y : 65535u));
+  CK(gm::screen_launch<In>(0, a, c.max_grid_y ? c.max_grid_y : 65535u, form));
   CK(cudaDeviceSynchronize());
   std::vector<int> count_h(qn), sq_h((size_t)(qn * c.slots));
   std::vector<float> sd_h((size_t)(qn * c.slots));
@@ -236,9 +238,10 @@ static int run_case(const Case &c, std::mt19937_64 &gen) {
     fprintf(stderr, "  overflow flag %d, expected %d\n", of_h, (int)want_of);
     bad++;
   }
-  printf("%-28s rn %7lld qn %5lld d %4lld: %s  (queued %lld, must %lld, grey %lld, "
+  printf("%-28s %-9s rn %6lld qn %5lld d %4lld: %s  (queued %lld, must %lld, grey %lld, "
          "worst |value - reference| / norms %.2e%s)\n",
-         c.name, (long long)rn, (long long)qn, (long long)d, bad ? "FAIL" : "ok",
+         c.name, form == 0 || w > gm::kScreenResidentMaxW ? "streaming" : "resident",
+         (long long)rn, (long long)qn, (long long)d, bad ? "FAIL" : "ok",
          (long long)queued, (long long)must, (long long)grey, worst,
          c.overflow ? ", overflow case" : "");
   cudaFree(xr); cudaFree(xq); cudaFree(pr); cudaFree(pq); cudaFree(nr); cudaFree(nq);
@@ -270,7 +273,8 @@ __global__ void sample_threshold_kernel(const float *pr, const float *pq, int64_
   thr[q] = best[m - 1];
 }
 
-static void time_case(int64_t rn, int64_t qn, int64_t d, std::mt19937_64 &gen) {
+static void time_case(int64_t rn, int64_t qn, int64_t d, int form, std::mt19937_64 &gen,
+                      int waves = 1, bool all_modes = true) {
   const int64_t w = gm::split_block(d);
   const int slots = 64;
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -319,7 +323,7 @@ static void time_case(int64_t rn, int64_t qn, int64_t d, std::mt19937_64 &gen) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   const double flop = 2.0 * rn * qn * w;
-  for (int mode = 0; mode < 3; mode++) {
+  for (int mode = 0; mode < (all_modes ? 3 : 2); mode++) {
     const char *label;
     if (mode == 0) {
       // tens of survivors per query: the m-th smallest of 16384 is near rank m rn / 16384
@@ -344,7 +348,7 @@ static void time_case(int64_t rn, int64_t qn, int64_t d, std::mt19937_64 &gen) {
       CK(cudaMemset(count, 0, sizeof(int) * qn));
       CK(cudaMemset(overflow, 0, sizeof(int)));
       CK(cudaEventRecord(e0));
-      CK(gm::screen_launch<float>(0, a));
+      CK(gm::screen_launch<float>(0, a, 65535u, form, waves));
       CK(cudaEventRecord(e1));
       CK(cudaEventSynchronize(e1));
       float ms = 0;
@@ -354,9 +358,10 @@ static void time_case(int64_t rn, int64_t qn, int64_t d, std::mt19937_64 &gen) {
     std::vector<int> ch(qn);
     CK(cudaMemcpy(ch.data(), count, sizeof(int) * qn, cudaMemcpyDeviceToHost));
     for (int64_t q = 0; q < qn; q++) total += ch[q];
-    printf("TIME rn %7lld qn %5lld d %4lld (w %4lld) %-22s %8.3f ms  %6.1f TFLOP/s  "
-           "(%.1f survivors a query)\n",
-           (long long)rn, (long long)qn, (long long)d, (long long)w, label, best,
+    printf("TIME rn %7lld qn %5lld d %4lld (w %4lld) %-9s waves %-6d %-20s %8.3f ms %6.1f "
+           "TFLOP/s (%.1f survivors a query)\n",
+           (long long)rn, (long long)qn, (long long)d, (long long)w,
+           form == 0 || w > gm::kScreenResidentMaxW ? "streaming" : "resident", waves, label, best,
            flop / (best * 1e-3) / 1e12, (double)total / qn);
   }
   cudaEventDestroy(e0);
@@ -367,6 +372,8 @@ static void time_case(int64_t rn, int64_t qn, int64_t d, std::mt19937_64 &gen) {
 
 int main(int argc, char **argv) {
   const bool check_only = argc > 1 && !strcmp(argv[1], "--check");
+  // --waves: d = 64 timed with the blocks' count at several multiples of those that fit.
+  const bool waves_only = argc > 1 && !strcmp(argv[1], "--waves");
   int dev = 0;
   cudaDeviceProp prop;
   CK(cudaGetDevice(&dev));
@@ -375,6 +382,12 @@ int main(int argc, char **argv) {
          prop.minor, prop.multiProcessorCount, (int)gm::screen_available<float>(prop.major));
   if (!gm::screen_available<float>(prop.major)) return 1;
   std::mt19937_64 gen(12345);
+  if (waves_only) {
+    for (int form = -1; form <= 0; form++)
+      for (int wv : {1, 2, 4, 16, 1000000}) time_case(500000, 8192, 64, form, gen, wv, false);
+    for (int wv : {1, 4, 16, 1000000}) time_case(65536, 4096, 768, 0, gen, wv, false);
+    return 0;
+  }
   int fails = 0;
   const Case cases[] = {
       {"d 18, one partial step", 20000, 1000, 18, false, false, 0, 0, 512, false, 0},
@@ -385,16 +398,25 @@ int main(int argc, char **argv) {
       {"d 64, grid y capped at 7", 20000, 300, 64, false, false, 0, 0, 512, false, 7},
       {"d 64, overflowing queues", 20000, 1000, 64, false, false, 0, 0, 8, true, 0},
   };
-  for (const Case &c : cases) fails += run_case<float>(c, gen);
+  // Each case in the form screen_launch picks, and streaming where that was resident.
+  for (const Case &c : cases) {
+    fails += run_case<float>(c, -1, gen);
+    if (gm::split_block(c.d) <= gm::kScreenResidentMaxW) fails += run_case<float>(c, 0, gen);
+  }
   const Case dcases[] = {
       {"double, d 50, self-search", 20000, 1000, 50, true, true, 256, 0, 512, false, 0},
       {"double, d 64, duplicates", 20000, 1000, 64, true, false, 0, 3, 512, false, 0},
   };
-  for (const Case &c : dcases) fails += run_case<double>(c, gen);
+  for (const Case &c : dcases) {
+    fails += run_case<double>(c, -1, gen);
+    if (gm::split_block(c.d) <= gm::kScreenResidentMaxW) fails += run_case<double>(c, 0, gen);
+  }
   printf("correctness: %s\n", fails ? "FAILED" : "all cases ok");
   if (check_only) return fails ? 1 : 0;
-  time_case(500000, 8192, 64, gen);
-  time_case(500000, 8192, 128, gen);
-  time_case(65536, 4096, 768, gen);
+  time_case(500000, 8192, 64, -1, gen);
+  time_case(500000, 8192, 64, 0, gen);
+  time_case(500000, 8192, 96, -1, gen);
+  time_case(500000, 8192, 128, -1, gen);
+  time_case(65536, 4096, 768, -1, gen);
   return fails ? 1 : 0;
 }
