@@ -197,7 +197,9 @@ __global__ void __launch_bounds__(kScreenThreads, 2)
   constexpr bool RESIDENT = DEPTH > 0;
   constexpr int S = ScreenStages<RESIDENT>::count;
   constexpr int SF = ScreenStages<RESIDENT>::floats;
-  extern __shared__ __align__(16) float smem[];
+  // (one name and type for the dynamic shared memory in every kernel of the unit)
+  extern __shared__ __align__(16) unsigned char smem[];
+  float *const smemf = reinterpret_cast<float *>(smem);
   __shared__ float s_nr[2][kScreenRefs];  // the references' norms (NaN past rn), by tile parity
   // Per query (NaN past qn): its norm and threshold, and the parts of the cheap test's
   // bound c = max(ca, G m + cb) + 2^-18 m + cs, m the largest norm of the rows at hand.
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(kScreenThreads, 2)
   const int64_t ld = 4 * a.w;
   const int depth = RESIDENT ? DEPTH : screen_depth(w), nk = depth / kScreenStep;
   constexpr int qrow = RESIDENT ? DEPTH + 4 : kScreenRow;  // 4 mod 32: no bank conflicts
-  float *s_q = smem + S * SF;                         // RESIDENT: the query tile
+  float *s_q = smemf + S * SF;                        // RESIDENT: the query tile
   const int64_t q_tile = (int64_t)blockIdx.x * kScreenQueries;
   const int64_t rtiles = (a.rn + kScreenRefs - 1) / kScreenRefs;
   const int tiles = (int)((rtiles - blockIdx.y + gridDim.y - 1) / gridDim.y);
@@ -226,7 +228,7 @@ __global__ void __launch_bounds__(kScreenThreads, 2)
   int l_step = 0, l_tile = 0, l_kt = 0, l_stage = 0;
   auto load_next = [&]() {
     if (l_step < steps) {
-      float *sa = smem + l_stage * SF;
+      float *sa = smemf + l_stage * SF;
       const int64_t r_tile = ((int64_t)blockIdx.y + (int64_t)l_tile * gridDim.y) * kScreenRefs;
       const int k = l_kt * kScreenStep + ccol;
       const bool kin = k < w;
@@ -337,9 +339,9 @@ __global__ void __launch_bounds__(kScreenThreads, 2)
         nr_next = r < a.rn ? a.nr[r] : nan;
       }
     }
-    const float *sa = smem + stage * SF + a_off;
+    const float *sa = smemf + stage * SF + a_off;
     const float *sb =
-        (RESIDENT ? s_q + kt * kScreenStep : smem + stage * SF + kScreenRefs * kScreenRow) +
+        (RESIDENT ? s_q + kt * kScreenStep : smemf + stage * SF + kScreenRefs * kScreenRow) +
         b_off;
 #pragma unroll
     for (int kk = 0; kk < kScreenStep; kk += 8) {
