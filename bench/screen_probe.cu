@@ -19,12 +19,13 @@
 // below the threshold must be queued exactly once, none clearly above, the self pair
 // never; the queue counts and the overflow flag must agree. Cases cover partial tiles
 // and steps, d = 18 to 768, exact duplicates (the guard), double input, a self-search,
-// overflowing queues and the loop over reference tiles beyond the grid's y.
+// overflowing queues, both forms (query tile resident or streaming) and blocks that
+// take one or many reference tiles.
 //
 // Speed: best of several runs (cudaEvent) for rn = 500,000, qn = 8192 at d = 64 (both
-// forms), 96 and 128, and rn = 65536, qn = 4096 at d = 768, in TFLOP/s of the TF32 products
-// (2 rn qn w / time), with thresholds that pass some tens of references per query (a kNN
-// search's K-th value after a few chunks), none, and 1% of them.
+// forms), 96 and 128, and rn = 65536, qn = 4096 at d = 768, in TFLOP/s of the TF32
+// products (2 rn qn w / time), with thresholds that pass some tens of references per
+// query (a kNN search's K-th value after a few chunks), none, and 1% of them.
 #include <cuda_runtime.h>
 #include <mma.h>
 #include <stdio.h>
@@ -96,9 +97,10 @@ struct Case {
   unsigned max_grid_y;  // 0: the launcher's default
 };
 
-// form: as screen_launch's (-1 by w, 0 streaming).
+// form, waves: as screen_launch's (-1 by w, 0 streaming).
 template <typename In>
-static int run_case(const Case &c, int form, std::mt19937_64 &gen) {
+static int run_case(const Case &c, int form, std::mt19937_64 &gen,
+                    int waves = gm::kScreenWaves) {
   const int64_t rn = c.rn, qn = c.qn, d = c.d, w = gm::split_block(d);
   std::normal_distribution<double> nd(0.0, 1.0);
   std::vector<In> xr_h((size_t)(rn * d)), xq_h((size_t)(qn * d));
@@ -172,7 +174,7 @@ static int run_case(const Case &c, int form, std::mt19937_64 &gen) {
   a.feed.slot_q = slot_q;
   a.feed.slots = c.slots;
   a.overflow = overflow;
-  CK(gm::screen_launch<In>(0, a, c.max_grid_y ? c.max_grid_y : 65535u, form));
+  CK(gm::screen_launch<In>(0, a, c.max_grid_y ? c.max_grid_y : 65535u, form, waves));
   CK(cudaDeviceSynchronize());
   std::vector<int> count_h(qn), sq_h((size_t)(qn * c.slots));
   std::vector<float> sd_h((size_t)(qn * c.slots));
@@ -238,9 +240,9 @@ static int run_case(const Case &c, int form, std::mt19937_64 &gen) {
     fprintf(stderr, "  overflow flag %d, expected %d\n", of_h, (int)want_of);
     bad++;
   }
-  printf("%-28s %-9s rn %6lld qn %5lld d %4lld: %s  (queued %lld, must %lld, grey %lld, "
-         "worst |value - reference| / norms %.2e%s)\n",
-         c.name, form == 0 || w > gm::kScreenResidentMaxW ? "streaming" : "resident",
+  printf("%-28s %-9s waves %2d rn %6lld qn %5lld d %4lld: %s  (queued %lld, must %lld, "
+         "grey %lld, worst |value - reference| / norms %.2e%s)\n",
+         c.name, form == 0 || w > gm::kScreenResidentMaxW ? "streaming" : "resident", waves,
          (long long)rn, (long long)qn, (long long)d, bad ? "FAIL" : "ok",
          (long long)queued, (long long)must, (long long)grey, worst,
          c.overflow ? ", overflow case" : "");
@@ -274,7 +276,7 @@ __global__ void sample_threshold_kernel(const float *pr, const float *pq, int64_
 }
 
 static void time_case(int64_t rn, int64_t qn, int64_t d, int form, std::mt19937_64 &gen,
-                      int waves = 1, bool all_modes = true) {
+                      int waves = gm::kScreenWaves, bool all_modes = true) {
   const int64_t w = gm::split_block(d);
   const int slots = 64;
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -403,6 +405,9 @@ int main(int argc, char **argv) {
     fails += run_case<float>(c, -1, gen);
     if (gm::split_block(c.d) <= gm::kScreenResidentMaxW) fails += run_case<float>(c, 0, gen);
   }
+  // One wave of blocks: a block then takes many reference tiles in turn.
+  fails += run_case<float>(cases[1], -1, gen, 1);
+  fails += run_case<float>(cases[2], -1, gen, 1);
   const Case dcases[] = {
       {"double, d 50, self-search", 20000, 1000, 50, true, true, 256, 0, 512, false, 0},
       {"double, d 64, duplicates", 20000, 1000, 64, true, false, 0, 3, 512, false, 0},

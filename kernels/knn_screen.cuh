@@ -22,25 +22,37 @@
 // queue's owner is the query, the entry the reference's row in the chunk. A queue
 // offered more than `slots` values keeps counting, and the kernel then sets *overflow.
 //
-// The epilogue is the cost to keep down (at d = 64, 2 tensor-core instructions per
-// thread and pair against the rule's 5 or 6 plain ones), so every pair first takes a
-// cheaper test, fma(acc, -2, nr[r]) <= c[q], with c[q] computed once per block:
-//   c[q] = max(thr - nq, G maxnr - (1 - G) nq) + 2^-18 (maxnr + nq + |thr|)
-// (maxnr the largest norm of the block's references, G = kCancellationGuard), rounded
-// up to fp32. It passes every pair the rule passes: the first term covers s <= thr, the
-// second the guard's case (s < G norms gives nr - 2 acc < G nr - (1 - G) nq), and the
-// slack exceeds the few fp32 roundings in which the two forms differ (|g| <= 1.01 (nr +
-// nq), so they differ by at most about 5 2^-24 (maxnr + nq)). Only pairs that pass it
-// take the exact rule, out of shared memory, in a loop that is rare and may be slow.
+// The epilogue is the cost to keep down (at d = 64 a thread issues 2 tensor-core
+// instructions per pair it holds, against the rule's 5 or 6 plain ones), so every pair
+// first takes a cheaper test, fma(acc, -2, nr[r]) <= c[q], with
+//   c[q] = max(thr - nq, G m - (1 - G) nq) + 2^-18 (m + nq + |thr|),
+// m the largest norm of the thread's own 8 references in the tile, G = kCancellationGuard
+// (8 such bounds a thread and tile, from per-query parts computed once per block). It
+// passes every pair the rule passes: the first term covers s <= thr, the second the
+// guard's case (s < G norms gives nr - 2 acc < G nr - (1 - G) nq), and the slack is far
+// above the few fp32 roundings in which the two forms and the bound differ (|g| <=
+// 1.01 (nr + nq), so they differ by about 5 2^-24 (m + nq) at most). The pairs that
+// pass go to the block's survivor list in shared memory; once it is half full (checked
+// at a barrier) and at the end, all threads take one entry each through the exact rule,
+// so the atomics of many survivors overlap; a thread that finds the list full takes its
+// pair through the rule at once.
 //
-// Tiles: a block takes 128 references x 128 queries with 8 warps (2 x 4, each 64 x 32:
-// 4 x 4 mma tiles, 64 fp32 accumulators per thread); the depth goes in steps of 32
-// floats through shared memory, staged with 16-byte cp.async (double-buffered), the
-// rows padded to 36 floats so that ldmatrix (which moves 8 x 4 fp32 blocks as its 8 x 8
-// b16 matrices: exactly the TF32 fragments) reads without bank conflicts. Two blocks
-// fit on a multiprocessor, so one block's loads overlap the other's products at small w.
-// The grid's x runs over query tiles, so that the blocks in flight share a reference
-// tile (read from memory once) while the query tile set stays in L2.
+// Tiles: a block takes 128 queries (blockIdx.x) and reference tiles of 128 (blockIdx.y,
+// + gridDim.y, ...: about 16 times as many blocks as fit at once), with 8 warps (2 x 4,
+// each 64 references x 32 queries: 4 x 4 mma tiles, 64 fp32 accumulators a thread,
+// 128 registers, two blocks a multiprocessor). The depth goes in steps of 32 floats
+// through shared memory with 16-byte cp.async, the stages running on from one reference
+// tile into the next; rows are padded to 4 floats past a multiple of 32, so that
+// ldmatrix (which moves 8 x 4 fp32 blocks as its 8 x 8 b16 matrices: exactly the TF32
+// fragments) reads without bank conflicts. For w <= 96 the block's query tile stays in
+// shared memory (loaded once) and only references stream (3 stages): half the operand
+// traffic; beyond, both stream (2 stages). Blocks of consecutive x share their
+// reference tiles, read from memory once while the queries stay in L2.
+//
+// Measured on an H100 (bench/screen_probe.cu, rn = 500,000 x qn = 8192, thresholds that
+// pass about 30 references a query): 4.7 ms at d = 64 (0.52 TFLOP of TF32 products:
+// 112 TFLOP/s; 127 with no survivors; 102 streaming), 131 TFLOP/s at d = 96, 125 at
+// d = 128; 148 at d = 768 (rn = 65,536, qn = 4096).
 //
 // TF32 mma exists on sm_80 and later; the kernel is compiled for every architecture of
 // the build with an empty body below sm_80, and screen_available() tells whether the
@@ -68,6 +80,10 @@ constexpr int kScreenAcc = kScreenMT * kScreenNT * 4;               // accumulat
 // Survivors wait in a block's list of this many and are offered together (one round
 // trip to memory for all of them) once it is half full, and at the end.
 constexpr int kScreenList = 256;
+// Blocks launched: about this many times as many as fit at once, each taking its share
+// of the reference tiles in turn (H100, d = 64: 1, 2, 4, 16 times and one tile a block
+// measured 4.43, 4.34, 4.29, 4.13 and 5.24 ms; d = 768 alike, flatter).
+constexpr int kScreenWaves = 16;
 // The query tile stays in shared memory up to this w (its rows padded to a multiple of
 // the step plus 4 floats); beyond, both tiles go through the stages.
 constexpr int64_t kScreenResidentMaxW = 96;
@@ -200,7 +216,7 @@ __global__ void __launch_bounds__(kScreenThreads, 2)
   const int64_t ld = 4 * a.w;
   const int depth = RESIDENT ? DEPTH : screen_depth(w), nk = depth / kScreenStep;
   constexpr int qrow = RESIDENT ? DEPTH + 4 : kScreenRow;  // 4 mod 32: no bank conflicts
-  float *s_q = smemf + S * SF;                         // RESIDENT: the query tile
+  float *s_q = smemf + S * SF;                        // RESIDENT: the query tile
   const int64_t q_tile = (int64_t)blockIdx.x * kScreenQueries;
   const int64_t rtiles = (a.rn + kScreenRefs - 1) / kScreenRefs;
   const int tiles = (int)((rtiles - blockIdx.y + gridDim.y - 1) / gridDim.y);
@@ -318,12 +334,15 @@ __global__ void __launch_bounds__(kScreenThreads, 2)
           for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
       // The next tile's norms, stored at this tile's end (s_nr by tile parity).
       if (tid < kScreenRefs && tile + 1 < tiles) {
-        const int64_t r = ((int64_t)blockIdx.y + (int64_t)(tile + 1) * gridDim.y) * kScreenRefs + tid;
+        const int64_t r =
+            ((int64_t)blockIdx.y + (int64_t)(tile + 1) * gridDim.y) * kScreenRefs + tid;
         nr_next = r < a.rn ? a.nr[r] : nan;
       }
     }
     const float *sa = smemf + stage * SF + a_off;
-    const float *sb = (RESIDENT ? s_q + kt * kScreenStep : smemf + stage * SF + kScreenRefs * kScreenRow) + b_off;
+    const float *sb =
+        (RESIDENT ? s_q + kt * kScreenStep : smemf + stage * SF + kScreenRefs * kScreenRow) +
+        b_off;
 #pragma unroll
     for (int kk = 0; kk < kScreenStep; kk += 8) {
       unsigned af[kScreenMT][4], bf[kScreenNT / 2][4];
@@ -419,8 +438,9 @@ __global__ void __launch_bounds__(kScreenThreads, 2)
 template <typename In>
 inline bool screen_available(int cc_major) {
   if (cc_major < 8) return false;
-  const void *kernels[4] = {(const void *)screen_kernel<In, 0>, (const void *)screen_kernel<In, 32>,
-                            (const void *)screen_kernel<In, 64>, (const void *)screen_kernel<In, 96>};
+  const void *kernels[4] = {
+      (const void *)screen_kernel<In, 0>, (const void *)screen_kernel<In, 32>,
+      (const void *)screen_kernel<In, 64>, (const void *)screen_kernel<In, 96>};
   for (const void *k : kernels) {
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, k) != cudaSuccess) {
@@ -430,6 +450,20 @@ inline bool screen_available(int cc_major) {
     if (fa.ptxVersion < 80) return false;
   }
   return true;
+}
+
+// Whether the form's shared memory (static and dynamic) fits a block of the current device.
+template <typename In, int DEPTH>
+bool screen_fits(int64_t w) {
+  int dev = 0, optin = 0;
+  cudaFuncAttributes fa;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&fa, screen_kernel<In, DEPTH>) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return fa.sharedSizeBytes + screen_shared_bytes(DEPTH > 0, w) <= (size_t)optin;
 }
 
 template <typename In, int DEPTH>
@@ -464,22 +498,34 @@ cudaError_t screen_launch_form(cudaStream_t stream, const ScreenArgs<In> &a,
   return cudaGetLastError();
 }
 
-// The launch without a Context (the bench probe calls it directly). form: -1 picks by w
-// (the query tile resident for w <= kScreenResidentMaxW), 1 resident where w allows,
-// 0 streaming. max_grid_y (testing): at most this many blocks per query tile, each then
-// taking more reference tiles.
+// The launch without a Context (the bench probe calls it directly). form: -1 or 1, the
+// query tile resident where w <= kScreenResidentMaxW and the device has the shared
+// memory, else streaming; 0 streaming. max_grid_y and waves (testing, tuning): at most
+// max_grid_y blocks per query tile; about `waves` times as many blocks as fit at once.
 template <typename In>
 cudaError_t screen_launch(cudaStream_t stream, const ScreenArgs<In> &a,
-                          unsigned max_grid_y = 65535, int form = -1, int waves = 1) {
+                          unsigned max_grid_y = 65535, int form = -1,
+                          int waves = kScreenWaves) {
   if (a.rn <= 0 || a.qn <= 0) return cudaSuccess;
   // The kernel counts a block's steps (reference tiles x steps of depth) in an int.
   if ((a.rn / kScreenRefs + 1) * (int64_t)(screen_depth(a.w) / kScreenStep) >= INT32_MAX)
     return cudaErrorInvalidValue;
   if (form != 0 && a.w <= kScreenResidentMaxW) {
+    // The resident form takes up to 113 KB of shared memory a block; where the device
+    // offers less (99 KB on sm_86 and sm_89), streaming.
     switch (screen_depth(a.w)) {
-      case 32: return screen_launch_form<In, 32>(stream, a, max_grid_y, waves);
-      case 64: return screen_launch_form<In, 64>(stream, a, max_grid_y, waves);
-      default: return screen_launch_form<In, 96>(stream, a, max_grid_y, waves);
+      case 32:
+        if (screen_fits<In, 32>(a.w))
+          return screen_launch_form<In, 32>(stream, a, max_grid_y, waves);
+        break;
+      case 64:
+        if (screen_fits<In, 64>(a.w))
+          return screen_launch_form<In, 64>(stream, a, max_grid_y, waves);
+        break;
+      default:
+        if (screen_fits<In, 96>(a.w))
+          return screen_launch_form<In, 96>(stream, a, max_grid_y, waves);
+        break;
     }
   }
   return screen_launch_form<In, 0>(stream, a, max_grid_y, waves);
