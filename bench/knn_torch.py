@@ -4,6 +4,7 @@ copies are timed, as gpuml's are). Prints "RESULT <case> <ms>" lines; skips grac
 when torch or a GPU is missing.
 
     python3 bench/knn_torch.py            all cases (GPUML_BENCH_SKIP_LARGE=1 skips n = 1e6)
+    python3 bench/knn_torch.py --only NAME[,NAME]   those cases (after the warm-up)
 """
 import os
 import sys
@@ -85,6 +86,15 @@ def main():
         print(f"RESULT {name} {best:.1f}")
         sys.stdout.flush()
         torch.cuda.empty_cache()
+
+    only = None
+    if "--only" in sys.argv[1:-1]:
+        only = set(sys.argv[sys.argv.index("--only") + 1].split(","))
+    run_case = run
+
+    def run(name, *args):  # noqa: F811 (the cases, filtered by --only)
+        if only is None or name == "warmup" or name in only:
+            run_case(name, *args)
 
     run("warmup", 4096, 4096, 128, 16, 1)
     run("n=65536_d=128_k=16", 65536, 65536, 128, 16, 3)

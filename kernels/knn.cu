@@ -160,10 +160,13 @@ inline int64_t plain_extra(int64_t k) {
 // in random order brings about K ln 2 new entries into a list of K, so the queues hold
 // 2K + 64. It serves the plain pass with the references resident and d up to
 // kScreenMaxDim, where the distance tile's traffic costs more than the fused kernel's
-// slower tensor-core use. GPUML_CUDA_KNN_SCREEN=0 turns it off, =all lifts the
+// slower tensor-core use (H100: 2.1x at d = 64; the kernel reaches 110-125 TFLOP/s there,
+// 150 at d = 768, where cuBLAS and the tiles did better). A self-search then takes it
+// rather than the symmetric schedule (which halves the GEMM but writes the tiles): equal
+// at 10^6 x 128, 10% faster at 65,536 x 128. GPUML_CUDA_KNN_SCREEN=0 turns it off, =all lifts the
 // dimension limit; GPUML_CUDA_KNN_SCREEN_SLOTS=N and GPUML_CUDA_KNN_SCREEN_CHUNK=N (the
 // longest chunk) are for tests.
-constexpr int64_t kScreenMaxDim = 256;
+constexpr int64_t kScreenMaxDim = 128;
 constexpr int64_t kScreenChunkMax = (int64_t)1 << 20;
 inline int screen_slots(int64_t K) {
   const int64_t knob = env_int("GPUML_CUDA_KNN_SCREEN_SLOTS");
@@ -300,9 +303,12 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
       const int64_t qt = lo;
       const int64_t want = min64(m, p.resident ? 256 : 64);
       if (qt >= 1 && (qt >= want || p.prepared || (!p.resident && p.rt <= 32))) {
-        p.qt = qt;
+        // Query tiles of equal length: a short last tile uses the GEMM poorly and costs
+        // nearly a full tile's pass over the references.
+        const int64_t tiles = (m + qt - 1) / qt;
+        p.qt = (m + tiles - 1) / tiles;
         p.q_view = self && p.resident;
-        plan_bytes(p, n, d, k, self, qt, &p.cub_bytes);
+        plan_bytes(p, n, d, k, self, p.qt, &p.cub_bytes);
         return GPUML_OK;
       }
       if (p.resident) break;
@@ -648,7 +654,7 @@ struct KnnSearch {
     // query tile longer than the reference tile) keeps the row-by-row path.
     const char *sym_knob = getenv("GPUML_CUDA_KNN_SYMMETRIC");
     symmetric = !(sym_knob && strcmp(sym_knob, "0") == 0) && self && q_begin == 0 && q_end == n &&
-                overlap && p.q_view && qt <= rt;
+                overlap && p.q_view && qt <= rt && !p.screen;
     if (symmetric) {
       sym_bytes = (size_t)n * (size_t)K * (sizeof(T) + 8) + (size_t)n * sizeof(T) +
                   (size_t)rt * (sizeof(int) + (size_t)kColumnSlots * (sizeof(T) + sizeof(int))) +
