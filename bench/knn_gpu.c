@@ -11,6 +11,7 @@
  *                                  compared bit for bit
  *   build/bench/knn_gpu --sanitize [--quick]  small runs of every path (for
  *                                  compute-sanitizer); --quick leaves out k > 1000
+ *   build/bench/knn_gpu --tensor-sweep  cuBLAS TF32 and fp16 GEMMs at the kNN tiles' shapes
  *
  * Prints "RESULT <case> <ms>" lines that tools/gpu-run.sh joins with PyTorch's. */
 #define _POSIX_C_SOURCE 200809L
@@ -478,6 +479,48 @@ static void gemm_sweep(void) {
   cublasDestroy(h);
 }
 
+/* cuBLAS's tensor-core GEMMs at the kNN tiles' shapes (TN, fp32 out): TF32 (fp32 in) and
+ * fp16 in; the plain pass's candidate GEMM in either form. */
+static void tensor_sweep(void) {
+  static const int shapes[][3] = {{16384, 8192, 768}, {16384, 5000, 768}, {65536, 8192, 128},
+                                  {65536, 8192, 64}};
+  cublasHandle_t h;
+  cublasCreate(&h);
+  float *A, *B, *C;
+  cudaMalloc((void **)&A, sizeof(float) * 65536 * 768);
+  cudaMalloc((void **)&B, sizeof(float) * 65536 * 768);
+  cudaMalloc((void **)&C, sizeof(float) * (size_t)65536 * 8192);
+  cudaMemset(A, 0, sizeof(float) * 65536 * 768);
+  cudaMemset(B, 0, sizeof(float) * 65536 * 768);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const float alpha = -2, beta = 0;
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    for (int half = 0; half < 2; half++) {
+      const int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+      const cudaDataType t = half ? CUDA_R_16F : CUDA_R_32F;
+      const cublasComputeType_t c = half ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+      float best = 1e30f;
+      for (int r = 0; r < 4; r++) {
+        float ms = 0;
+        cudaEventRecord(e0, 0);
+        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, &alpha, A, t, K, B, t, K, &beta, C,
+                     CUDA_R_32F, M, c, CUBLAS_GEMM_DEFAULT);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r > 0 && ms < best) best = ms;
+      }
+      printf("gemm %s M=%d N=%d K=%d: %.3f ms, %.1f TFLOP/s\n", half ? "fp16" : "tf32", M, N, K,
+             best, 2.0 * M * (double)N * K / (best / 1e3) / 1e12);
+    }
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
+  cublasDestroy(h);
+}
+
 int main(int argc, char **argv) {
   gpuml_info info;
   gpuml_backend_info(&info);
@@ -485,6 +528,10 @@ int main(int argc, char **argv) {
     return sanitize_runs(argc > 2 && strcmp(argv[2], "--quick") == 0);
   if (argc > 1 && strcmp(argv[1], "--overhead") == 0) {
     overheads();
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--tensor-sweep") == 0) {
+    tensor_sweep();
     return 0;
   }
   if (argc > 1 && strcmp(argv[1], "--gemm-sweep") == 0) {
