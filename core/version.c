@@ -31,8 +31,18 @@ static const struct {
     {"GPUML_CUDA_KNN_SYMMETRIC", "development: 0 takes the row-by-row path instead of the "
                                  "symmetric schedule of a one-device self-search (tiles on "
                                  "and above the diagonal feed both points' lists; the default)"},
-    {"GPUML_CUDA_KNN_RECHECK", "development: \"all\" sends every query of precision auto to "
-                               "the fp64 re-check"},
+    {"GPUML_CUDA_KNN_RECHECK", "development: \"all\" certifies no kNN list: every query of "
+                               "the plain TF32 pass goes to the split pass, and in precision "
+                               "auto then to the fp64 re-check"},
+    {"GPUML_CUDA_KNN_PLAIN", "development: 0 skips the certified plain TF32 candidate pass of "
+                             "fp32 kNN (the split TF32 pass at once)"},
+    {"GPUML_CUDA_KNN_SCREEN", "development: 0 turns off the fused TF32 screen of the kNN "
+                              "search (d <= 128, the references resident); \"all\" takes it "
+                              "at any d"},
+    {"GPUML_CUDA_KNN_SCREEN_SLOTS", "development: queue entries per query of the kNN screen "
+                                    "(small values force its overflow path)"},
+    {"GPUML_CUDA_KNN_SCREEN_CHUNK", "development: the longest chunk of references the kNN "
+                                    "screen takes at once"},
     {"GPUML_GMM_FUSED", "development: 1 takes the fused FMA kernels of the full-covariance "
                         "mixture steps instead of the tensor-core kernels or the GEMM path"},
     {"GPUML_GMM_DMMA", "development: 0 never takes the tensor-core (fp64 DMMA) kernels of "

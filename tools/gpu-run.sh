@@ -115,6 +115,10 @@ if want tests; then
   #                              searched again by the split pass (and in precision auto
   #                              by fp64)
   #   GPUML_CUDA_KNN_PLAIN=0     no plain TF32 candidate pass: the split pass at once
+  #   GPUML_CUDA_KNN_SCREEN_CHUNK=N, GPUML_CUDA_KNN_SCREEN_SLOTS=N   the fused screen
+  #                              (kernels/knn_screen.cuh) in short chunks, with short
+  #                              queues (every chunk overflowing: its GEMM-tile redo);
+  #                              with small reference tiles it runs at the tests' sizes
   #   GPUML_CUDA_KNN_SYMMETRIC=0 the row-by-row path instead of the symmetric schedule of
   #                              the self-search (test_core's test_knn_symmetric runs both
   #                              itself, with small tiles; these runs take the old path for
@@ -135,6 +139,11 @@ if want tests; then
   run_tests test_core auto-rowwise-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_RECHECK=all
   run_tests test_core auto-split GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_PLAIN=0
   run_tests test_core single-recheck-all GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_RECHECK=all
+  SCREENED="GPUML_CUDA_REF_TILE=100 GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_SCREEN_CHUNK=300"
+  run_tests test_core auto-screen GPUML_TEST_PRECISION=auto $SCREENED
+  run_tests test_core single-screen GPUML_TEST_PRECISION=single $SCREENED
+  run_tests test_core auto-screen-overflow GPUML_TEST_PRECISION=auto $SCREENED GPUML_CUDA_KNN_SCREEN_SLOTS=2
+  run_tests test_core auto-screen-all-recheck GPUML_TEST_PRECISION=auto $SCREENED GPUML_CUDA_KNN_SCREEN=all GPUML_CUDA_KNN_RECHECK=all
   # GPU_RUN_KNN_CONFIGS=0: kNN in the two precisions only (the other programs all run).
   [ "${GPU_RUN_KNN_CONFIGS:-1}" = 0 ] || {
   run_tests test_core auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
@@ -163,6 +172,7 @@ if want tests; then
   run_tests test_knn_index auto-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_RECHECK=all
   run_tests test_knn_index single-recheck-all GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_RECHECK=all
   run_tests test_knn_index auto-split GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_PLAIN=0
+  run_tests test_knn_index auto-screen GPUML_TEST_PRECISION=auto GPUML_CUDA_REF_TILE=100 GPUML_CUDA_KNN_SCREEN_CHUNK=300
   run_tests test_knn_index auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_knn_index auto-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_TILE=300
   run_tests test_knn_index double-resident-tiles GPUML_TEST_PRECISION=double GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
@@ -206,7 +216,7 @@ if want sanitize && [ "${GPU_RUN_KNN:-1}" != 0 ]; then
   else
     # racecheck leaves out the largest k (--quick): they take minutes under it.
     # GPU_RUN_SANITIZE="memcheck default full,racecheck tiles quick": only these runs
-    runs=${GPU_RUN_SANITIZE:-memcheck default full,memcheck recheck full,memcheck split full,memcheck tiles full,memcheck resident-tiles full,racecheck default quick,racecheck split quick,racecheck tiles quick}
+    runs=${GPU_RUN_SANITIZE:-memcheck default full,memcheck recheck full,memcheck split full,memcheck tiles full,memcheck resident-tiles full,memcheck screen full,racecheck default quick,racecheck split quick,racecheck tiles quick,racecheck screen quick}
     old_ifs=$IFS
     IFS=,
     set -- $runs
@@ -221,6 +231,8 @@ if want sanitize && [ "${GPU_RUN_KNN:-1}" != 0 ]; then
         recheck) set -- GPUML_CUDA_KNN_RECHECK=all ;;
         split) set -- GPUML_CUDA_FUSED_SPLIT=150 ;;
         resident-tiles) set -- GPUML_CUDA_REF_TILE=200 GPUML_CUDA_QUERY_TILE=64 ;;
+        # the fused screen, short chunks and queues (some overflow)
+        screen) set -- GPUML_CUDA_REF_TILE=100 GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_SCREEN_CHUNK=300 GPUML_CUDA_KNN_SCREEN_SLOTS=4 ;;
       esac
       label=$(echo "$run" | tr ' ' -)
       f="$LOG/sanitize-$label.log"
