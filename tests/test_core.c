@@ -210,6 +210,23 @@ static int certified_run(void) {
   return test_backend == GPUML_BACKEND_CUDA && test_precision == GPUML_PRECISION_AUTO;
 }
 
+/* n random points in [0, 1]^d (d <= 32), then points 1..40 moved to distances 1 + j step
+ * from point 0 in random directions: near ties around point 0. */
+static double *ring_around_first(int64_t n, int64_t d, double step) {
+  double *x = random_matrix(n, d, 0, 1);
+  for (int64_t j = 1; j <= 40; j++) {
+    double u[32], norm = 0;
+    for (int64_t t = 0; t < d; t++) {
+      u[t] = uniform() - 0.5;
+      norm += u[t] * u[t];
+    }
+    norm = sqrt(norm);
+    for (int64_t t = 0; t < d; t++)
+      x[j + t * n] = x[0 + t * n] + (1 + (double)j * step) * u[t] / norm;
+  }
+  return x;
+}
+
 /* Precision auto's proof at work: near ties that fp32 cannot separate must be rechecked
  * in fp64 (and still give the brute-force answer); well-separated random data need no
  * recheck; forcing every query through the recheck changes nothing. */
@@ -220,18 +237,8 @@ static void test_knn_certified(void) {
   const int counts_apply = certified_run() && !(forced && *forced);
   /* 40 points around point 0, at distances 1 + j 1e-12 in random directions: far below
    * the fp32 rounding of the distances, so point 0's list cannot be certified. */
-  const int64_t n = 400, d = 32, ring = 40;
-  double *x = random_matrix(n, d, 0, 1);
-  for (int64_t j = 1; j <= ring; j++) {
-    double u[32], norm = 0;
-    for (int64_t t = 0; t < d; t++) {
-      u[t] = uniform() - 0.5;
-      norm += u[t] * u[t];
-    }
-    norm = sqrt(norm);
-    for (int64_t t = 0; t < d; t++)
-      x[j + t * n] = x[0 + t * n] + (1 + (double)j * 1e-12) * u[t] / norm;
-  }
+  const int64_t n = 400, d = 32;
+  double *x = ring_around_first(n, d, 1e-12);
   /* Single precision has no proof: it may order such near ties differently (documented),
    * so these cases run in auto and double only. */
   const int exact_ties = test_precision != GPUML_PRECISION_SINGLE;
@@ -250,17 +257,7 @@ static void test_knn_certified(void) {
    * about 4e-4 a step, below the plain TF32 pass's bound (about 2^-9 |a| |b|, 5e-3 here)
    * but far above the split pass's (about 1e-4): point 0's list fails the plain pass's
    * certificate and passes the split pass's, so nothing goes to fp64. */
-  double *mid = random_matrix(n, d, 0, 1);
-  for (int64_t j = 1; j <= ring; j++) {
-    double u[32], norm = 0;
-    for (int64_t t = 0; t < d; t++) {
-      u[t] = uniform() - 0.5;
-      norm += u[t] * u[t];
-    }
-    norm = sqrt(norm);
-    for (int64_t t = 0; t < d; t++)
-      mid[j + t * n] = mid[0 + t * n] + (1 + (double)j * 2e-4) * u[t] / norm;
-  }
+  double *mid = ring_around_first(n, d, 2e-4);
   double *mq = random_matrix(1, d, 0, 1);
   for (int64_t t = 0; t < d; t++) mq[t] = mid[0 + t * n];
   r = check_knn_case("knn ties at 2e-4, a query", mid, n, d, mq, 1, 10);
