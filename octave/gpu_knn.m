@@ -53,12 +53,13 @@
 ## @item @qcode{"precision"}
 ## How the GPU computes for double input (the CPU always works in double):
 ## @qcode{"auto"} (default) gives exactly the double-precision answer, from
-## single-precision tensor-core candidates whose rounding error is bounded for
-## each query; a query that the bound cannot settle (near ties, many duplicates)
-## is searched again in double precision.  @qcode{"double"} computes in double
-## throughout (the same answer, slower); @qcode{"single"} keeps the
-## single-precision candidates without the proof.  Single input always runs in
-## single precision.
+## tensor-core candidates whose rounding error is bounded for each query: first
+## plain TF32, then, for the queries its wider bound cannot settle, TF32 split in
+## two parts (single-precision accuracy); a query that neither bound settles (near
+## ties, many duplicates) is searched again in double precision.  @qcode{"double"}
+## computes in double throughout (the same answer, slower); @qcode{"single"} takes
+## the two tensor-core passes without the last step: the single-precision answer.
+## Single input always runs in single precision.
 ##
 ## @item @qcode{"metric"}
 ## @qcode{"euclidean"} (default): @code{norm (@var{x} - @var{y})}; or
