@@ -62,33 +62,42 @@ static double cells_for(const double *range, int dim, double h, int64_t *per_dim
   return total;
 }
 
+/* geo's cells of side h over range (geo->dim and geo->lo set): h, inv_h, cells, strides,
+ * max_cells and slack; returns the number of cells. */
+static double geom_cells(gm_dpc_geom *geo, const double *range, double h) {
+  geo->h = h;
+  geo->inv_h = 1 / h;
+  const double total = cells_for(range, geo->dim, h, geo->cells);
+  int64_t stride = 1;
+  geo->max_cells = 0;
+  for (int t = 0; t < geo->dim; t++) {
+    if (geo->cells[t] > geo->max_cells) geo->max_cells = geo->cells[t];
+    geo->stride[t] = stride;
+    stride *= geo->cells[t];
+    /* the rounding of (x - lo) / h, in cells, is far below this */
+    geo->slack[t] = 1e-6 + 1e-12 * (fabs(geo->lo[t]) + range[t]) * geo->inv_h;
+  }
+  return total;
+}
+
 /* Points sampled (evenly spaced indices) to estimate the occupancy the points see. */
 #define GM_DPC_OCCUPANCY_SAMPLE 32768
 /* The cells may grow to this many per point when the data are clustered. */
 #define GM_DPC_MAX_CELLS_PER_POINT 2
 
 /* The mean number of points in the cell of a point (itself included) with cells of side
- * h from lo, estimated from m evenly spaced points: the pairs of them that share a cell,
- * scaled to n (exact when m = n). ids: room for m; slots (a power of two >= 2m) hold
- * (id + 1, count). */
-static double occupancy(const double *x, int64_t n, int dim, const double *lo,
+ * h over base's box (its dim and lo), estimated from m evenly spaced points: the pairs of
+ * them that share a cell, scaled to n (exact when m = n). ids: room for m; slots (a
+ * power of two >= 2m) hold (id + 1, count). */
+static double occupancy(const double *x, int64_t n, const gm_dpc_geom *base,
                         const double *range, double h, int64_t m, int threads, int64_t *ids,
                         int64_t *slots, int64_t nslots) {
-  int64_t cells[GM_DPC_GRID_MAX_DIM];
-  cells_for(range, dim, h, cells);
+  gm_dpc_geom trial = *base;
+  geom_cells(&trial, range, h);
   /* the samples' reads are cache misses: on all threads */
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t j = 0; j < m; j++) {
-    const int64_t i = (int64_t)((double)j * (double)n / (double)m);
-    int64_t id = 0, stride = 1;
-    for (int t = 0; t < dim; t++) {
-      const double y = floor((x[i + (int64_t)t * n] - lo[t]) / h);
-      const int64_t c = y < 0 ? 0 : y >= (double)cells[t] ? cells[t] - 1 : (int64_t)y;
-      id += c * stride;
-      stride *= cells[t];
-    }
-    ids[j] = id;
-  }
+  for (int64_t j = 0; j < m; j++)
+    ids[j] = gm_dpc_cell_of(&trial, x, n, (int64_t)((double)j * (double)n / (double)m));
   memset(slots, 0, (size_t)nslots * 2 * sizeof *slots);
   double pairs = 0;
   for (int64_t j = 0; j < m; j++) {
@@ -113,9 +122,10 @@ static double occupancy(const double *x, int64_t n, int dim, const double *lo,
  * GM_DPC_CELLS_SEEN the side shrinks until the occupancy the points see (the mean, over
  * points, of their cell's count) is about per_cell, at most max_total cells. It only
  * changes the speed: every answer is the same at any h. */
-static double cell_side(const double *x, int64_t n, int dim, const double *lo,
+static double cell_side(const double *x, int64_t n, const gm_dpc_geom *base,
                         const double *range, double widest, int spread, double volume,
                         double per_cell, gm_dpc_cells sizing, int threads) {
+  const int dim = base->dim;
   const double mean_total = (double)n / per_cell + 1;
   double h = spread ? pow(volume / mean_total, 1.0 / spread) : 1;
   if (!(h > 0) || !isfinite(h)) h = widest > 0 ? widest : 1;
@@ -133,7 +143,7 @@ static double cell_side(const double *x, int64_t n, int dim, const double *lo,
   const double per_point = knob && atof(knob) > 0 ? atof(knob) : GM_DPC_MAX_CELLS_PER_POINT;
   const double max_total = (double)n * per_point + 1;
   for (int step = 0; step < 4; step++) {
-    const double seen = occupancy(x, n, dim, lo, range, h, m, threads, slots + nslots * 2, slots, nslots);
+    const double seen = occupancy(x, n, base, range, h, m, threads, slots + nslots * 2, slots, nslots);
     if (gm_trace_on()) {
       char note[160];
       snprintf(note, sizeof note, "dpc index: cells of side %g, %.0f cells, %.1f points in a point's cell",
@@ -179,18 +189,8 @@ void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm
     }
   }
   const double h =
-      cell_side(x, n, geo->dim, geo->lo, range, widest, spread, volume, per_cell, sizing, g->threads);
-  geo->h = h;
-  geo->inv_h = 1 / h;
-  g->ncells = (int64_t)cells_for(range, geo->dim, h, geo->cells);
-  int64_t stride = 1;
-  for (int t = 0; t < geo->dim; t++) {
-    if (geo->cells[t] > geo->max_cells) geo->max_cells = geo->cells[t];
-    geo->stride[t] = stride;
-    stride *= geo->cells[t];
-    /* the rounding of (x - lo) / h, in cells, is far below this */
-    geo->slack[t] = 1e-6 + 1e-12 * (fabs(geo->lo[t]) + range[t]) * geo->inv_h;
-  }
+      cell_side(x, n, geo, range, widest, spread, volume, per_cell, sizing, g->threads);
+  g->ncells = (int64_t)geom_cells(geo, range, h);
 }
 
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
