@@ -64,6 +64,23 @@ static int staged_check(const gm_backend *b, const gpuml_options *used) {
          used->metric == GPUML_METRIC_EUCLIDEAN;
 }
 
+/* The scan where the driver still owes it, after the checks of the arguments (status st):
+ * on any failure (a non-finite value is reported first, whatever else is wrong), or when
+ * backend b does not check what it stages (*staged = 0). Its time is moved out of the
+ * call's seconds (*t0, when given). Returns the scan's error, else st. */
+static gpuml_status scan_unless_staged(gpuml_status st, const gm_backend *b,
+                                       const gpuml_options *used, const gm_matrix *data,
+                                       const gm_matrix *query, double *t0, int *staged) {
+  *staged = !st && staged_check(b, used);
+  if (st || !*staged) {
+    const double s0 = gm_seconds();
+    const gpuml_status v = check_knn_values(data, query);
+    if (v) return v;
+    if (t0) *t0 += gm_seconds() - s0;
+  }
+  return st;
+}
+
 /* The outcome of steps that ran on values not yet scanned (staged_check): after a
  * failure the scan's error when it finds a non-finite value, else the failure itself;
  * GM_STATUS_NON_FINITE without a non-finite value to report would be the backend's
@@ -128,16 +145,8 @@ static gpuml_status knn_run(const gm_matrix *data, const gm_matrix *query, int64
                             (double)(query ? query->rows : data->rows) * (double)data->rows *
                                 (double)data->cols,
                             "knn", &used, &b);
-  /* The values: scanned now (not counted in the call's seconds, as before) unless the
-   * backend checks them as it stages them. */
-  const int staged = !st && staged_check(b, &used);
-  if (st || !staged) {
-    const double s0 = gm_seconds();
-    const gpuml_status v = check_knn_values(data, query);
-    if (v) return v;
-    t0 += gm_seconds() - s0;
-  }
-  if (st) return st;
+  int staged;
+  if ((st = scan_unless_staged(st, b, &used, data, query, &t0, &staged))) return st;
   gm_trace(staged ? "knn: arguments checked (the values as they are staged)"
                   : "knn: the values checked");
   gm_matrix D;
@@ -200,16 +209,8 @@ static gpuml_status index_build(const double *data, int64_t n, int64_t d,
   if (!st)
     st = gm_backend_resolve(opt, GM_ALGO_NEIGHBOURS, (double)n * (double)n * (double)d, "knn",
                             &used, &backend);
-  /* The values: scanned now (not counted in the build's seconds, as before) unless the
-   * backend checks them as it loads them. */
-  const int staged = !st && staged_check(backend, &used);
-  if (st || !staged) {
-    const double s0 = gm_seconds();
-    const gpuml_status v = check_knn_values(&D, NULL);
-    if (v) return v;
-    t0 += gm_seconds() - s0;
-  }
-  if (st) return st;
+  int staged;
+  if ((st = scan_unless_staged(st, backend, &used, &D, NULL, &t0, &staged))) return st;
   gpuml_knn_index *ix = calloc(1, sizeof *ix);
   if (!ix) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the index");
   ix->used = used;
@@ -281,14 +282,9 @@ gpuml_status gpuml_knn_index_search(const gpuml_knn_index *ix, const double *que
   if (!st) st = gpuml_knn_index_check(ix, query ? m : -1, k, opt);
   if (!st && (!index || !dist))
     st = gm_fail(GPUML_ERR_ARG, "knn:badOutput", "the output arrays must not be NULL");
-  /* The queries' values (the index's data were checked when it was built): scanned now
-   * unless the backend checks them as it stages them. */
-  const int staged = !st && staged_check(ix->backend, &ix->used);
-  if (q && (st || !staged)) {
-    const gpuml_status v = check_knn_values(NULL, q);
-    if (v) return v;
-  }
-  if (st) return st;
+  /* The queries' values (the index's data were checked when it was built). */
+  int staged;
+  if ((st = scan_unless_staged(st, ix->backend, &ix->used, NULL, q, NULL, &staged))) return st;
   const double t0 = gm_seconds();
   /* The index's backend, device, precision and metric; the call's threads, memory
    * limit, verbosity and callbacks. */
