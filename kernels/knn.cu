@@ -102,19 +102,34 @@ __global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
 // accumulation (d terms) and norms are covered by E's other terms, which count 3d terms,
 // so for the plain pass
 //     E' = E + 2^-9 (1 + 2^-10) a b.
+// The half pass (gemm_tile_half) forms the same hi.hi products from fp16 copies scaled
+// by 2^s_r and 2^s_q (points.cuh, half_operands): exact but for components that fall on
+// the fp16 subnormals' grid, |h 2^-s - hi| <= alpha = 2^-25 2^-s each. So its sum is
+// within alpha_q |hi_r|_1 + alpha_r |hi_q|_1 + d alpha_q alpha_r of the TF32 sum, with
+// |hi|_1 <= sqrt(d) |hi| <= sqrt(d) (1 + 2^-10) |v|; in the distance (the factor -2)
+//     E'' = E' + 2 (sqrt(d) (1 + 2^-10) (alpha_q b + alpha_r a) + d alpha_q alpha_r).
+// (exp_r, exp_q: the two scales, on the device; NULL when the plain pass was TF32.)
 __global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64_t qn,
                                const float *__restrict__ nq, const unsigned *__restrict__ max_bits,
-                               int64_t d, int plain, int complete, int recheck_all,
+                               int64_t d, int plain, const int *__restrict__ exp_r,
+                               const int *__restrict__ exp_q, int complete, int recheck_all,
                                unsigned char *__restrict__ fail) {
   const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (q >= qn) return;
   if (recheck_all || !complete) {
     const double up = 1.0 + 0x1p-20;  // the stored norms rounded up to bounds
     const double a = sqrt((double)nq[q]) * up, b = sqrt((double)__uint_as_float(*max_bits)) * up;
-    const double E = 0x1p-22 * (5.0 * (a * a + b * b) + (6.0 * (double)d + 12.0) * a * b) +
-                     (plain ? 0x1p-9 * (1.0 + 0x1p-10) * a * b : 0.0);
+    double E = 0x1p-22 * (5.0 * (a * a + b * b) + (6.0 * (double)d + 12.0) * a * b) +
+               (plain ? 0x1p-9 * (1.0 + 0x1p-10) * a * b : 0.0);
+    bool usable = true;
+    if (exp_r) {
+      usable = exp_r[0] != kHalfUnusable && exp_q[0] != kHalfUnusable;
+      const double alpha_r = ldexp(0x1p-25, -exp_r[0]), alpha_q = ldexp(0x1p-25, -exp_q[0]);
+      E += 2.0 * (sqrt((double)d) * (1.0 + 0x1p-10) * (alpha_q * b + alpha_r * a) +
+                  (double)d * alpha_q * alpha_r);
+    }
     const double gap = (double)Ld[q * K + K - 1] - (double)Ld[q * K + k - 1];
-    fail[q] = recheck_all || !(gap > 2.0 * E);
+    fail[q] = recheck_all || !usable || !(gap > 2.0 * E);
   } else {
     fail[q] = 0;
   }
@@ -141,6 +156,24 @@ inline bool plain_pass(const gpuml_options *opt, int64_t d) {
   const char *knob = getenv("GPUML_CUDA_KNN_PLAIN");
   return sizeof(T) == 4 && (sizeof(In) == 4 || opt->precision != GPUML_PRECISION_DOUBLE) &&
          d >= kGemmMinDim && d < ((int64_t)1 << 20) && !(knob && strcmp(knob, "0") == 0);
+}
+
+// The half pass: the plain pass's GEMM from fp16 copies of the same hi values
+// (gemm_tile_half), with the references resident and the row-by-row or symmetric
+// schedule (not the screen, whose kernel reads the TF32 values). Its bound is the plain
+// one plus a subnormal term (certify_kernel). GPUML_CUDA_KNN_HALF=0 keeps the TF32 GEMM.
+inline bool half_pass() {
+  const char *knob = getenv("GPUML_CUDA_KNN_HALF");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
+// The scale of the half tiles of sets with the scales e_a and e_b (half_operands):
+// alpha = -2 2^-(s_a + s_b), and beta = 0 (gemm_tile_half's device scalars).
+__global__ void half_scale_kernel(const int *__restrict__ e_a, const int *__restrict__ e_b,
+                                  float *__restrict__ scale) {
+  const bool usable = e_a[0] != kHalfUnusable && e_b[0] != kHalfUnusable;
+  scale[0] = usable ? -2.0f * __int_as_float((127 - e_a[0] - e_b[0]) << 23) : 0.0f;
+  scale[1] = 0.0f;
 }
 
 // The plain pass's extra candidates: its bound is wider (about 2^-9 a b), so the list
@@ -180,6 +213,7 @@ struct KnnPlan {
   bool split = false;  // fp32 GEMM form through the split TF32 GEMM (points.cuh)
   bool certify = false;  // each fp32 list certified (precision auto, or the plain pass)
   bool plain = false;    // candidates from the plain TF32 GEMM (plain_pass)
+  bool half = false;     // the plain pass's GEMM in fp16 (half_pass)
   bool screen = false;   // the plain pass's tiles after the first screened (knn_screen.cuh)
   bool prepared = false;  // the references are a kNN index's resident set (no upload)
   int sm_count = 1;
@@ -234,7 +268,8 @@ bool overlap_gemm(const KnnPlan<T, In> &p) {
 template <typename T, typename In>
 size_t plan_bytes(const KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t k, bool self,
                   int64_t qt, size_t *cub_bytes) {
-  const size_t pb = point_bytes<In, T>(d, p.gemm, p.split);
+  const size_t pb = point_bytes<In, T>(d, p.gemm, p.split) +
+                    (p.half ? (size_t)half_width(d) * 2 : 0);
   const size_t K = (size_t)p.K;
   size_t s = (size_t)p.raw_rows * (size_t)d * sizeof(In) + (size_t)d * 4 * 8 + 4096;
   if (!p.prepared) s += (p.resident ? (size_t)n : (size_t)p.rt) * pb;
@@ -491,6 +526,8 @@ struct ResidentPoints {
   bool gemm = false, split = false;
   void *x = nullptr, *p = nullptr, *norm = nullptr;
   double *centre = nullptr;
+  __half *h = nullptr;  // the half pass's operands (split layout; NULL: none)
+  int *h_exp = nullptr;
   size_t bytes = 0;
 };
 
@@ -529,6 +566,7 @@ struct KnnSearch {
   PointSet<In, T> R, Q, Qb[2];  // Q: the template of the query tiles
   int64_t qt = 0, rt = 0;
   size_t QK = 0;
+  float *half_scale = nullptr;  // the half tiles' alpha and beta (gemm_tile_half)
   T *G = nullptr, *G2[2] = {nullptr, nullptr}, *Ld = nullptr, *Cd = nullptr, *Pd = nullptr;
   int64_t *Li = nullptr, *Ci = nullptr, *Pi = nullptr, *offsets = nullptr, *T1i = nullptr;
   double *Rd = nullptr, *T1d = nullptr;
@@ -608,6 +646,8 @@ struct KnnSearch {
     p.plain = allow_plain && p.split && plain_pass<T, In>(opt, d) &&
               k + kExtraCandidates <= kSmallMaxK;
     if (p.plain) p.certify = true;
+    // (a wish: kept below only with the references resident, off the screen)
+    p.half = p.plain && half_pass() && (!rp || rp->h);
     const int64_t available = n - (self ? 1 : 0);
     int64_t extra = p.plain ? plain_extra(k) : kExtraCandidates;
     if (extra > available - k) extra = available - k;
@@ -639,6 +679,7 @@ struct KnnSearch {
     }
     if (!p.fused) GM_TRY(plan_knn(p, n, d, mq, k, self, ctx.budget()));
     p.screen = p.screen && p.resident && p.tile;  // (its buffers were counted in the plan)
+    p.half = p.half && p.resident && p.tile && !p.screen && ctx.cc_major() >= 7;
     qt = p.qt;
     rt = p.resident && !p.tile ? n : p.rt;
     QK = (size_t)qt * (size_t)K;
@@ -676,10 +717,14 @@ struct KnnSearch {
     if (rp) centre = rp->centre;
     R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre; R.split = p.split;
     Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre; Q.split = p.split;
+    R.half = Q.half = p.half;
+    if (p.half) GM_TRY(ctx.alloc(&half_scale, 2, "the fp16 scale"));
     if (rp) {  // loaded when the index was built
       R.x = (In *)rp->x;
       R.p = (T *)rp->p;
       R.norm = (T *)rp->norm;
+      R.h = rp->h;
+      R.h_exp = rp->h_exp;
       R.cap = R.count = n;
       R.first = 0;
     } else {
@@ -814,12 +859,31 @@ struct KnnSearch {
                                : GPUML_OK;
   }
 
+  // The distance tile G (ldg) of the an points of A at a0 against the bn points of B at
+  // b0, in the plan's GEMM form; on the main stream.
+  gpuml_status tile_gemm(const PointSet<In, T> &A, int64_t a0, int64_t an,
+                         const PointSet<In, T> &B, int64_t b0, int64_t bn, T *tile,
+                         int64_t ldg) {
+    if constexpr (sizeof(T) == 4) {
+      if (p.half)
+        return gemm_tile_half(ctx, A.h_at(a0), an, B.h_at(b0), bn, d, half_scale, tile, ldg);
+    }
+    return gemm_tile_any<T>(ctx, p.split, p.plain, A.p_at(a0), an, B.p_at(b0), bn, d, tile, ldg);
+  }
+
+  // The half tiles' scale for the sets A and B (their fp16 scales found on the device),
+  // on the main stream before their first tile.
+  gpuml_status set_half_scale(const PointSet<In, T> &A, const PointSet<In, T> &B) {
+    if (!p.half) return GPUML_OK;
+    half_scale_kernel<<<1, 1, 0, main_s>>>(A.h_exp, B.h_exp, half_scale);
+    return ctx.launched("the fp16 scale");
+  }
+
   // Each query's K candidates for the query tile at q0 (the fused kernel, or distance
   // tiles over the references with a selection after each); *cand: where they are.
   gpuml_status candidates(const PointSet<In, T> &Qs, int64_t q0, int64_t qn, int64_t **cand) {
     const size_t qK = (size_t)qn * (size_t)K;
     const In *xq = Qs.x_at(q0);
-    const T *pq = p.gemm ? Qs.p_at(q0) : nullptr;
     const T *nq = p.gemm ? Qs.norm_at(q0) : nullptr;
     *cand = Li;  // each query's K candidates after the last tile
     if (p.fused) {
@@ -830,6 +894,7 @@ struct KnnSearch {
     if constexpr (sizeof(T) == 4) {
       if (p.screen) return screened_candidates(Qs, q0, qn);
     }
+    GM_TRY(set_half_scale(R, Qs));
     for (int64_t r0 = 0; r0 < n; r0 += rt) {
       const int64_t rn = n - r0 < rt ? n - r0 : rt;
       GM_TRY(load_points(ctx, sg, R, r0, rn));
@@ -840,24 +905,23 @@ struct KnnSearch {
       }
       const int fresh = r0 == 0;
       const In *xr = R.x_at(r0);
-      const T *pr = p.gemm ? R.p_at(r0) : nullptr;
       const T *nr = p.gemm ? R.norm_at(r0) : nullptr;
       if (overlap) {
         // GEMM into one buffer (once the selection two steps back is done with it) while
         // the selection of the other runs on its own stream.
         const int b = (int)(gemm_count++ % 2);
         GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
-        GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, pr, rn, pq, qn, d, G2[b], rn));
+        GM_TRY(tile_gemm(R, r0, rn, Qs, q0, qn, G2[b], rn));
         GM_TRY(ctx.order(main_s, sel_s, g_done[b]));
         GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, nr, nq, xr, xq, d, r0, q0,
                                    self, Ld, Li, K, fresh));
         GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
       } else if (p.small) {
-        if (p.gemm) GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, pr, rn, pq, qn, d, G, rn));
+        if (p.gemm) GM_TRY(tile_gemm(R, r0, rn, Qs, q0, qn, G, rn));
         GM_TRY(small_select<T, In>(ctx, main_s, p.gemm, G, rn, qn, nr, nq, xr, xq, d, r0, q0,
                                    self, Ld, Li, K, fresh));
       } else {
-        if (p.gemm) GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, pr, rn, pq, qn, d, G, rn));
+        if (p.gemm) GM_TRY(tile_gemm(R, r0, rn, Qs, q0, qn, G, rn));
         if (fresh) {
           fill_list_kernel<T><<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(Ld, Li,
                                                                                   (int64_t)qK);
@@ -904,7 +968,7 @@ struct KnnSearch {
     auto tiles = [&](int64_t r0, int64_t rn) -> gpuml_status {
       for (int64_t t0 = r0; t0 < r0 + rn; t0 += rt) {
         const int64_t tn = min64(rt, r0 + rn - t0);
-        GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, R.p_at(t0), tn, pq, qn, d, G, tn));
+        GM_TRY(tile_gemm(R, t0, tn, Qs, q0, qn, G, tn));
         GM_TRY(small_select<T, In>(ctx, main_s, true, G, tn, qn, R.norm_at(t0), nq, R.x_at(t0),
                                    xq, d, t0, q0, self, Ld, Li, K, t0 == 0, nullptr,
                                    screen_thr));
@@ -953,7 +1017,8 @@ struct KnnSearch {
     const int64_t available = n - (self ? 1 : 0);
     certify_kernel<<<grid_1d(qn, 256), 256, 0, ctx.stream()>>>(
         (const float *)Ld, K, (int)k, qn, (const float *)Qs.norm_at(q0), max_norm_bits, d,
-        (int)p.plain, p.K >= available, recheck_all, fail_d);
+        (int)p.plain, p.half ? R.h_exp : nullptr, p.half ? Qs.h_exp : nullptr, p.K >= available,
+        recheck_all, fail_d);
     GM_TRY(ctx.launched("certifying the candidates"));
     return ctx.check(cudaMemcpyAsync(fail_h.p, fail_d, (size_t)qn, cudaMemcpyDeviceToHost,
                                      ctx.stream()),
@@ -1048,11 +1113,12 @@ struct KnnSearch {
           (const float *)R.norm_at(0), n, max_norm_bits);
       GM_TRY(ctx.launched("the largest norm"));
     }
+    GM_TRY(set_half_scale(R, R));
     // A tile G (rn x qn: the points at r0 against the block at q0) into buffer b, on the
     // main stream once the selection that used b before is done.
     auto gemm = [&](int64_t r0, int64_t rn, int64_t q0, int64_t qn, int b) -> gpuml_status {
       GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
-      GM_TRY(gemm_tile_any<T>(ctx, p.split, p.plain, R.p_at(r0), rn, R.p_at(q0), qn, d, G2[b], rn));
+      GM_TRY(tile_gemm(R, r0, rn, R, q0, qn, G2[b], rn));
       return ctx.order(main_s, sel_s, g_done[b]);
     };
     // 1. The diagonal tiles: each block's lists from its own points, and their K-th
@@ -1527,6 +1593,8 @@ void free_resident(ResidentPoints *rp) {
     cudaFree(rp->p);
     cudaFree(rp->norm);
     cudaFree(rp->centre);
+    cudaFree(rp->h);
+    cudaFree(rp->h_exp);
   }
   if (restore) cudaSetDevice(prev);
   cudaGetLastError();
@@ -1551,7 +1619,10 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   const size_t x_bytes = (size_t)n * (size_t)d * sizeof(In);
   const size_t p_bytes = rp->gemm ? (size_t)n * width * sizeof(T) : 0;
   const size_t norm_bytes = rp->gemm ? (size_t)n * sizeof(T) : 0;
-  const size_t need = x_bytes + p_bytes + norm_bytes + (size_t)d * 8;
+  // the half pass's fp16 copy (its 12.5% of the split layout's bytes)
+  const bool half = rp->split && half_pass();
+  const size_t h_bytes = half ? (size_t)n * (size_t)half_width(d) * 2 : 0;
+  const size_t need = x_bytes + p_bytes + norm_bytes + h_bytes + (size_t)d * 8;
   if (need > ctx.budget())
     return gm_fail(GPUML_ERR_NOMEM, "knn:cuda",
                    "the index needs %.1f MB of GPU memory and %.1f MB are available: free GPU "
@@ -1569,6 +1640,10 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   if (rp->gemm) GM_TRY(zero_split_padding(ctx, (T *)rp->p, n, d, rp->split));
   GM_TRY(own(&rp->norm, norm_bytes));
   if (rp->gemm) GM_TRY(own((void **)&rp->centre, (size_t)d * 8));
+  if (half) {
+    GM_TRY(own((void **)&rp->h, h_bytes));
+    GM_TRY(own((void **)&rp->h_exp, 2 * sizeof(int)));
+  }
   Staging<In> sg;
   sg.check = true;  // every row staged once, checked (gm_neighbour_ops.checks_staged_values)
   size_t raw_bytes = ctx.budget() / 8 < ((size_t)64 << 20) ? ctx.budget() / 8 : ((size_t)64 << 20);
@@ -1578,6 +1653,7 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   R.host = data; R.ld = n; R.d = d; R.gemm = rp->gemm; R.split = rp->split;
   R.centre = rp->centre;
   R.x = (In *)rp->x; R.p = (T *)rp->p; R.norm = (T *)rp->norm;
+  R.half = half; R.h = rp->h; R.h_exp = rp->h_exp;
   R.cap = n;
   if (rp->gemm)
     GM_TRY(load_resident_with_centre(ctx, sg, R, (const In *)nullptr, 0, rp->centre));

@@ -18,6 +18,7 @@
 #ifndef GPUML_POINTS_CUH
 #define GPUML_POINTS_CUH
 
+#include <cuda_fp16.h>
 #include <mma.h>
 #include "cuda_common.cuh"
 
@@ -115,6 +116,11 @@ struct Staging {
 // The block width of the split layout: d rounded up to a multiple of 4 (zeros after d).
 inline __host__ __device__ int64_t split_block(int64_t d) { return (d + 3) & ~(int64_t)3; }
 
+// The fp16 copy of a set's hi block (the half pass of knn.cu): half_width(d) values a
+// point, d rounded up to a multiple of 8 (16-byte rows for the tensor-core kernels; the
+// padding zeros).
+inline __host__ __device__ int64_t half_width(int64_t d) { return (d + 7) & ~(int64_t)7; }
+
 template <typename In, typename T>
 struct PointSet {
   const In *host = nullptr;  // the caller's matrix, ld rows
@@ -125,6 +131,12 @@ struct PointSet {
   In *x = nullptr;
   T *p = nullptr;
   T *norm = nullptr;
+  // The half pass's operands (fp32 split layout only, `half`): h holds each point's hi
+  // block times 2^s as fp16; h_exp[0] is s (kHalfUnusable: no such s), h_exp[1] the
+  // bits of the set's largest |hi| while s is found (half_operands).
+  bool half = false;
+  __half *h = nullptr;
+  int *h_exp = nullptr;
   int64_t cap = 0;
   int64_t first = -1, count = 0;  // rows loaded: [first, first + count)
 
@@ -132,6 +144,7 @@ struct PointSet {
   int64_t width() const { return split ? 4 * split_block(d) : d; }  // values per point in p
   const T *p_at(int64_t row) const { return p + (size_t)(row - first) * (size_t)width(); }
   const T *norm_at(int64_t row) const { return norm + (row - first); }
+  const __half *h_at(int64_t row) const { return h + (size_t)(row - first) * (size_t)half_width(d); }
 };
 
 // The TF32 rounding of an fp32 value (round to nearest, 10 mantissa bits), as the tensor
@@ -328,6 +341,67 @@ gpuml_status zero_split_padding(Context &ctx, T *p, int64_t rows, int64_t d, boo
   return ctx.sync("zeroing the padding of the centred points");
 }
 
+// ---- The half pass's operands ---------------------------------------------------------
+// A set's hi values (TF32: 11-bit significands) times 2^s, stored as fp16 (also 11 bits):
+// exact wherever the scaled value is a normal fp16. s puts the set's largest |hi| in
+// [2^14, 2^15), so nothing overflows, and only a value below 2^-28 of the largest rounds,
+// to the fp16 subnormals' grid: |h 2^-s - hi| <= 2^-25 2^-s (certify_kernel's alpha).
+// s is kept in [-60, 60] so that the GEMM's scale 2^-(s_r + s_q) is a normal fp32; a set
+// whose largest |hi| is 2^75 or more has no such s (kHalfUnusable): its lists all fail
+// the certificate and take the split pass.
+constexpr int kHalfUnusable = -1000;
+constexpr int kHalfExponentMax = 60;
+
+__global__ void half_max_kernel(const float *__restrict__ p, int64_t rows, int64_t d,
+                                int64_t ld, int *__restrict__ h_exp) {
+  float m = 0;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * d;
+       e += (int64_t)gridDim.x * blockDim.x)
+    m = fmaxf(m, fabsf(p[(size_t)(e / d) * (size_t)ld + (size_t)(e % d)]));
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
+  if ((threadIdx.x & 31) == 0) atomicMax((unsigned *)(h_exp + 1), __float_as_uint(m));
+}
+
+__global__ void half_exponent_kernel(int *h_exp) {
+  const float m = __uint_as_float((unsigned)h_exp[1]);
+  int s = m > 0 ? 14 - ilogbf(m) : 0;
+  if (s > kHalfExponentMax) s = kHalfExponentMax;  // tiny values: only more subnormals
+  if (s < -kHalfExponentMax) s = kHalfUnusable;
+  h_exp[0] = s;
+}
+
+__global__ void to_half_kernel(const float *__restrict__ p, int64_t rows, int64_t d, int64_t ld,
+                               const int *__restrict__ h_exp, __half *__restrict__ h) {
+  const int s = h_exp[0];
+  const float scale = s == kHalfUnusable ? 0.0f : __int_as_float((127 + s) << 23);  // 2^s
+  const int64_t hw = half_width(d);
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * hw;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = e / hw, t = e % hw;
+    h[e] = __float2half_rn(t < d ? p[(size_t)i * (size_t)ld + (size_t)t] * scale : 0.0f);
+  }
+}
+
+// The half operands of the rows a set holds, on `stream` (the split layout's hi block).
+template <typename In, typename T>
+gpuml_status half_operands(Context &ctx, PointSet<In, T> &ps, cudaStream_t stream) {
+  if constexpr (sizeof(T) != 4) {
+    return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: half operands of fp64 points");
+  } else {
+    if (!ps.split) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: half operands need the split layout");
+    const int64_t rows = ps.count, ld = ps.width();
+    GM_TRY(ctx.check(cudaMemsetAsync(ps.h_exp + 1, 0, sizeof(int), stream),
+                     "clearing the largest value"));
+    const unsigned blocks = grid_1d(rows * ps.d, 256) < 2048u ? grid_1d(rows * ps.d, 256) : 2048u;
+    half_max_kernel<<<blocks, 256, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_exp);
+    GM_TRY(ctx.launched("the largest value"));
+    half_exponent_kernel<<<1, 1, 0, stream>>>(ps.h_exp);
+    GM_TRY(ctx.launched("the fp16 scale"));
+    to_half_kernel<<<blocks, 256, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_exp, ps.h);
+    return ctx.launched("the fp16 operands");
+  }
+}
+
 template <typename In, typename T>
 gpuml_status alloc_points(Context &ctx, PointSet<In, T> &ps, int64_t cap) {
   ps.cap = cap;
@@ -338,6 +412,10 @@ gpuml_status alloc_points(Context &ctx, PointSet<In, T> &ps, int64_t cap) {
     GM_TRY(ctx.alloc(&ps.p, (size_t)cap * (size_t)ps.width(), "centred points"));
     GM_TRY(zero_split_padding(ctx, ps.p, cap, ps.d, ps.split));
     GM_TRY(ctx.alloc(&ps.norm, (size_t)cap, "squared norms"));
+  }
+  if (ps.half) {
+    GM_TRY(ctx.alloc(&ps.h, (size_t)cap * (size_t)half_width(ps.d), "fp16 points"));
+    GM_TRY(ctx.alloc(&ps.h_exp, 2, "the fp16 scale"));
   }
   return GPUML_OK;
 }
@@ -368,6 +446,7 @@ gpuml_status load_points(Context &ctx, Staging<In> &sg, PointSet<In, T> &ps, int
   }
   ps.first = r0;
   ps.count = rn;
+  if (ps.half) GM_TRY(half_operands(ctx, ps, stream));
   return GPUML_OK;
 }
 
@@ -522,6 +601,7 @@ gpuml_status load_resident_with_centre(Context &ctx, Staging<In> &sg, PointSet<I
   GM_TRY(ctx.launched("squared norms"));
   ps.first = 0;
   ps.count = n;
+  if (ps.half) GM_TRY(half_operands(ctx, ps, ctx.stream()));
   return GPUML_OK;
 }
 

@@ -277,6 +277,14 @@ static void test_knn_certified(void) {
   double *far = random_matrix(500, 64, 1e6, 1);
   check_knn_case("knn data near 1e6", far, 500, 64, NULL, 0, 7);
   free(far);
+  /* Values near 1e-16 (d above the screen's 128): the fp16 candidate pass's scale 2^s
+   * stops at 2^60, so many components fall on the fp16 subnormals' grid, which its bound
+   * must cover (or the lists go to the split pass). */
+  double *tiny = random_matrix(700, 160, 0, 1e-16), *tq = random_matrix(40, 160, 0, 1e-16);
+  check_knn_case("knn values near 1e-16", tiny, 700, 160, NULL, 0, 6);
+  check_knn_case("knn values near 1e-16, queries", tiny, 700, 160, tq, 40, 9);
+  free(tiny);
+  free(tq);
   double *wide = random_matrix(300, 2000, 0, 1), *wq = random_matrix(20, 2000, 0, 1);
   check_knn_case("knn d=2000", wide, 300, 2000, NULL, 0, 5);
   check_knn_case("knn d=2000 queries", wide, 300, 2000, wq, 20, 299);

@@ -18,6 +18,9 @@
 #      benchmarks without the testthat suite)
 # Environment:
 #   GPU_RUN_ARCH=sm_90     the device code to build (configure's --with-cuda-arch)
+#   GPU_RUN_PREBUILT=1     link against the build/libgpuml.a that came with the call
+#                          (configured with --with-cuda-arch=GPU_RUN_ARCH) instead of
+#                          compiling the kernels here
 #   GPU_RUN_SKIP_LARGE=1   skip the n = m = 1e6 case (about a minute with PyTorch)
 #   GPU_RUN_STEPS="build tests sanitize algos bench variants devices r"   only these steps
 #   GPU_RUN_SHARD_TESTS="test_tsne test_dpc"   the C test programs run on logical shards
@@ -45,6 +48,10 @@ failures=0
 step() { echo; echo "== $* [$(($(date +%s) - T0)) s]"; }
 want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+# GPU_RUN_PREBUILT=1: build/libgpuml.a came with the call (compiled for this GPU on the
+# development machine, where nvcc runs too); make links the programs against it.
+prebuilt=
+if [ "${GPU_RUN_PREBUILT:-0}" = 1 ] && [ -f build/libgpuml.a ]; then prebuilt="-o build/libgpuml.a"; fi
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null ||
   echo "nvidia-smi not available"
@@ -60,7 +67,7 @@ if want build; then
     exit 1
   fi
   grep -E '^  (CUDA|BLAS)' "$LOG/configure.log"
-  if ! make -j "$(nproc)" build/libgpuml.a tests > "$LOG/make.log" 2>&1; then
+  if ! make -j "$(nproc)" $prebuilt build/libgpuml.a tests > "$LOG/make.log" 2>&1; then
     grep -E 'error|Error' "$LOG/make.log" | head -n 30
     fail "make"
     echo "$failures step(s) failed"
@@ -383,7 +390,7 @@ fi
 
 if want r && command -v R > /dev/null 2>&1; then
   step "R: package, testthat on the GPU, bench/knn_gpu_r.R"
-  if ! make -j 16 RBUILD_FLAGS=--no-build-vignettes build/Rlib/gpuml/DESCRIPTION > "$LOG/r-build.log" 2>&1; then
+  if ! make -j 16 $prebuilt RBUILD_FLAGS=--no-build-vignettes build/Rlib/gpuml/DESCRIPTION > "$LOG/r-build.log" 2>&1; then
     tail -n 30 "$LOG/r-build.log"
     fail "the R package"
   elif [ "${GPU_RUN_R_TESTS:-1}" != 0 ]; then
