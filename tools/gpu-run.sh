@@ -126,6 +126,9 @@ if want tests; then
   #                              (kernels/knn_screen.cuh) in short chunks, with short
   #                              queues (every chunk overflowing: its GEMM-tile redo);
   #                              with small reference tiles it runs at the tests' sizes
+  #   GPUML_CUDA_KNN_SCREEN=0    no fused screen: the half pass (fp16 GEMM and tiles) at
+  #                              the tests' small d
+  #   GPUML_CUDA_KNN_HALF=gemm   the half pass's fp16 GEMM with fp32 tiles
   #   GPUML_CUDA_KNN_SYMMETRIC=0 the row-by-row path instead of the symmetric schedule of
   #                              the self-search (test_core's test_knn_symmetric runs both
   #                              itself, with small tiles; these runs take the old path for
@@ -147,6 +150,15 @@ if want tests; then
   run_tests test_core auto-split GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_PLAIN=0
   run_tests test_core single-recheck-all GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_RECHECK=all
   SCREENED="GPUML_CUDA_REF_TILE=100 GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_SCREEN_CHUNK=300"
+  # the half pass (fp16 GEMM and tiles) where the screen would take the small d of the
+  # tests: symmetric, row by row, fp16 GEMM with fp32 tiles, and small resident tiles
+  NOSCREEN="GPUML_CUDA_KNN_SCREEN=0"
+  run_tests test_core auto-half GPUML_TEST_PRECISION=auto $NOSCREEN
+  run_tests test_core single-half GPUML_TEST_PRECISION=single $NOSCREEN
+  run_tests test_core auto-half-rowwise GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_SYMMETRIC=0
+  run_tests test_core single-half-rowwise GPUML_TEST_PRECISION=single $NOSCREEN GPUML_CUDA_KNN_SYMMETRIC=0
+  run_tests test_core auto-halfgemm-rowwise GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_HALF=gemm
+  run_tests test_core auto-half-resident-tiles GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
   run_tests test_core auto-screen GPUML_TEST_PRECISION=auto $SCREENED
   run_tests test_core single-screen GPUML_TEST_PRECISION=single $SCREENED
   run_tests test_core auto-screen-overflow GPUML_TEST_PRECISION=auto $SCREENED GPUML_CUDA_KNN_SCREEN_SLOTS=2
@@ -179,6 +191,8 @@ if want tests; then
   run_tests test_knn_index auto-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_RECHECK=all
   run_tests test_knn_index single-recheck-all GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_RECHECK=all
   run_tests test_knn_index auto-split GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_PLAIN=0
+  run_tests test_knn_index auto-half GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SCREEN=0
+  run_tests test_knn_index single-half GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_SCREEN=0
   run_tests test_knn_index auto-screen GPUML_TEST_PRECISION=auto GPUML_CUDA_REF_TILE=100 GPUML_CUDA_KNN_SCREEN_CHUNK=300
   run_tests test_knn_index auto-64M GPUML_TEST_PRECISION=auto GPUML_GPU_MEMORY_LIMIT=64M
   run_tests test_knn_index auto-tiles GPUML_TEST_PRECISION=auto GPUML_CUDA_TILE=300
