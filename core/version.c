@@ -36,6 +36,9 @@ static const struct {
                                "auto then to the fp64 re-check"},
     {"GPUML_CUDA_KNN_PLAIN", "development: 0 skips the certified plain TF32 candidate pass of "
                              "fp32 kNN (the split TF32 pass at once)"},
+    {"GPUML_CUDA_KNN_RERANK", "development: \"thread\" computes the kNN candidates' exact "
+                              "distances a thread per candidate instead of staging their rows "
+                              "through shared memory"},
     {"GPUML_CUDA_KNN_SCREEN", "development: 0 turns off the fused TF32 screen of the kNN "
                               "search (d <= 128, the references resident); \"all\" takes it "
                               "at any d"},
