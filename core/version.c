@@ -39,6 +39,9 @@ static const struct {
     {"GPUML_CUDA_KNN_HALF", "development: 0 keeps the plain candidate pass's GEMM in TF32 "
                             "instead of fp16; \"gemm\" takes the fp16 GEMM with fp32 "
                             "distance tiles"},
+    {"GPUML_CUDA_KNN_RERANK", "development: \"thread\" computes the kNN candidates' exact "
+                              "distances a thread per candidate instead of staging their rows "
+                              "through shared memory"},
     {"GPUML_CUDA_KNN_SCREEN", "development: 0 turns off the fused TF32 screen of the kNN "
                               "search (d <= 128, the references resident); \"all\" takes it "
                               "at any d"},

@@ -37,6 +37,8 @@
 //                               again by the split pass, and in precision auto by fp64
 //   GPUML_CUDA_KNN_SYMMETRIC=0  the row-by-row path instead of the symmetric schedule of a
 //                               one-device self-search (KnnSearch::run_symmetric)
+//   GPUML_CUDA_KNN_RERANK=thread  the exact distances a thread per candidate (rerank_kernel)
+//                               instead of staged through shared memory
 #include <memory>
 #include <new>
 #include "gpuml_cuda.h"
@@ -515,6 +517,30 @@ gpuml_status sort_segments(Context &ctx, const TK *in_d, const int64_t *in_i, in
   sort_segments_kernel<TK><<<(unsigned)qn, kSortThreads, bytes, ctx.stream()>>>(
       in_d, in_i, K, P, out_d, out_i);
   return ctx.launched("sorting candidates");
+}
+
+// The exact distances of the candidates in data rows [r0, r0 + rn): rerank_staged_kernel,
+// or rerank_kernel (a thread per candidate) for K < kRerankStagedMinK and with
+// GPUML_CUDA_KNN_RERANK=thread (for comparisons).
+template <typename In>
+gpuml_status rerank(Context &ctx, const int64_t *Li, int64_t K, int64_t qn, const In *xr,
+                    int64_t r0, int64_t rn, const In *xq, int64_t d, double *Rd) {
+  const int64_t count = qn * K;
+  const bool vec = ((size_t)d * sizeof(In)) % 16 == 0;
+  const char *knob = getenv("GPUML_CUDA_KNN_RERANK");
+  if (K < kRerankStagedMinK || (knob && strcmp(knob, "thread") == 0)) {
+    rerank_kernel<In><<<grid_1d(count, 256), 256, 0, ctx.stream()>>>(Li, K, qn, xr, r0, rn, xq,
+                                                                     d, vec, Rd);
+  } else {
+    const unsigned grid = grid_1d(count, kRerankThreads);
+    if (vec)
+      rerank_staged_kernel<In, true><<<grid, kRerankThreads, 0, ctx.stream()>>>(
+          Li, K, qn, xr, r0, rn, xq, d, Rd);
+    else
+      rerank_staged_kernel<In, false><<<grid, kRerankThreads, 0, ctx.stream()>>>(
+          Li, K, qn, xr, r0, rn, xq, d, Rd);
+  }
+  return ctx.launched("exact distances");
 }
 
 template <typename In>
@@ -1099,9 +1125,7 @@ struct KnnSearch {
     for (int64_t r0 = ((n - 1) / rerank_step) * rerank_step; r0 >= 0; r0 -= rerank_step) {
       const int64_t rn = n - r0 < rerank_step ? n - r0 : rerank_step;
       GM_TRY(load_points(ctx, sg, R, r0, rn));  // last tile first: it is still loaded
-      rerank_kernel<In><<<grid_1d((int64_t)qK, 256), 256, 0, ctx.stream()>>>(
-          cand, p.K, qn, R.x_at(r0), r0, rn, xq, d, ((size_t)d * sizeof(In)) % 16 == 0, Rd);
-      GM_TRY(ctx.launched("exact distances"));
+      GM_TRY(rerank<In>(ctx, cand, p.K, qn, R.x_at(r0), r0, rn, xq, d, Rd));
     }
     if (!big_final) {
       GM_TRY(final_sort<In>(ctx, Rd, cand, p.K, qn, k, out_idx + (full_out ? q0 - q_begin : 0),

@@ -10,8 +10,8 @@
 //    compacted, then sorted by (distance, index) again: a bitonic sort in shared memory
 //    for K <= 8192, a stable CUB segmented sort beyond.
 //  - Final order: the candidates' distances are recomputed exactly (fp64, from the points
-//    as given) and sorted by (distance, index): a bitonic sort in shared memory for
-//    K <= 8192, two stable CUB segmented sorts beyond.
+//    as given; their rows staged through shared memory) and sorted by (distance, index):
+//    a bitonic sort in shared memory for K <= 8192, two stable CUB segmented sorts beyond.
 #ifndef GPUML_SELECT_CUH
 #define GPUML_SELECT_CUH
 
@@ -608,6 +608,114 @@ __global__ void rerank_kernel(const int64_t *__restrict__ Li, int64_t K, int64_t
         Rd[e] = exact_sqdist(a, b, d);
       }
     }
+  }
+}
+
+// rerank_staged_kernel: the same exact distances with the candidates' rows staged through
+// shared memory, so that the loads are coalesced (rerank_kernel's lanes each stream a row
+// of their own, every load touching 32 scattered sectors). A block owns kRerankThreads
+// consecutive entries (a thread each); for each chunk of kRerankChunkBytes of the
+// dimensions its warps copy every entry's row segment, and the segments of the few queries
+// the entries belong to, with consecutive lanes on consecutive values; then each thread
+// adds its entry's chunk in dimension order (the same sum as rerank_kernel, bit for bit).
+constexpr int kRerankThreads = 128;
+constexpr int kRerankChunkBytes = 256;  // 8 whole sectors of each row a chunk
+constexpr int kRerankBlocksPerSM = 5;
+// The fewest candidates per query it takes: a block then spans at most kRerankQueryRows
+// queries, whose segments fit beside the rows (smaller K, rare: rerank_kernel).
+constexpr int64_t kRerankStagedMinK = 8;
+constexpr int kRerankQueryRows = (kRerankThreads - 1) / (int)kRerankStagedMinK + 2;
+
+// What a lane loads: 16 bytes when every row is 16-byte aligned, else one value.
+template <typename In, bool Vec>
+struct RerankLoad : Vec16<In> {};
+template <typename In>
+struct RerankLoad<In, false> {
+  typedef In V;
+  static constexpr int n = 1;
+  static __device__ __forceinline__ In get(const In &v, int) { return v; }
+};
+
+// Copies values [t0, t0 + cn) of Rows rows (row r at src + at[r]; none when at[r] < 0,
+// zeros stored instead) into dst, row r at dst + r * Stride. The loads go in rounds of
+// 128 bytes a thread, all of a round issued before its stores: enough in flight with
+// several blocks an SM, and few registers.
+template <typename In, bool Vec, int Rows, int Chunk, int Stride>
+__device__ __forceinline__ void stage_segments(In *dst, const int64_t *at,
+                                               const In *__restrict__ src, int64_t t0,
+                                               int cn) {
+  typedef RerankLoad<In, Vec> L;
+  typedef typename L::V V;
+  constexpr int units = Chunk / L::n;  // loads per row segment
+  constexpr int passes = (Rows * units + kRerankThreads - 1) / kRerankThreads;
+  constexpr int per_round = 128 / (int)sizeof(V);
+  constexpr bool whole = Rows * units % kRerankThreads == 0;  // no pass runs past the rows
+  const int present = cn / L::n;  // (cn is a multiple of L::n when Vec)
+#pragma unroll 1
+  for (int p0 = 0; p0 < passes; p0 += per_round) {
+    V buf[per_round];
+#pragma unroll
+    for (int i = 0; i < per_round && p0 + i < passes; i++) {
+      const int u = (p0 + i) * kRerankThreads + threadIdx.x, r = u / units, k = u % units;
+      const int64_t off = (whole || r < Rows) && k < present ? at[r] : -1;
+      buf[i] = off >= 0 ? *reinterpret_cast<const V *>(src + off + t0 + k * L::n) : V{};
+    }
+#pragma unroll
+    for (int i = 0; i < per_round && p0 + i < passes; i++) {
+      const int u = (p0 + i) * kRerankThreads + threadIdx.x, r = u / units, k = u % units;
+      if (whole || r < Rows) {
+#pragma unroll
+        for (int c = 0; c < L::n; c++) dst[r * Stride + k * L::n + c] = L::get(buf[i], c);
+      }
+    }
+  }
+}
+
+// Needs K >= kRerankStagedMinK; blocks of kRerankThreads.
+template <typename In, bool Vec>
+__global__ void __launch_bounds__(kRerankThreads, kRerankBlocksPerSM)
+    rerank_staged_kernel(const int64_t *__restrict__ Li, int64_t K, int64_t qn,
+                         const In *__restrict__ xr, int64_t r0, int64_t rn,
+                         const In *__restrict__ xq, int64_t d, double *__restrict__ Rd) {
+  constexpr int chunk = kRerankChunkBytes / (int)sizeof(In);
+  constexpr int stride = chunk + 1;  // odd: a warp reading its 32 rows' value j is spread
+                                     // over the banks
+  __shared__ In rows[kRerankThreads * stride];
+  __shared__ In queries[kRerankQueryRows * stride];
+  __shared__ int64_t row_at[kRerankThreads];  // offset of the entry's row in xr, or -1
+  __shared__ int64_t query_at[kRerankQueryRows];
+  __shared__ int query_used[kRerankQueryRows];
+  const int64_t count = qn * K, groups = (count + kRerankThreads - 1) / kRerankThreads;
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const int64_t first = g * kRerankThreads, e = first + threadIdx.x, q_first = first / K;
+    const int64_t idx = e < count ? Li[e] : -1;
+    const bool mine = e < count && idx >= r0 && idx < r0 + rn;
+    const int my_query = mine ? (int)(e / K - q_first) : 0;
+    if (threadIdx.x < kRerankQueryRows) query_used[threadIdx.x] = 0;
+    row_at[threadIdx.x] = mine ? (idx - r0) * d : -1;
+    __syncthreads();
+    if (mine) query_used[my_query] = 1;
+    if (!__syncthreads_or(mine)) continue;  // no row of this pass: nothing to load
+    if (threadIdx.x < kRerankQueryRows)
+      query_at[threadIdx.x] = query_used[threadIdx.x] ? (q_first + threadIdx.x) * d : -1;
+    const In *a = rows + threadIdx.x * stride, *b = queries + my_query * stride;
+    double s = 0;
+    for (int64_t t0 = 0; t0 < d; t0 += chunk) {
+      const int cn = d - t0 < chunk ? (int)(d - t0) : chunk;
+      __syncthreads();  // the previous chunk is summed, query_at is written
+      stage_segments<In, Vec, kRerankThreads, chunk, stride>(rows, row_at, xr, t0, cn);
+      stage_segments<In, Vec, kRerankQueryRows, chunk, stride>(queries, query_at, xq, t0, cn);
+      __syncthreads();
+      if (mine) {
+        if (cn == chunk) {
+#pragma unroll
+          for (int j = 0; j < chunk; j++) s = add_square(s, __dsub_rn((double)a[j], (double)b[j]));
+        } else {
+          for (int j = 0; j < cn; j++) s = add_square(s, __dsub_rn((double)a[j], (double)b[j]));
+        }
+      }
+    }
+    if (mine) Rd[e] = s;
   }
 }
 

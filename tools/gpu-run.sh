@@ -133,6 +133,8 @@ if want tests; then
   #                              the self-search (test_core's test_knn_symmetric runs both
   #                              itself, with small tiles; these runs take the old path for
   #                              every self-search)
+  #   GPUML_CUDA_KNN_RERANK=thread   the exact distances a thread per candidate (the
+  #                              kernel before the staged one, kept for comparisons)
   #   GPUML_GMM_FUSED=1          the fused kernels of the full-covariance mixtures (test_gmm
   #                              runs its GPU-CPU comparison both ways itself)
   #   GPUML_GMM_DMMA=0           the GEMM path instead of the tensor-core kernels of the
