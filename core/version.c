@@ -37,8 +37,7 @@ static const struct {
     {"GPUML_CUDA_KNN_PLAIN", "development: 0 skips the certified plain TF32 candidate pass of "
                              "fp32 kNN (the split TF32 pass at once)"},
     {"GPUML_CUDA_KNN_HALF", "development: 0 keeps the plain candidate pass's GEMM in TF32 "
-                            "instead of fp16; \"gemm\" takes the fp16 GEMM with fp32 "
-                            "distance tiles"},
+                            "instead of fp16"},
     {"GPUML_CUDA_KNN_RERANK", "development: \"thread\" computes the kNN candidates' exact "
                               "distances a thread per candidate instead of staging their rows "
                               "through shared memory"},

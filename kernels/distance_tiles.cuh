@@ -124,21 +124,20 @@ inline gpuml_status gemm_tile_plain(Context &ctx, const float *pa, int64_t an, c
 
 // The half tile: G[a + b * ldg] = -2 hi.hi from the fp16 operands (points.cuh,
 // half_operands), an fp16 GEMM accumulating in fp32 (cuBLAS's fp16 tensor-core rate is
-// about 1.5x its TF32 rate on an H100), written as fp32 or, half_out, as fp16 (half the
-// tile's traffic). scale (device, 2 floats): alpha, which undoes the operands'
-// power-of-2 scales exactly (and scales an fp16 tile into range), and beta = 0; device
-// pointers, because the scales are found on the device.
+// about 1.5x its TF32 rate on an H100). scale (device, 2 floats): alpha = -2 2^-(s_a + s_b),
+// which undoes the operands' power-of-2 scales exactly, and beta = 0; device pointers,
+// because the scales are found on the device.
 inline gpuml_status gemm_tile_half(Context &ctx, const __half *pa, int64_t an, const __half *pb,
-                                   int64_t bn, int64_t d, const float *scale, void *G,
-                                   int64_t ldg, bool half_out) {
+                                   int64_t bn, int64_t d, const float *scale, float *G,
+                                   int64_t ldg) {
   const int ld = (int)half_width(d);
   cublasHandle_t h = ctx.blas();
   GM_TRY(ctx.check_blas(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE),
                         "cublasSetPointerMode"));
   const cublasStatus_t st =
       cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, ld, scale, pa, CUDA_R_16F, ld,
-                   pb, CUDA_R_16F, ld, scale + 1, G, half_out ? CUDA_R_16F : CUDA_R_32F,
-                   (int)ldg, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                   pb, CUDA_R_16F, ld, scale + 1, G, CUDA_R_32F, (int)ldg, CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT);
   const cublasStatus_t back = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
   GM_TRY(ctx.check_blas(st, "cublasGemmEx (fp16)"));
   return ctx.check_blas(back, "cublasSetPointerMode");

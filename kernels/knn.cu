@@ -76,42 +76,6 @@ __global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
   if ((threadIdx.x & 31) == 0) atomicMax(max_bits, __float_as_uint(m));
 }
 
-// The half pass's scales for a pair of sets a, b (half_scale_kernel), on the device.
-struct HalfScale {
-  float alpha, beta;  // gemm_tile_half's: -2 2^-(s_a + s_b) (times 2^-t for fp16 tiles), 0
-  float tile_scale;   // 2^t: an fp16 tile's values times this (1 for fp32 tiles)
-  int usable;         // 0: no such scales for the sets' range (every list then fails)
-  int half_tiles;     // the tiles are fp16
-  double alpha_a, alpha_b;  // each operand's largest rounding, 2^-25 2^-s (fp16 subnormals)
-  double tile_abs;          // an fp16 tile's, 2^-25 2^t (0 for fp32 tiles)
-};
-
-// The scales of the half tiles of the sets a and b (their half_operands' h_info): the
-// operands' 2^s_a and 2^s_b undone, and for fp16 tiles a further 2^-t that puts the
-// largest value, at most 2.01 |a|max |b|max (the norms' bound, with the GEMM's rounding),
-// below 2^15, inside fp16's range.
-__global__ void half_scale_kernel(const int *__restrict__ info_a, const int *__restrict__ info_b,
-                                  int half_tiles, HalfScale *__restrict__ hs) {
-  const int sa = info_a[0], sb = info_b[0];
-  bool usable = sa != kHalfUnusable && sb != kHalfUnusable;
-  int t = 0;
-  if (usable && half_tiles) {
-    const double top = 2.01 * sqrt((double)__uint_as_float((unsigned)info_a[2]) *
-                                   (double)__uint_as_float((unsigned)info_b[2]));
-    t = top > 0 ? ilogb(top) + 1 - 15 : 0;
-  }
-  const int e = usable ? 1 - sa - sb - t : 0;  // alpha = -2^e
-  usable = usable && e >= -126 && e <= 127 && t >= -126 && t <= 127;
-  hs->alpha = usable ? -(float)ldexp(1.0, e) : 0.0f;
-  hs->beta = 0.0f;
-  hs->tile_scale = usable ? (float)ldexp(1.0, t) : 1.0f;
-  hs->usable = usable;
-  hs->half_tiles = half_tiles;
-  hs->alpha_a = usable ? ldexp(0x1p-25, -sa) : 0.0;
-  hs->alpha_b = usable ? ldexp(0x1p-25, -sb) : 0.0;
-  hs->tile_abs = usable && half_tiles ? ldexp(0x1p-25, t) : 0.0;
-}
-
 // fail[q] = 0 when query q's sorted list of K approximate squared distances (Ld) provably
 // holds its k nearest points by the exact fp64 distance, else 1.
 //
@@ -146,14 +110,12 @@ __global__ void half_scale_kernel(const int *__restrict__ info_a, const int *__r
 // within alpha_q |hi_r|_1 + alpha_r |hi_q|_1 + d alpha_q alpha_r of the TF32 sum, with
 // |hi|_1 <= sqrt(d) |hi| <= sqrt(d) (1 + 2^-10) |v|; in the distance (the factor -2)
 //     E'' = E' + 2 (sqrt(d) (1 + 2^-10) (alpha_q b + alpha_r a) + d alpha_q alpha_r).
-// Its fp16 tiles (HalfScale::half_tiles) round each value G = -2 hi.hi, |G| <= 2 a b + E'',
-// to 11 bits, or to the subnormals' grid (tile_abs = 2^-25 2^t, t the tile's scale):
-//     E''' = E'' + 2^-11 (2 a b + E'') + tile_abs.
-// (hs: the half pass's scales, on the device; NULL when the plain pass was TF32.)
+// (exp_r, exp_q: the two scales, on the device; NULL when the plain pass was TF32.)
 __global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64_t qn,
                                const float *__restrict__ nq, const unsigned *__restrict__ max_bits,
-                               int64_t d, int plain, const HalfScale *__restrict__ hs,
-                               int complete, int recheck_all, unsigned char *__restrict__ fail) {
+                               int64_t d, int plain, const int *__restrict__ exp_r,
+                               const int *__restrict__ exp_q, int complete, int recheck_all,
+                               unsigned char *__restrict__ fail) {
   const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (q >= qn) return;
   if (recheck_all || !complete) {
@@ -162,11 +124,11 @@ __global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64
     double E = 0x1p-22 * (5.0 * (a * a + b * b) + (6.0 * (double)d + 12.0) * a * b) +
                (plain ? 0x1p-9 * (1.0 + 0x1p-10) * a * b : 0.0);
     bool usable = true;
-    if (hs) {  // the references are set a, the queries set b
-      usable = hs->usable != 0;
-      E += 2.0 * (sqrt((double)d) * (1.0 + 0x1p-10) * (hs->alpha_b * b + hs->alpha_a * a) +
-                  (double)d * hs->alpha_a * hs->alpha_b);
-      if (hs->half_tiles) E += 0x1p-11 * (2.0 * a * b + E) + hs->tile_abs;
+    if (exp_r) {
+      usable = exp_r[0] != kHalfUnusable && exp_q[0] != kHalfUnusable;
+      const double alpha_r = ldexp(0x1p-25, -exp_r[0]), alpha_q = ldexp(0x1p-25, -exp_q[0]);
+      E += 2.0 * (sqrt((double)d) * (1.0 + 0x1p-10) * (alpha_q * b + alpha_r * a) +
+                  (double)d * alpha_q * alpha_r);
     }
     const double gap = (double)Ld[q * K + K - 1] - (double)Ld[q * K + k - 1];
     fail[q] = recheck_all || !usable || !(gap > 2.0 * E);
@@ -201,17 +163,19 @@ inline bool plain_pass(const gpuml_options *opt, int64_t d) {
 // The half pass: the plain pass's GEMM from fp16 copies of the same hi values
 // (gemm_tile_half), with the references resident and the row-by-row or symmetric
 // schedule (not the screen, whose kernel reads the TF32 values). Its bound is the plain
-// one plus a subnormal term (certify_kernel). On the row-by-row path it writes fp16
-// tiles (half_tiles: half the traffic of the tiles, read by the warp selection), whose
-// rounding widens the bound by about half. GPUML_CUDA_KNN_HALF=0 keeps the TF32 GEMM,
-// =gemm the fp32 tiles.
+// one plus a subnormal term (certify_kernel). GPUML_CUDA_KNN_HALF=0 keeps the TF32 GEMM.
 inline bool half_pass() {
   const char *knob = getenv("GPUML_CUDA_KNN_HALF");
   return !(knob && strcmp(knob, "0") == 0);
 }
-inline bool half_tiles_wanted() {
-  const char *knob = getenv("GPUML_CUDA_KNN_HALF");
-  return !(knob && (strcmp(knob, "0") == 0 || strcmp(knob, "gemm") == 0));
+
+// The scale of the half tiles of sets with the scales e_a and e_b (half_operands):
+// alpha = -2 2^-(s_a + s_b), and beta = 0 (gemm_tile_half's device scalars).
+__global__ void half_scale_kernel(const int *__restrict__ e_a, const int *__restrict__ e_b,
+                                  float *__restrict__ scale) {
+  const bool usable = e_a[0] != kHalfUnusable && e_b[0] != kHalfUnusable;
+  scale[0] = usable ? -2.0f * __int_as_float((127 - e_a[0] - e_b[0]) << 23) : 0.0f;
+  scale[1] = 0.0f;
 }
 
 // The plain pass's extra candidates: its bound is wider (about 2^-9 a b), so the list
@@ -252,7 +216,6 @@ struct KnnPlan {
   bool certify = false;  // each fp32 list certified (precision auto, or the plain pass)
   bool plain = false;    // candidates from the plain TF32 GEMM (plain_pass)
   bool half = false;     // the plain pass's GEMM in fp16 (half_pass)
-  bool half_tiles = false;  // ... writing fp16 tiles (the row-by-row path's selection)
   bool screen = false;   // the plain pass's tiles after the first screened (knn_screen.cuh)
   bool prepared = false;  // the references are a kNN index's resident set (no upload)
   int sm_count = 1;
@@ -405,27 +368,20 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
 }
 
 // feed (may be NULL): the column side of the symmetric search as well (select.cuh,
-// ColumnFeed; tiles of type T only); row_thr (may be NULL): each query's K-th value after
-// the tile. TG: the tile's type (T, or the half pass's fp16 with its tile_scale).
-template <typename T, typename In, int KMAX, typename TG>
-gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const TG *G, int64_t rn, int64_t qn, const T *nr,
+// ColumnFeed); row_thr (may be NULL): each query's K-th value after the tile.
+template <typename T, typename In, int KMAX>
+gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, int64_t rn, int64_t qn, const T *nr,
                                const T *nq, const In *xr, const In *xq, int64_t d, int64_t r0,
                                int64_t q0, int self, T *Ld, int64_t *Li, int K, int fresh,
-                               const ColumnFeed<T> *feed, T *row_thr, const T *tile_scale) {
+                               const ColumnFeed<T> *feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  if constexpr (std::is_same<T, TG>::value) {
-    if (feed) {
-      select_small_gemm_kernel<T, TG, In, KMAX, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-          G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed, row_thr,
-          tile_scale);
-      return ctx.launched("kNN selection");
-    }
-  } else {
-    if (feed) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: fp16 tiles in the symmetric search");
-  }
-  select_small_gemm_kernel<T, TG, In, KMAX, false><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-      G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},
-      row_thr, tile_scale);
+  if (feed)
+    select_small_gemm_kernel<T, In, KMAX, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed, row_thr);
+  else
+    select_small_gemm_kernel<T, In, KMAX, false><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},
+        row_thr);
   return ctx.launched("kNN selection");
 }
 
@@ -474,18 +430,17 @@ gpuml_status small_direct_dim(Context &ctx, cudaStream_t stream, const In *xr, i
   }
 }
 
-// TG: the GEMM tile's type (T, or the half pass's fp16 with tile_scale).
-template <typename T, typename In, typename TG = T>
-gpuml_status small_select(Context &ctx, cudaStream_t stream, bool gemm, const TG *G, int64_t rn, int64_t qn,
+template <typename T, typename In>
+gpuml_status small_select(Context &ctx, cudaStream_t stream, bool gemm, const T *G, int64_t rn, int64_t qn,
                           const T *nr, const T *nq, const In *xr, const In *xq, int64_t d,
                           int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                           int fresh, const ColumnFeed<T> *feed = nullptr,
-                          T *row_thr = nullptr, const T *tile_scale = nullptr) {
+                          T *row_thr = nullptr) {
   if (gemm) {
-    if (K <= 32) return launch_small_gemm<T, In, 32, TG>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr, tile_scale);
-    if (K <= 64) return launch_small_gemm<T, In, 64, TG>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr, tile_scale);
-    if (K <= 128) return launch_small_gemm<T, In, 128, TG>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr, tile_scale);
-    return launch_small_gemm<T, In, 256, TG>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr, tile_scale);
+    if (K <= 32) return launch_small_gemm<T, In, 32>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
+    if (K <= 64) return launch_small_gemm<T, In, 64>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
+    if (K <= 128) return launch_small_gemm<T, In, 128>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
+    return launch_small_gemm<T, In, 256>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
   }
   if (K <= 32) return small_direct_dim<T, In, 32>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
   if (K <= 64) return small_direct_dim<T, In, 64>(ctx, stream, xr, rn, xq, qn, d, r0, q0, self, Ld, Li, K, fresh);
@@ -598,7 +553,7 @@ struct ResidentPoints {
   void *x = nullptr, *p = nullptr, *norm = nullptr;
   double *centre = nullptr;
   __half *h = nullptr;  // the half pass's operands (split layout; NULL: none)
-  int *h_info = nullptr;
+  int *h_exp = nullptr;
   size_t bytes = 0;
 };
 
@@ -637,7 +592,7 @@ struct KnnSearch {
   PointSet<In, T> R, Q, Qb[2];  // Q: the template of the query tiles
   int64_t qt = 0, rt = 0;
   size_t QK = 0;
-  HalfScale *half_scale = nullptr;  // the half pass's scales (set_half_scale)
+  float *half_scale = nullptr;  // the half tiles' alpha and beta (gemm_tile_half)
   T *G = nullptr, *G2[2] = {nullptr, nullptr}, *Ld = nullptr, *Cd = nullptr, *Pd = nullptr;
   int64_t *Li = nullptr, *Ci = nullptr, *Pi = nullptr, *offsets = nullptr, *T1i = nullptr;
   double *Rd = nullptr, *T1d = nullptr;
@@ -774,9 +729,6 @@ struct KnnSearch {
       symmetric = plan_bytes(p, n, d, k, self, qt, nullptr) + sym_bytes <= ctx.budget();
     }
     if (!symmetric) sym_bytes = 0;
-    // fp16 tiles on the row-by-row path, where the warp selection reads each tile (the
-    // symmetric schedule's column side reads them too, in fp32)
-    p.half_tiles = p.half && overlap && !symmetric && half_tiles_wanted();
     return GPUML_OK;
   }
 
@@ -792,13 +744,13 @@ struct KnnSearch {
     R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre; R.split = p.split;
     Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre; Q.split = p.split;
     R.half = Q.half = p.half;
-    if (p.half) GM_TRY(ctx.alloc(&half_scale, 1, "the fp16 scales"));
+    if (p.half) GM_TRY(ctx.alloc(&half_scale, 2, "the fp16 scale"));
     if (rp) {  // loaded when the index was built
       R.x = (In *)rp->x;
       R.p = (T *)rp->p;
       R.norm = (T *)rp->norm;
       R.h = rp->h;
-      R.h_info = rp->h_info;
+      R.h_exp = rp->h_exp;
       R.cap = R.count = n;
       R.first = 0;
     } else {
@@ -939,19 +891,18 @@ struct KnnSearch {
                          const PointSet<In, T> &B, int64_t b0, int64_t bn, T *tile,
                          int64_t ldg) {
     if constexpr (sizeof(T) == 4) {
-      if (p.half)  // (alpha and beta lead HalfScale; an fp16 tile in the buffer's first half)
-        return gemm_tile_half(ctx, A.h_at(a0), an, B.h_at(b0), bn, d, &half_scale->alpha, tile,
-                              ldg, p.half_tiles);
+      if (p.half)
+        return gemm_tile_half(ctx, A.h_at(a0), an, B.h_at(b0), bn, d, half_scale, tile, ldg);
     }
     return gemm_tile_any<T>(ctx, p.split, p.plain, A.p_at(a0), an, B.p_at(b0), bn, d, tile, ldg);
   }
 
-  // The half pass's scales for the sets A and B (found on the device), on the main
-  // stream before their first tile.
+  // The half tiles' scale for the sets A and B (their fp16 scales found on the device),
+  // on the main stream before their first tile.
   gpuml_status set_half_scale(const PointSet<In, T> &A, const PointSet<In, T> &B) {
     if (!p.half) return GPUML_OK;
-    half_scale_kernel<<<1, 1, 0, main_s>>>(A.h_info, B.h_info, (int)p.half_tiles, half_scale);
-    return ctx.launched("the fp16 scales");
+    half_scale_kernel<<<1, 1, 0, main_s>>>(A.h_exp, B.h_exp, half_scale);
+    return ctx.launched("the fp16 scale");
   }
 
   // Each query's K candidates for the query tile at q0 (the fused kernel, or distance
@@ -988,16 +939,8 @@ struct KnnSearch {
         GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
         GM_TRY(tile_gemm(R, r0, rn, Qs, q0, qn, G2[b], rn));
         GM_TRY(ctx.order(main_s, sel_s, g_done[b]));
-        if constexpr (sizeof(T) == 4) {
-          if (p.half_tiles) {
-            GM_TRY(small_select<T, In>(ctx, sel_s, true, reinterpret_cast<const __half *>(G2[b]),
-                                       rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
-                                       nullptr, nullptr, &half_scale->tile_scale));
-          }
-        }
-        if (!p.half_tiles)
-          GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, nr, nq, xr, xq, d, r0, q0,
-                                     self, Ld, Li, K, fresh));
+        GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, nr, nq, xr, xq, d, r0, q0,
+                                   self, Ld, Li, K, fresh));
         GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
       } else if (p.small) {
         if (p.gemm) GM_TRY(tile_gemm(R, r0, rn, Qs, q0, qn, G, rn));
@@ -1100,7 +1043,8 @@ struct KnnSearch {
     const int64_t available = n - (self ? 1 : 0);
     certify_kernel<<<grid_1d(qn, 256), 256, 0, ctx.stream()>>>(
         (const float *)Ld, K, (int)k, qn, (const float *)Qs.norm_at(q0), max_norm_bits, d,
-        (int)p.plain, p.half ? half_scale : nullptr, p.K >= available, recheck_all, fail_d);
+        (int)p.plain, p.half ? R.h_exp : nullptr, p.half ? Qs.h_exp : nullptr, p.K >= available,
+        recheck_all, fail_d);
     GM_TRY(ctx.launched("certifying the candidates"));
     return ctx.check(cudaMemcpyAsync(fail_h.p, fail_d, (size_t)qn, cudaMemcpyDeviceToHost,
                                      ctx.stream()),
@@ -1674,7 +1618,7 @@ void free_resident(ResidentPoints *rp) {
     cudaFree(rp->norm);
     cudaFree(rp->centre);
     cudaFree(rp->h);
-    cudaFree(rp->h_info);
+    cudaFree(rp->h_exp);
   }
   if (restore) cudaSetDevice(prev);
   cudaGetLastError();
@@ -1722,7 +1666,7 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   if (rp->gemm) GM_TRY(own((void **)&rp->centre, (size_t)d * 8));
   if (half) {
     GM_TRY(own((void **)&rp->h, h_bytes));
-    GM_TRY(own((void **)&rp->h_info, 3 * sizeof(int)));
+    GM_TRY(own((void **)&rp->h_exp, 2 * sizeof(int)));
   }
   Staging<In> sg;
   sg.check = true;  // every row staged once, checked (gm_neighbour_ops.checks_staged_values)
@@ -1733,7 +1677,7 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   R.host = data; R.ld = n; R.d = d; R.gemm = rp->gemm; R.split = rp->split;
   R.centre = rp->centre;
   R.x = (In *)rp->x; R.p = (T *)rp->p; R.norm = (T *)rp->norm;
-  R.half = half; R.h = rp->h; R.h_info = rp->h_info;
+  R.half = half; R.h = rp->h; R.h_exp = rp->h_exp;
   R.cap = n;
   if (rp->gemm)
     GM_TRY(load_resident_with_centre(ctx, sg, R, (const In *)nullptr, 0, rp->centre));

@@ -132,12 +132,11 @@ struct PointSet {
   T *p = nullptr;
   T *norm = nullptr;
   // The half pass's operands (fp32 split layout only, `half`): h holds each point's hi
-  // block times 2^s as fp16; h_info[0] is s (kHalfUnusable: no such s), h_info[1] the
-  // bits of the set's largest |hi| (from which s is found), h_info[2] the bits of its
-  // largest squared norm (the fp16 tiles' scale; half_operands).
+  // block times 2^s as fp16; h_exp[0] is s (kHalfUnusable: no such s), h_exp[1] the
+  // bits of the set's largest |hi| while s is found (half_operands).
   bool half = false;
   __half *h = nullptr;
-  int *h_info = nullptr;
+  int *h_exp = nullptr;
   int64_t cap = 0;
   int64_t first = -1, count = 0;  // rows loaded: [first, first + count)
 
@@ -353,35 +352,27 @@ gpuml_status zero_split_padding(Context &ctx, T *p, int64_t rows, int64_t d, boo
 constexpr int kHalfUnusable = -1000;
 constexpr int kHalfExponentMax = 60;
 
-__global__ void half_max_kernel(const float *__restrict__ p, const float *__restrict__ norm,
-                                int64_t rows, int64_t d, int64_t ld, int *__restrict__ h_info) {
-  float m = 0, nm = 0;
-  const int64_t start = (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
-                step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t e = start; e < rows * d; e += step)
+__global__ void half_max_kernel(const float *__restrict__ p, int64_t rows, int64_t d,
+                                int64_t ld, int *__restrict__ h_exp) {
+  float m = 0;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * d;
+       e += (int64_t)gridDim.x * blockDim.x)
     m = fmaxf(m, fabsf(p[(size_t)(e / d) * (size_t)ld + (size_t)(e % d)]));
-  for (int64_t i = start; i < rows; i += step) nm = fmaxf(nm, norm[i]);
-  for (int off = 16; off > 0; off >>= 1) {
-    m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
-    nm = fmaxf(nm, __shfl_xor_sync(kFullMask, nm, off));
-  }
-  if ((threadIdx.x & 31) == 0) {  // (values >= 0: their bits order like them)
-    atomicMax((unsigned *)(h_info + 1), __float_as_uint(m));
-    atomicMax((unsigned *)(h_info + 2), __float_as_uint(nm));
-  }
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
+  if ((threadIdx.x & 31) == 0) atomicMax((unsigned *)(h_exp + 1), __float_as_uint(m));
 }
 
-__global__ void half_exponent_kernel(int *h_info) {
-  const float m = __uint_as_float((unsigned)h_info[1]);
+__global__ void half_exponent_kernel(int *h_exp) {
+  const float m = __uint_as_float((unsigned)h_exp[1]);
   int s = m > 0 ? 14 - ilogbf(m) : 0;
   if (s > kHalfExponentMax) s = kHalfExponentMax;  // tiny values: only more subnormals
   if (s < -kHalfExponentMax) s = kHalfUnusable;
-  h_info[0] = s;
+  h_exp[0] = s;
 }
 
 __global__ void to_half_kernel(const float *__restrict__ p, int64_t rows, int64_t d, int64_t ld,
-                               const int *__restrict__ h_info, __half *__restrict__ h) {
-  const int s = h_info[0];
+                               const int *__restrict__ h_exp, __half *__restrict__ h) {
+  const int s = h_exp[0];
   const float scale = s == kHalfUnusable ? 0.0f : __int_as_float((127 + s) << 23);  // 2^s
   const int64_t hw = half_width(d);
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * hw;
@@ -399,14 +390,14 @@ gpuml_status half_operands(Context &ctx, PointSet<In, T> &ps, cudaStream_t strea
   } else {
     if (!ps.split) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: half operands need the split layout");
     const int64_t rows = ps.count, ld = ps.width();
-    GM_TRY(ctx.check(cudaMemsetAsync(ps.h_info + 1, 0, 2 * sizeof(int), stream),
-                     "clearing the largest values"));
+    GM_TRY(ctx.check(cudaMemsetAsync(ps.h_exp + 1, 0, sizeof(int), stream),
+                     "clearing the largest value"));
     const unsigned blocks = grid_1d(rows * ps.d, 256) < 2048u ? grid_1d(rows * ps.d, 256) : 2048u;
-    half_max_kernel<<<blocks, 256, 0, stream>>>(ps.p, ps.norm, rows, ps.d, ld, ps.h_info);
+    half_max_kernel<<<blocks, 256, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_exp);
     GM_TRY(ctx.launched("the largest value"));
-    half_exponent_kernel<<<1, 1, 0, stream>>>(ps.h_info);
+    half_exponent_kernel<<<1, 1, 0, stream>>>(ps.h_exp);
     GM_TRY(ctx.launched("the fp16 scale"));
-    to_half_kernel<<<blocks, 256, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_info, ps.h);
+    to_half_kernel<<<blocks, 256, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_exp, ps.h);
     return ctx.launched("the fp16 operands");
   }
 }
@@ -424,7 +415,7 @@ gpuml_status alloc_points(Context &ctx, PointSet<In, T> &ps, int64_t cap) {
   }
   if (ps.half) {
     GM_TRY(ctx.alloc(&ps.h, (size_t)cap * (size_t)half_width(ps.d), "fp16 points"));
-    GM_TRY(ctx.alloc(&ps.h_info, 3, "the fp16 scale"));
+    GM_TRY(ctx.alloc(&ps.h_exp, 2, "the fp16 scale"));
   }
   return GPUML_OK;
 }

@@ -15,7 +15,6 @@
 #ifndef GPUML_SELECT_CUH
 #define GPUML_SELECT_CUH
 
-#include <type_traits>
 #include <cub/cub.cuh>
 #include "distance_tiles.cuh"
 
@@ -123,28 +122,6 @@ struct Vec16<double> {
     return e == 0 ? v.x : v.y;
   }
 };
-// (the half pass's fp16 distance tiles: eight values, read as floats)
-template <>
-struct Vec16<__half> {
-  typedef uint4 V;
-  static constexpr int n = 8;
-  static __device__ __forceinline__ float get(const uint4 &v, int e) {
-    const unsigned w = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
-    return __half2float(__ushort_as_half((unsigned short)((e & 1) ? w >> 16 : w & 0xffffu)));
-  }
-};
-
-// A distance tile's value in the compute type T: an fp16 tile (TG = __half) holds the
-// values times 2^-t, undone by tile_scale = 2^t (exact: a power of 2).
-// (v: an element as Vec16<TG>::get or tile_element reads it)
-template <typename T, typename TG, typename R>
-__device__ __forceinline__ T tile_value(R v, T tile_scale) {
-  if constexpr (std::is_same<T, TG>::value) return v;
-  else return (T)v * tile_scale;
-}
-__device__ __forceinline__ float tile_element(__half v) { return __half2float(v); }
-template <typename X>
-__device__ __forceinline__ X tile_element(X v) { return v; }
 
 // The column side of a tile of the symmetric self-search (knn.cu, GPUML_CUDA_KNN_SYMMETRIC):
 // the tile's references are points whose own lists are kept too. While the row kernel
@@ -179,23 +156,19 @@ __device__ __forceinline__ void column_push(const ColumnFeed<T> &feed, int64_t j
 // current K-th) decides whether the warp enters the insertion path at all.
 // COL: also the column side of the symmetric search (feed, above). row_thr (may be
 // NULL): each query's K-th value after the tile, stored at row_thr[q] (the thresholds
-// the symmetric search starts its column side from). TG: the tile's type, T or the half
-// pass's fp16 (then *tile_scale undoes its scale; tile_value).
-template <typename T, typename TG, typename In, int KMAX, bool COL>
+// the symmetric search starts its column side from).
+template <typename T, typename In, int KMAX, bool COL>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
-    select_small_gemm_kernel(const TG *__restrict__ G, int64_t rn, int qn,
+    select_small_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
                              const T *__restrict__ nr, const T *__restrict__ nq,
                              const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                              int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
-                             int fresh, ColumnFeed<T> feed, T *row_thr,
-                             const T *__restrict__ tile_scale) {
+                             int fresh, ColumnFeed<T> feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
   constexpr int U = 2;
-  typedef Vec16<TG> VG;  // the tile's 16-byte vectors
-  typedef typename VG::V V;
-  constexpr int NV = VG::n;
-  typedef Vec16<T> VT;  // the norms' (and thresholds') 16-byte vectors
-  constexpr int NT = VT::n;
+  typedef Vec16<T> VT;
+  typedef typename VT::V V;
+  constexpr int NV = VT::n;
   __shared__ T sd[W][KMAX];
   __shared__ int64_t si[W][KMAX];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -203,9 +176,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   if (q >= qn) return;  // whole warps only; no block-wide barrier below
   WarpList<T> L{sd[warp], si[warp], K, 0, 0};
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
-  const TG *g = G + (size_t)q * (size_t)rn;
+  const T *g = G + (size_t)q * (size_t)rn;
   const T nqq = nq[q];
-  const T gscale = tile_scale ? *tile_scale : (T)1;
   const In *xqq = xq + (size_t)q * (size_t)d;
   const int64_t self_index = self ? q0 + q : -1;
   const T guard = (T)kCancellationGuard;
@@ -214,24 +186,14 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       reinterpret_cast<uintptr_t>(G) % 16 == 0 &&
       (!COL || reinterpret_cast<uintptr_t>(feed.thr) % 16 == 0)) {
     for (; base < rn; base += 32 * NV * U) {
-      V v[U];
-      T nv[U][NV], tv[U][COL ? NV : 1];
+      V v[U], nv[U], tv[U];
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
         if (j0 < rn) {
           v[u] = *reinterpret_cast<const V *>(g + j0);
-#pragma unroll
-          for (int c = 0; c < NV; c += NT) {
-            const typename VT::V w = *reinterpret_cast<const typename VT::V *>(nr + j0 + c);
-#pragma unroll
-            for (int e = 0; e < NT; e++) nv[u][c + e] = VT::get(w, e);
-            if constexpr (COL) {
-              const typename VT::V t = *reinterpret_cast<const typename VT::V *>(feed.thr + j0 + c);
-#pragma unroll
-              for (int e = 0; e < NT; e++) tv[u][c + e] = VT::get(t, e);
-            }
-          }
+          nv[u] = *reinterpret_cast<const V *>(nr + j0);
+          if constexpr (COL) tv[u] = *reinterpret_cast<const V *>(feed.thr + j0);
         }
       }
       // Cheap screen: can any of this warp's values beat the current K-th (or, COL, its
@@ -243,11 +205,11 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
 #pragma unroll
         for (int e = 0; e < NV; e++) {
-          const T norms = nv[u][e] + nqq;
-          const T val = norms + tile_value<T, TG>(VG::get(v[u], e), gscale);
+          const T norms = VT::get(nv[u], e) + nqq;
+          const T val = norms + VT::get(v[u], e);
           const T screen = val < guard * norms ? (T)0 : val;
           any |= j0 < rn && screen <= L.wd;
-          if constexpr (COL) any |= j0 < rn && screen <= tv[u][e];
+          if constexpr (COL) any |= j0 < rn && screen <= VT::get(tv[u], e);
         }
       }
       if (__any_sync(kFullMask, any)) {
@@ -260,11 +222,11 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
             bool pass = false;
             T val = 0;
             if (j0 < rn && gj != self_index) {
-              val = gemm_value<T, In>(tile_value<T, TG>(VG::get(v[u], e), gscale), nv[u][e],
-                                      nqq, xr + (size_t)(j0 + e) * (size_t)d, xqq, d);
+              val = gemm_value<T, In>(VT::get(v[u], e), VT::get(nv[u], e), nqq,
+                                      xr + (size_t)(j0 + e) * (size_t)d, xqq, d);
               pass = val <= L.wd && before(val, gj, L.wd, L.wi);
               if constexpr (COL) {
-                if (val <= tv[u][e]) column_push(feed, j0 + e, q, val);
+                if (val <= VT::get(tv[u], e)) column_push(feed, j0 + e, q, val);
               }
             }
             L.offer(pass, val, gj, lane);
@@ -279,8 +241,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       bool pass = false;
       T val = 0;
       if (j < rn && gj != self_index) {
-        val = gemm_value<T, In>(tile_value<T, TG>(tile_element(g[j]), gscale), nr[j], nqq,
-                                xr + (size_t)j * (size_t)d, xqq, d);
+        val = gemm_value<T, In>(g[j], nr[j], nqq, xr + (size_t)j * (size_t)d, xqq, d);
         pass = before(val, gj, L.wd, L.wi);
         if constexpr (COL) {
           if (val <= feed.thr[j]) column_push(feed, j, q, val);

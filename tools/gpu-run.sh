@@ -126,9 +126,8 @@ if want tests; then
   #                              (kernels/knn_screen.cuh) in short chunks, with short
   #                              queues (every chunk overflowing: its GEMM-tile redo);
   #                              with small reference tiles it runs at the tests' sizes
-  #   GPUML_CUDA_KNN_SCREEN=0    no fused screen: the half pass (fp16 GEMM and tiles) at
-  #                              the tests' small d
-  #   GPUML_CUDA_KNN_HALF=gemm   the half pass's fp16 GEMM with fp32 tiles
+  #   GPUML_CUDA_KNN_SCREEN=0    no fused screen: the half pass (fp16 GEMM) at the tests'
+  #                              small d
   #   GPUML_CUDA_KNN_SYMMETRIC=0 the row-by-row path instead of the symmetric schedule of
   #                              the self-search (test_core's test_knn_symmetric runs both
   #                              itself, with small tiles; these runs take the old path for
@@ -152,14 +151,13 @@ if want tests; then
   run_tests test_core auto-split GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_PLAIN=0
   run_tests test_core single-recheck-all GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_RECHECK=all
   SCREENED="GPUML_CUDA_REF_TILE=100 GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_SCREEN_CHUNK=300"
-  # the half pass (fp16 GEMM and tiles) where the screen would take the small d of the
-  # tests: symmetric, row by row, fp16 GEMM with fp32 tiles, and small resident tiles
+  # the half pass (the fp16 GEMM) where the screen would take the small d of the tests:
+  # symmetric, row by row, and small resident tiles
   NOSCREEN="GPUML_CUDA_KNN_SCREEN=0"
   run_tests test_core auto-half GPUML_TEST_PRECISION=auto $NOSCREEN
   run_tests test_core single-half GPUML_TEST_PRECISION=single $NOSCREEN
   run_tests test_core auto-half-rowwise GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_SYMMETRIC=0
   run_tests test_core single-half-rowwise GPUML_TEST_PRECISION=single $NOSCREEN GPUML_CUDA_KNN_SYMMETRIC=0
-  run_tests test_core auto-halfgemm-rowwise GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_HALF=gemm
   run_tests test_core auto-half-resident-tiles GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
   run_tests test_core auto-screen GPUML_TEST_PRECISION=auto $SCREENED
   run_tests test_core single-screen GPUML_TEST_PRECISION=single $SCREENED
