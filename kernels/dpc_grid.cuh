@@ -142,9 +142,10 @@ __device__ __forceinline__ int64_t count_screened(const GridDev &g, const double
 // Without it, the pairs go through the fp32 screen when screen.on (above), to the same
 // counts.
 // rho by point index, or by sorted position when by_position (a part's values in one span).
-// A cell of more than 32 points is several items (grid_items). From 5-d on, two blocks an
-// SM (128 registers, as before the screen, whose loop would take 170 at 8-d; ptxas then
-// spills a few of the row walk's values, not the pair loop's).
+// A cell of more than 32 points is several items (grid_items). Blocks an SM: 4 up to 2-d,
+// 3 in 3-d and 4-d (80 registers; at 64 the 3-d kernel spills), 2 from 5-d on (128, where
+// the screen's loop would take up to 170); ptxas then spills a few of the row walk's
+// values at 4-d, 7-d and 8-d, none of the pair loop's.
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads, DIM <= 2 ? 4 : DIM <= 4 ? 3 : 2)
     grid_count_kernel(GridDev g, double cut, double inv_dc2, gm_dpc_screen screen,
