@@ -217,4 +217,76 @@ GM_HD double gm_dpc_ring_bound(const gm_dpc_geom *g, int dim, const int64_t *c, 
   return bound * bound * GM_DPC_CUT_IN;
 }
 
+/* The cutoff count's fp32 screen on the GPU (kernels/dpc_grid.cuh): the index's points
+ * less the grid's centre, rounded to fp32 (gm_dpc_screen_coord); a tested pair whose fp32
+ * square (gm_dpc_screen_sq) is below `in` lies within the cut, one at or above `out`
+ * beyond it, and the exact fp64 square decides between them, so the counts are the fp64
+ * rule's. Shared so that tests/test_dpc.c can check the margin on the host. */
+typedef struct gm_dpc_screen {
+  float in, out;
+  int on; /* 0: no screen, every pair in fp64 */
+} gm_dpc_screen;
+
+GM_HD double gm_dpc_screen_origin(const gm_dpc_geom *g, int t) {
+  return g->lo[t] + 0.5 * (double)g->cells[t] * g->h;
+}
+
+GM_HD float gm_dpc_screen_coord(double x, double origin) { return (float)(x - origin); }
+
+/* A product, then FMAs in dimension order: the rounding the margin counts. */
+GM_HD float gm_dpc_screen_sq(int dim, const float *q, const float *p) {
+  float diff = q[0] - p[0];
+  float s = diff * diff;
+  for (int t = 1; t < dim; t++) {
+    diff = q[t] - p[t];
+    s = fmaf(diff, diff, s);
+  }
+  return s;
+}
+
+/* The screen for s < cut, from reach[t]: the largest |gm_dpc_screen_coord| of dimension t.
+ * The margin M: u = 2^-24, v = 2^-53, tiny = 2^-126 (what a flush to zero loses). For a
+ * pair q, p and dimension t let a = q_t - o_t, b = p_t - o_t (o: the origin),
+ * d_t = a - b, S = sum d_t^2, all exact.
+ *  - The fp32 value A of a has |A - a| <= (u + 2v) |a| + tiny, and |a| <= R_t: reach[t]
+ *    times 1 + 2^-20, plus 2 tiny.
+ *  - D_t = fl32(A - B) = (d_t + e_t)(1 + w_t) with |w_t| <= u and
+ *    |e_t| <= 2 (u + 2v) R_t + 3 tiny; Delta = ||e||_2 <= 2 (u + 2v) ||R||_2 + 3 sqrt(dim) tiny.
+ *  - The fp32 square is sum D_t^2 within gamma_dim = dim u / (1 - dim u) relative, plus
+ *    dim tiny; by Cauchy-Schwarz |sum D_t^2 - S| <= (1 + u)^2 (2 sqrt(S) Delta + Delta^2)
+ *    + (2u + u^2) S. Together (dim <= 8) |sq32 - S| <= E(S) = (dim + 2.1) u S
+ *    + 2.02 sqrt(S) Delta + 1.02 Delta^2 + 2.1 dim tiny.
+ *  - The fp64 square (dim + 2 roundings) has |sq64 - S| <= 1e-14 S.
+ * If sq64 < cut, S < S1 = cut (1 + 1e-14) and sq32 <= S + E(S) < S1 + E(S1). If
+ * sq64 >= cut, S >= cut (1 - 1e-14) and, as S - E(S) grows with S once sqrt(S) > 1.1 Delta
+ * (here: M <= cut / 64 below gives Delta <= sqrt(cut) / 258), sq32 >= cut - 1e-14 cut
+ * - E(S1). So with M >= 1e-14 cut + E(S1), sq32 < cut - M means sq64 < cut and
+ * sq32 >= cut + M means sq64 >= cut. M is twice that (the rounding of this function),
+ * `in` the float at or below cut - M, `out` the one at or above cut + M. Off where fp32
+ * could overflow or lose the cut's scale, or where M > cut / 64 (a band that wide holds
+ * too many pairs to pay). */
+GM_HD gm_dpc_screen gm_dpc_screen_for(double cut, int dim, const float *reach) {
+  const double u = 0x1p-24, v = 0x1p-53, tiny = 0x1p-126;
+  gm_dpc_screen screen = {0, 0, 0};
+  if (!(cut >= 0x1p-60 && cut <= 0x1p60)) return screen;
+  double r2 = 0;
+  for (int t = 0; t < dim; t++) {
+    if (!(reach[t] <= 0x1p50f)) return screen; /* also inf and NaN */
+    const double rt = (double)reach[t] * (1 + 0x1p-20) + 2 * tiny;
+    r2 += rt * rt;
+  }
+  const double delta = 2 * (u + 2 * v) * sqrt(r2) + 3 * sqrt((double)dim) * tiny;
+  const double s1 = cut * (1 + 1e-14);
+  const double err = (dim + 2.1) * u * s1 + 2.02 * sqrt(s1) * delta + 1.02 * delta * delta +
+                     2.1 * dim * tiny;
+  const double margin = 2 * (1e-14 * cut + err);
+  if (!(margin <= cut / 64)) return screen;
+  screen.in = (float)(cut - margin);
+  if ((double)screen.in > cut - margin) screen.in = nextafterf(screen.in, 0.0f);
+  screen.out = (float)(cut + margin);
+  if ((double)screen.out < cut + margin) screen.out = nextafterf(screen.out, INFINITY);
+  screen.on = 1;
+  return screen;
+}
+
 #endif

@@ -59,6 +59,9 @@ static const struct {
                                   "per point (default 2)"},
     {"GPUML_CUDA_DPC_RINGS", "development: the rings a thread walks for density peaks' delta "
                              "before a warp takes the point (0: every point past its cell)"},
+    {"GPUML_CUDA_DPC_FP32", "development: 0 turns off the fp32 screen of density peaks' "
+                            "cutoff count on the GPU (every tested pair in fp64; the same "
+                            "counts)"},
     {"GPUML_CUDA_DPC_ASSIGN", "development: \"all\" labels every fit's clusters on the GPU, "
                               "\"host\" none (default: from 2^20 points)"},
     {"GPUML_CUDA_PAGEABLE", "development: 1 uploads straight from pageable memory instead of "

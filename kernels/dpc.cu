@@ -52,6 +52,11 @@ struct GridDev {
   int64_t n = 0, ncells = 0;
   const int64_t *start = nullptr, *cell = nullptr, *order = nullptr;
   const double *coords = nullptr;
+  // The cutoff count's fp32 copy of coords (screen_index; null when not built): point s
+  // at coords32[s * screen_stride(dim)], relative to the grid's centre; reach32[t]: the
+  // largest |coords32| of dimension t, as float bits.
+  const float *coords32 = nullptr;
+  const unsigned *reach32 = nullptr;
   const int64_t *run_label = nullptr, *run_end = nullptr;  // the halo's runs
   const double *run_max = nullptr;
 };
@@ -206,7 +211,7 @@ gpuml_status interrupted(Context &ctx, const gpuml_options *opt) {
 // Device arrays that outlive the call that made them (a part session's, below): blocks
 // of the device's pool, given back by their destructors outside any Context.
 struct HeldList {
-  static constexpr int kMax = 16;
+  static constexpr int kMax = 20;
   HeldBlock block[kMax];
   int count = 0;
 };
@@ -419,15 +424,18 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   // a second index when rho has its own cells: core's GM_DPC_CELLS_SEEN)
   const gm_dpc_grid *index = rho_grid ? rho_grid : delta_grid;
   const bool own_rho_grid = rho_grid && delta_grid && rho_grid != delta_grid;
-  // and the density order's sort (its keys and values, in and out, when asked for)
+  // and the density order's sort (its keys and values, in and out, when asked for); the
+  // cutoff count's fp32 copy of the points (rho's index)
+  const bool screen = screens(rho_grid, gaussian);
   const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0) +
                        (own_rho_grid ? grid_bytes(delta_grid) : 0) +
-                       (order ? (size_t)n * 8 * 5 : 0);
+                       (order ? (size_t)n * 8 * 5 : 0) + (screen ? screen_bytes(rho_grid) : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, n));
   GM_TRY(ctx.trace("dpc cuda: context"));
   GridDev g, g_delta;
   double *x_d = nullptr;
   if (index) GM_TRY(sort_index(ctx, x, index, g, nullptr, &x_d));
+  if (screen) GM_TRY(screen_index(ctx, g, nullptr));  // g is rho's index
   if (own_rho_grid) GM_TRY(sort_index(ctx, x, delta_grid, g_delta, nullptr, &x_d));
   AllPairs ap;
   if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed, nullptr));
@@ -514,10 +522,14 @@ gpuml_status part_open(PartSession &s, const gpuml_options *opt) {
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, all_pairs && s.d >= kGemmMinDim));
   // what density() holds beside the resident points (so that the tiles are one device's
-  // under the same budget): rho, rho by cell, delta_sq, nearest and the index
-  const size_t fixed = (size_t)s.n * 8 * 4 + (index ? grid_bytes(index) : 0);
+  // under the same budget): rho, rho by cell, delta_sq, nearest and the index, with the
+  // cutoff count's fp32 copy of the points
+  const bool screen = screens(s.rho_grid, s.gaussian);
+  const size_t fixed = (size_t)s.n * 8 * 4 + (index ? grid_bytes(index) : 0) +
+                       (screen ? screen_bytes(s.rho_grid) : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, s.n));
   if (index) GM_TRY(sort_index(ctx, s.x, index, s.g, &s.held));
+  if (screen) GM_TRY(screen_index(ctx, s.g, &s.held));
   if (all_pairs) {
     GM_TRY(setup_all_pairs(ctx, s.ap, s.x, s.n, s.d, fixed, &s.held));
     s.ap.sg = Staging<double>();  // the staging buffer was the Context's

@@ -37,6 +37,98 @@ __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *
   }
 }
 
+// The cutoff count's fp32 screen (core/dpc_shared.h's gm_dpc_screen, which derives its
+// margin). Most tested pairs lie far enough from the cut that the squared distance of
+// fp32 copies of the points decides them, and only the pairs in the band around the cut
+// take the exact fp64 square (grid_sq), so every count is the fp64 rule's: one 16-byte
+// load and six fp32 operations a pair in 3-d instead of three 8-byte loads and nine fp64
+// ones.
+
+// Floats a point of the copy: one 4-, 8- or 16-byte load (two above 4-d).
+__host__ __device__ constexpr int screen_stride(int dim) {
+  return dim == 1 ? 1 : dim == 2 ? 2 : dim <= 4 ? 4 : 8;
+}
+
+// Point j's fp32 copy into v (screen_stride(DIM) values).
+template <int DIM>
+__device__ __forceinline__ void load32(const float *__restrict__ coords32, int64_t j, float *v) {
+  constexpr int kStride = screen_stride(DIM);
+  if constexpr (kStride == 1) {
+    v[0] = __ldg(coords32 + j);
+  } else if constexpr (kStride == 2) {
+    const float2 a = __ldg(reinterpret_cast<const float2 *>(coords32) + j);
+    v[0] = a.x;
+    v[1] = a.y;
+  } else {
+    const float4 *q = reinterpret_cast<const float4 *>(coords32) + j * (kStride / 4);
+#pragma unroll
+    for (int k = 0; k < kStride / 4; k++) {
+      const float4 a = __ldg(q + k);
+      v[4 * k] = a.x;
+      v[4 * k + 1] = a.y;
+      v[4 * k + 2] = a.z;
+      v[4 * k + 3] = a.w;
+    }
+  }
+}
+
+// A launch's screen as integers: the fp32 squares are +0 or more (never -0) and `in` > 0,
+// so they order as their bits do, and one subtraction places a square:
+// rel = bits(sq) - bits(in) wraps to 2^31 or more below `in` (inside), and lies below
+// `width` in the band.
+struct ScreenBits {
+  unsigned in, width;
+};
+
+__device__ __forceinline__ ScreenBits screen_bits(const gm_dpc_screen &screen) {
+  const unsigned in = __float_as_uint(screen.in);
+  return {in, __float_as_uint(screen.out) - in};
+}
+
+// The points a .. b - 1 with s < cut from p (pf: its fp32 copy): the screen decides, the
+// fp64 square where it cannot. In groups of 4 points, whose loads are in flight together
+// and whose band test is one branch (rarely taken); counted in int, 2^30 points at a time.
+template <int DIM>
+__device__ __forceinline__ int64_t count_screened(const GridDev &g, const double *p,
+                                                  const float *pf, int64_t a, int64_t b,
+                                                  double cut, const ScreenBits screen) {
+  constexpr int kGroup = 4;
+  int64_t count = 0;
+  while (a < b) {
+    const int len = b - a < ((int64_t)1 << 30) ? (int)(b - a) : 1 << 30;
+    unsigned hits = 0;
+    int k = 0;
+    for (; k + kGroup <= len; k += kGroup) {
+      float q[kGroup][screen_stride(DIM)];
+      unsigned rel[kGroup];
+#pragma unroll
+      for (int u = 0; u < kGroup; u++) load32<DIM>(g.coords32, a + k + u, q[u]);
+      unsigned nearest = 0xffffffffu;
+#pragma unroll
+      for (int u = 0; u < kGroup; u++) {
+        rel[u] = __float_as_uint(gm_dpc_screen_sq(DIM, q[u], pf)) - screen.in;
+        hits += rel[u] >> 31;
+        nearest = min(nearest, rel[u]);
+      }
+      if (nearest < screen.width) {
+#pragma unroll
+        for (int u = 0; u < kGroup; u++)
+          if (rel[u] < screen.width) hits += grid_sq<DIM>(g, p, a + k + u) < cut;
+      }
+    }
+    for (; k < len; k++) {
+      float q[screen_stride(DIM)];
+      load32<DIM>(g.coords32, a + k, q);
+      const unsigned rel = __float_as_uint(gm_dpc_screen_sq(DIM, q, pf)) - screen.in;
+      hits += rel >> 31;
+      if (rel < screen.width) hits += grid_sq<DIM>(g, p, a + k) < cut;
+    }
+    count += hits;
+    a += len;
+  }
+  return count;
+}
+
 // The cutoff density of up to 32 points of one cell together, one warp per such item (the
 // CPU's rho_cell takes a whole cell): the rows, and the cells wholly inside the ball of
 // every point of the item, are found from the bounding box of its points, and only the
@@ -47,13 +139,19 @@ __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *
 // the CPU's and the brute force's. With inv_dc2 > 0 (the truncated Gaussian) the lanes
 // sum the weights exp(-s inv_dc2) of every point within the cut but themselves instead
 // (no cell taken whole); sums in another order than the CPU's, so equal to rounding.
+// Without it, the pairs go through the fp32 screen when screen.on (above), to the same
+// counts.
 // rho by point index, or by sorted position when by_position (a part's values in one span).
-// A cell of more than 32 points is several items (grid_items).
+// A cell of more than 32 points is several items (grid_items). Blocks an SM: 4 up to 2-d,
+// 3 in 3-d and 4-d (80 registers; at 64 the 3-d kernel spills), 2 from 5-d on (128, where
+// the screen's loop would take up to 170); ptxas then spills a few of the row walk's
+// values at 4-d, 7-d and 8-d, none of the pair loop's.
 template <int DIM>
-__global__ void __launch_bounds__(kPassThreads)
-    grid_count_kernel(GridDev g, double cut, double inv_dc2, double *__restrict__ rho,
-                      const int64_t *__restrict__ item_cell, const int64_t *__restrict__ item_first,
-                      int64_t i0, int64_t i1, int by_position) {
+__global__ void __launch_bounds__(kPassThreads, DIM <= 2 ? 4 : DIM <= 4 ? 3 : 2)
+    grid_count_kernel(GridDev g, double cut, double inv_dc2, gm_dpc_screen screen,
+                      double *__restrict__ rho, const int64_t *__restrict__ item_cell,
+                      const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
+                      int by_position) {
   // one item (at most 32 points of one cell) per warp, so that a dense cell is spread
   // over several warps instead of holding up its launch
   const int64_t item = i0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -84,6 +182,9 @@ __global__ void __launch_bounds__(kPassThreads)
     int64_t count = 0;
     double weight = 0;
     const bool gauss = inv_dc2 > 0;
+    float pf[screen_stride(DIM)] = {};
+    if (screen.on) load32<DIM>(g.coords32, s, pf);
+    const ScreenBits bits = screen_bits(screen);
     gm_dpc_rows rows;
     bool more = gm_dpc_rows_ball(geo, DIM, qa, qb, sqrt(cut * GM_DPC_CUT_OUT), &rows);
     for (int r = 0; r < part && more; r++) more = gm_dpc_rows_next(DIM, &rows);
@@ -103,6 +204,9 @@ __global__ void __launch_bounds__(kPassThreads)
             const double sq = grid_sq<DIM>(g, p, j);
             if (sq < cut && j != s) weight += exp(-sq * inv_dc2);
           }
+        } else if (screen.on) {
+          count += count_screened<DIM>(g, p, pf, a1, b1, cut, bits);
+          count += count_screened<DIM>(g, p, pf, a2, b2, cut, bits);
         } else {
           // unrolled so that several points' loads are in flight at once
 #pragma unroll 4
@@ -197,6 +301,40 @@ __global__ void gather_points_kernel(const double *__restrict__ x, const int64_t
        s += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = order[s];
     for (int t = 0; t < dim; t++) coords[(size_t)t * (size_t)n + (size_t)s] = x[(size_t)t * (size_t)n + (size_t)i];
+  }
+}
+
+// The screen's origin (gm_dpc_screen_origin: the grid's centre, so that the copy's values,
+// and their rounding, stay small).
+struct ScreenOrigin {
+  double at[GM_DPC_GRID_MAX_DIM];
+};
+
+// coords32 (GridDev) from coords: point s less the origin, rounded to fp32 (the padding
+// lanes dim .. stride - 1 zero); each dimension's largest |value| into reach32 (float
+// bits, which order as unsigned integers; zeroed before).
+__global__ void screen_points_kernel(const double *__restrict__ coords, int64_t n, int dim,
+                                     ScreenOrigin origin, float *__restrict__ coords32,
+                                     unsigned *__restrict__ reach32) {
+  const int stride = screen_stride(dim);
+  unsigned top[GM_DPC_GRID_MAX_DIM] = {};
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x) {
+#pragma unroll
+    for (int t = 0; t < GM_DPC_GRID_MAX_DIM; t++) {
+      if (t >= stride) break;
+      const double x = t < dim ? coords[(size_t)t * (size_t)n + (size_t)s] : 0;
+      const float v = t < dim ? gm_dpc_screen_coord(x, origin.at[t]) : 0.0f;
+      coords32[(size_t)s * (size_t)stride + (size_t)t] = v;
+      top[t] = max(top[t], __float_as_uint(fabsf(v)));
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < GM_DPC_GRID_MAX_DIM; t++) {
+    if (t >= dim) break;
+    unsigned m = top[t];
+    for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(kFullMask, m, off));
+    if ((threadIdx.x & 31) == 0) atomicMax(&reach32[t], m);
   }
 }
 
@@ -432,6 +570,48 @@ size_t grid_bytes(const gm_dpc_grid *grid) {
          n * dim * 8 + 4 * n * 8;
 }
 
+// GPUML_CUDA_DPC_FP32=0 turns the cutoff count's fp32 screen off: every tested pair in
+// fp64, as before the screen (for comparisons; the counts are the same).
+bool screen_wanted() {
+  const char *knob = getenv("GPUML_CUDA_DPC_FP32");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
+// Whether the rho pass on rho_grid (null: off the index) takes the screen: the cutoff
+// count only (the Gaussian's weights want the fp64 squares).
+bool screens(const gm_dpc_grid *rho_grid, int gaussian) {
+  return rho_grid && !gaussian && screen_wanted();
+}
+
+// The screen's copy of the points and its reach (screen_index).
+size_t screen_bytes(const gm_dpc_grid *grid) {
+  return (size_t)grid->n * (size_t)screen_stride(grid->geom.dim) * sizeof(float) +
+         GM_DPC_GRID_MAX_DIM * sizeof(unsigned);
+}
+
+// The cutoff count's fp32 copy of the index's points (coords32, reach32), in `keep` when
+// given, else in the Context.
+gpuml_status screen_index(Context &ctx, GridDev &g, HeldList *keep) {
+  const int dim = g.geom.dim;
+  float *coords32 = nullptr;
+  unsigned *reach32 = nullptr;
+  GM_TRY(keep_alloc(ctx, keep, &coords32, (size_t)g.n * (size_t)screen_stride(dim),
+                    "the index's fp32 points"));
+  GM_TRY(keep_alloc(ctx, keep, &reach32, (size_t)GM_DPC_GRID_MAX_DIM, "the index's fp32 points"));
+  GM_TRY(ctx.check(cudaMemsetAsync(reach32, 0, GM_DPC_GRID_MAX_DIM * sizeof *reach32, ctx.stream()),
+                   "the index's fp32 points"));
+  ScreenOrigin origin = {};
+  for (int t = 0; t < dim; t++)
+    origin.at[t] = gm_dpc_screen_origin(&g.geom, t);
+  const unsigned blocks = grid_1d(g.n, 256) < 8192u ? grid_1d(g.n, 256) : 8192u;
+  screen_points_kernel<<<blocks, 256, 0, ctx.stream()>>>(g.coords, g.n, dim, origin, coords32,
+                                                         reach32);
+  GM_TRY(ctx.launched("the index's fp32 points"));
+  g.coords32 = coords32;
+  g.reach32 = reach32;
+  return GPUML_OK;
+}
+
 // The densest point of each cell into cell_max (ncells).
 gpuml_status cell_max_fill(Context &ctx, const GridDev &g, const double *rho_sorted,
                            double *cell_max) {
@@ -503,12 +683,27 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   GM_TRY(ctx.check(cudaMemcpyAsync(&span[1], item_first + last, sizeof span[1],
                                    cudaMemcpyDeviceToHost, ctx.stream()),
                    "the density pass's items"));
+  // the cutoff count's fp32 screen, where the index has its copy (reach32: float bits)
+  float reach[GM_DPC_GRID_MAX_DIM];
+  const bool screened = inv_dc2 == 0 && g.coords32;
+  if (screened)
+    GM_TRY(ctx.check(cudaMemcpyAsync(reach, g.reach32, (size_t)dim * sizeof *reach,
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "the density pass's fp32 screen"));
   GM_TRY(ctx.sync("the density pass's items"));
+  const gm_dpc_screen screen =
+      screened ? gm_dpc_screen_for(cut, dim, reach) : gm_dpc_screen{0.0f, 0.0f, 0};
+  if (screened && gm_trace_on()) {
+    char note[160];
+    snprintf(note, sizeof note, "dpc cuda: fp32 screen %s, band %.9g .. %.9g around the cut %.9g",
+             screen.on ? "on" : "off", (double)screen.in, (double)screen.out, cut);
+    gm_trace(note);
+  }
   for (int64_t i0 = span[0]; i0 < span[1]; i0 += kGridItemChunk) {
     const int64_t i1 = min64(span[1], i0 + kGridItemChunk);
     const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
-    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, rho, item_cell, item_first, i0,
-                      i1, by_position);
+    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, item_cell,
+                      item_first, i0, i1, by_position);
     GM_TRY(ctx.launched("density peaks rho (index)"));
     GM_TRY(ctx.sync("density peaks rho (index)"));
     GM_TRY(interrupted(ctx, opt));

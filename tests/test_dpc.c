@@ -14,7 +14,7 @@
 #include "harness.h"
 #include "gpuml.h"
 #include "rng.h" /* the sample of dc's estimate, drawn here as the library draws it */
-#include "dpc.h" /* the index's plan (test_cell_side) */
+#include "dpc.h" /* the index's plan (test_cell_side), the fp32 screen (test_screen_margin) */
 
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
 static gpuml_precision test_precision = GPUML_PRECISION_DOUBLE;
@@ -353,6 +353,21 @@ static void test_ties(void) {
   free(x);
 }
 
+/* A cutoff fit of x at dc: rho, delta and nearest those of the brute force exactly, and
+ * with the CUDA backend the CPU's. */
+static void check_cutoff_fit(const char *what, const double *x, int64_t n, int64_t d, double dc) {
+  fit ref = fit_alloc(n), got = fit_alloc(n);
+  ref_dpc(x, n, d, dc, 0, &ref);
+  gpuml_status st = run_dpc(x, n, d, dc, 0, &got, test_backend, NULL);
+  CHECK(st == GPUML_OK && count_rho_diff(&got, &ref, n, 0) == 0 &&
+            count_delta_diff(&got, &ref, n, 0) == 0,
+        "%s, d = %lld, dc = %g: differs from the brute force (%s)", what, (long long)d, dc,
+        gpuml_last_error());
+  if (st == GPUML_OK) compare_with_cpu(what, x, n, d, dc, 0, &got);
+  fit_free(&ref);
+  fit_free(&got);
+}
+
 /* Far-apart blobs and a small dc: the nearest denser point of most local maxima lies
  * many cells away, so the ring search runs far (and over empty cells). */
 static void test_far_peaks(void) {
@@ -362,16 +377,7 @@ static void test_far_peaks(void) {
     for (int64_t i = 0; i < n; i++)
       for (int64_t t = 0; t < d; t++)
         x[i + t * n] = 100.0 * (double)((i * 7 + t) % 5) + (i % 11 == 0 ? 30 * uniform() : normal());
-    fit ref = fit_alloc(n), got = fit_alloc(n);
-    ref_dpc(x, n, d, 0.08, 0, &ref);
-    gpuml_status st = run_dpc(x, n, d, 0.08, 0, &got, test_backend, NULL);
-    CHECK(st == GPUML_OK && count_rho_diff(&got, &ref, n, 0) == 0 &&
-              count_delta_diff(&got, &ref, n, 0) == 0,
-          "far peaks, d = %lld: differs from the brute force (%s)", (long long)d,
-          gpuml_last_error());
-    compare_with_cpu("far peaks", x, n, d, 0.08, 0, &got);
-    fit_free(&ref);
-    fit_free(&got);
+    check_cutoff_fit("far peaks", x, n, d, 0.08);
     free(x);
   }
 }
@@ -391,20 +397,126 @@ static void test_crowded_cells(void) {
       for (int64_t i = m; i < n; i++)
         for (int64_t t = 0; t < d; t++) x[i + t * n] = i == m ? 0 : 100000;
       const double dcs[] = {1, sqrt(2.0), 2};
-      for (int k = 0; k < 3; k++) {
-        fit ref = fit_alloc(n), got = fit_alloc(n);
-        ref_dpc(x, n, d, dcs[k], 0, &ref);
-        gpuml_status st = run_dpc(x, n, d, dcs[k], 0, &got, test_backend, NULL);
-        CHECK(st == GPUML_OK && count_rho_diff(&got, &ref, n, 0) == 0 &&
-                  count_delta_diff(&got, &ref, n, 0) == 0,
-              "crowded cell, d = %lld, %s outliers, dc = %g: differs from the brute force (%s)",
-              (long long)d, outliers ? "with" : "without", dcs[k], gpuml_last_error());
-        compare_with_cpu("crowded cell", x, n, d, dcs[k], 0, &got);
-        fit_free(&ref);
-        fit_free(&got);
-      }
+      for (int k = 0; k < 3; k++)
+        check_cutoff_fit(outliers ? "crowded cell with outliers" : "crowded cell", x, n, d,
+                         dcs[k]);
       free(x);
     }
+}
+
+/* Near ties at the cut dc = 1, far from the origin, for the CUDA backend's fp32 screen
+ * of the cutoff count (core/dpc_shared.h's gm_dpc_screen): a lattice of step dc / 2 (many
+ * pairs exactly at dc, which the strict cutoff leaves out) and as many points at
+ * dc (1 -+ eps) from lattice points (axis-aligned and random directions), eps mostly
+ * between 3e-5 and 1e-3, where the fp32 copies round, else from 1e-2 down to 1e-9; in
+ * two copies 3000 apart near 1e4, so that the copies round by about 1e-4. *n: the
+ * points. Drawn from a stream of their own, so that the other tests' data stay as they
+ * were. */
+static double *near_ties(int64_t d, int64_t *n_out) {
+  const uint64_t other = rng_state;
+  rng_state = 20250611 + (uint64_t)d;
+  const int64_t side = d == 1 ? 300 : d == 2 ? 18 : d == 3 ? 7 : d == 4 ? 5 : 4;
+  int64_t lattice = 1;
+  for (int64_t t = 0; t < d; t++) lattice *= side;
+  const int64_t per_copy = 2 * lattice, n = 2 * per_copy;
+  double *x = malloc(sizeof(double) * n * d);
+  for (int copy = 0; copy < 2; copy++) {
+    const double base = 1e4 + 3000.0 * copy;
+    const int64_t first = copy * per_copy;
+    for (int64_t k = 0; k < lattice; k++) {
+      int64_t r = k;
+      for (int64_t t = 0; t < d; t++) {
+        x[first + k + t * n] = base + 0.5 * (double)(r % side);
+        r /= side;
+      }
+    }
+    for (int64_t m = 0; m < lattice; m++) {
+      const int64_t at = first + (int64_t)(uniform() * (double)lattice);
+      double dir[GM_DPC_GRID_MAX_DIM] = {0}, norm = 0;
+      if (m % 3 == 0) {
+        dir[m % d] = m % 2 ? 1 : -1;
+      } else {
+        for (int64_t t = 0; t < d; t++) dir[t] = normal();
+      }
+      for (int64_t t = 0; t < d; t++) norm += dir[t] * dir[t];
+      const double eps = m % 8 == 0   ? 1e-9
+                         : m % 4 == 1 ? pow(10, -2 - 7 * uniform())
+                                      : 3e-5 * pow(10, 1.5 * uniform());
+      const double r = (1 + (uniform() < 0.5 ? eps : -eps)) / sqrt(norm);
+      for (int64_t t = 0; t < d; t++) x[first + lattice + m + t * n] = x[at + t * n] + r * dir[t];
+    }
+  }
+  *n_out = n;
+  rng_state = other;
+  return x;
+}
+
+/* The near ties' counts must be the brute force's (and the CPU's) exactly; rho runs on
+ * the index (checked), where the CUDA backend screens the pairs. */
+static void test_near_ties(void) {
+  for (int64_t d = 1; d <= 5; d++) {
+    int64_t n;
+    double *x = near_ties(d, &n);
+    gm_dpc_grid plan;
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 1, &plan);
+    CHECK(gm_dpc_rows_fit(&plan, gm_dpc_sq_threshold(1, 1), n),
+          "near ties, d = %lld: rho would not run on the index", (long long)d);
+    gm_dpc_grid_free(&plan);
+    check_cutoff_fit("near ties at 1e4", x, n, d, 1);
+    free(x);
+  }
+}
+
+/* The fp32 screen's margin on the host, with the shared functions the GPU's cutoff count
+ * uses (the copy less the grid's centre, its reach, the fp32 square, the thresholds):
+ * over every pair of the near ties (and of 6-d blobs far from the origin), a pair the
+ * screen places inside or outside must be there by the exact square; and the near ties'
+ * fp32 errors must reach an eighth of the margin, so that they test it. */
+static void test_screen_margin(void) {
+  for (int64_t d = 1; d <= 6; d++) {
+    int64_t n;
+    double *x;
+    if (d <= 5) {
+      x = near_ties(d, &n);
+    } else {
+      const uint64_t other = rng_state;
+      n = 3000;
+      x = blobs(n, d, 5, 0.4, NULL);
+      rng_state = other;
+      for (int64_t i = 0; i < n * d; i++) x[i] = 1e4 + 100 * x[i];
+    }
+    const double cut = d <= 5 ? 1 : 1e4;
+    gm_dpc_grid plan;
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 1, &plan);
+    float *copy = malloc(sizeof(float) * n * d), reach[GM_DPC_GRID_MAX_DIM] = {0};
+    for (int64_t t = 0; t < d; t++) {
+      const double origin = gm_dpc_screen_origin(&plan.geom, (int)t);
+      for (int64_t i = 0; i < n; i++) {
+        copy[i * d + t] = gm_dpc_screen_coord(x[i + t * n], origin);
+        if (fabsf(copy[i * d + t]) > reach[t]) reach[t] = fabsf(copy[i * d + t]);
+      }
+    }
+    gm_dpc_grid_free(&plan);
+    const gm_dpc_screen screen = gm_dpc_screen_for(cut, (int)d, reach);
+    int64_t wrong = 0, band = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        const double sq = ref_sq(x, n, d, j, i);
+        const float sq32 = gm_dpc_screen_sq((int)d, copy + j * d, copy + i * d);
+        if (sq32 < screen.in) wrong += !(sq < cut);
+        else if (sq32 >= screen.out) wrong += sq < cut;
+        else band++;
+        if (fabs(sq - cut) < 0.01 * cut && fabs(sq32 - sq) > worst) worst = fabs(sq32 - sq);
+      }
+    const double margin = ((double)screen.out - (double)screen.in) / 2;
+    CHECK(screen.on && wrong == 0 && (d > 5 || (band > 0 && worst > margin / 8)),
+          "fp32 screen, d = %lld: on %d, %lld pairs wrong, %lld in the band, largest fp32 "
+          "error near the cut %g, margin %g",
+          (long long)d, screen.on, (long long)wrong, (long long)band, worst, margin);
+    free(copy);
+    free(x);
+  }
 }
 
 /* The mean, over points, of the count of their cell, from a built index. */
@@ -1568,6 +1680,7 @@ static void test_device_list(void) {
 int main(void) {
   harness_init();
   test_precision = harness_precision;
+  test_screen_margin(); /* no backend: the screen's arithmetic on the host */
   HARNESS_FOR_EACH_BACKEND(b) {
     if (!harness_runs(b, "density peaks")) continue;
     test_backend = b->id;
@@ -1578,6 +1691,7 @@ int main(void) {
     test_ties();
     test_far_peaks();
     test_crowded_cells();
+    test_near_ties();
     test_cell_side();
     test_index();
     test_halo_many_clusters();
