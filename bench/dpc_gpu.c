@@ -8,7 +8,8 @@
  *   build/bench/dpc_gpu --sanitize  small runs of every path, for compute-sanitizer
  *   build/bench/dpc_gpu --fit       issue 16's rows: gpuml_dpc_fit (density, and with k the
  *                                   centres, clusters and halo) on the cell index, each
- *                                   compared with the CPU backend (add --no-check to skip)
+ *                                   compared with the CPU backend (add --no-check to skip;
+ *                                   --only N: the row N only, from 0)
  *
  * Build (as tools/gpu-run.sh builds bench/knn_gpu.c):
  *   gcc -O2 -std=c11 -fopenmp -Icore/include bench/dpc_gpu.c build/libgpuml.a $LIBS -lm
@@ -184,7 +185,7 @@ static int fit_once(const double *x, int64_t n, int64_t d, int64_t k, gpuml_back
 }
 
 /* Issue 16's GPU rows: best of 3 on the GPU, then one CPU run for the check. */
-static int fit_cases(int do_check) {
+static int fit_cases(int do_check, int only) {
   struct {
     int64_t n, d, k;
     int uniform;
@@ -195,6 +196,7 @@ static int fit_cases(int do_check) {
   printf("| case | gpuml_dpc_fit cuda ms (best of 3) | target (ms) | dc | CPU backend ms | differ |\n"
          "|---|---|---|---|---|---|\n");
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    if (only >= 0 && (size_t)only != c) continue;
     const int64_t n = cases[c].n, d = cases[c].d, k = cases[c].k;
     double *x = cases[c].uniform ? make_uniform(n, d) : make_data(n, d);
     result g, h;
@@ -235,11 +237,12 @@ static int fit_cases(int do_check) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* each row as it comes, when a run is cut short */
-  int do_check = 1, sanitize = 0, fit = 0;
+  int do_check = 1, sanitize = 0, fit = 0, only = -1;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--no-check")) do_check = 0;
     else if (!strcmp(argv[a], "--sanitize")) sanitize = 1;
     else if (!strcmp(argv[a], "--fit")) fit = 1;
+    else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = atoi(argv[++a]);
   }
   gpuml_info info;
   gpuml_backend_info(&info);
@@ -271,7 +274,7 @@ int main(int argc, char **argv) {
     free_result(&r);
     free(w);
   }
-  if (fit) return fit_cases(do_check) ? 1 : 0;
+  if (fit) return fit_cases(do_check, only) ? 1 : 0;
   printf("| case | gpuml cuda ms (best of 3) | target | dc |\n|---|---|---|---|\n");
   char lines[16][160];
   for (int c = 0; c < ncases; c++) {
