@@ -367,12 +367,6 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
   return gm_fail(GPUML_ERR_NOMEM, "knn:cuda", "internal: no kNN plan");
 }
 
-// EXPERIMENT: GPUML_CUDA_KNN_SELECT_UNROLL=4 (four vectors a lane), 5 (four, streamed).
-inline int select_unroll() {
-  static const int u = (int)env_int("GPUML_CUDA_KNN_SELECT_UNROLL");
-  return u;
-}
-
 // feed (may be NULL): the column side of the symmetric search as well (select.cuh,
 // ColumnFeed); row_thr (may be NULL): each query's K-th value after the tile.
 template <typename T, typename In, int KMAX>
@@ -384,14 +378,6 @@ gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, in
   if (feed)
     select_small_gemm_kernel<T, In, KMAX, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
         G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed, row_thr);
-  else if (select_unroll() == 4)
-    select_small_gemm_kernel<T, In, KMAX, false, 4><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},
-        row_thr);
-  else if (select_unroll() == 5)
-    select_small_gemm_kernel<T, In, KMAX, false, 4, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},
-        row_thr);
   else
     select_small_gemm_kernel<T, In, KMAX, false><<<grid_1d(qn, W), W * 32, 0, stream>>>(
         G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},

@@ -156,9 +156,8 @@ __device__ __forceinline__ void column_push(const ColumnFeed<T> &feed, int64_t j
 // current K-th) decides whether the warp enters the insertion path at all.
 // COL: also the column side of the symmetric search (feed, above). row_thr (may be
 // NULL): each query's K-th value after the tile, stored at row_thr[q] (the thresholds
-// the symmetric search starts its column side from). U: the 16-byte vectors a lane loads
-// at once; STREAM: the tile's loads bypass L1 (read once), leaving it to the norms.
-template <typename T, typename In, int KMAX, bool COL, int U = 2, bool STREAM = false>
+// the symmetric search starts its column side from).
+template <typename T, typename In, int KMAX, bool COL>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
     select_small_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
                              const T *__restrict__ nr, const T *__restrict__ nq,
@@ -166,6 +165,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
                              int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                              int fresh, ColumnFeed<T> feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
+  constexpr int U = 2;
   typedef Vec16<T> VT;
   typedef typename VT::V V;
   constexpr int NV = VT::n;
@@ -191,8 +191,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       for (int u = 0; u < U; u++) {
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
         if (j0 < rn) {
-          if constexpr (STREAM) v[u] = __ldcs(reinterpret_cast<const V *>(g + j0));
-          else v[u] = *reinterpret_cast<const V *>(g + j0);
+          v[u] = *reinterpret_cast<const V *>(g + j0);
           nv[u] = *reinterpret_cast<const V *>(nr + j0);
           if constexpr (COL) tv[u] = *reinterpret_cast<const V *>(feed.thr + j0);
         }
