@@ -367,16 +367,6 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
   return gm_fail(GPUML_ERR_NOMEM, "knn:cuda", "internal: no kNN plan");
 }
 
-// The row side of the warp selection reads its tile a step ahead (select.cuh, AHEAD);
-// GPUML_CUDA_KNN_SELECT_AHEAD=0 keeps the plain loads (comparisons).
-inline bool select_ahead() {
-  static const bool ahead = [] {
-    const char *knob = getenv("GPUML_CUDA_KNN_SELECT_AHEAD");
-    return !(knob && strcmp(knob, "0") == 0);
-  }();
-  return ahead;
-}
-
 // feed (may be NULL): the column side of the symmetric search as well (select.cuh,
 // ColumnFeed); row_thr (may be NULL): each query's K-th value after the tile.
 template <typename T, typename In, int KMAX>
@@ -388,10 +378,6 @@ gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, in
   if (feed)
     select_small_gemm_kernel<T, In, KMAX, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
         G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed, row_thr);
-  else if (select_ahead())
-    select_small_gemm_kernel<T, In, KMAX, false, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},
-        row_thr);
   else
     select_small_gemm_kernel<T, In, KMAX, false><<<grid_1d(qn, W), W * 32, 0, stream>>>(
         G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},

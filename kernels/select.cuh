@@ -151,42 +151,13 @@ __device__ __forceinline__ void column_push(const ColumnFeed<T> &feed, int64_t j
   }
 }
 
-// 16 bytes from global to shared memory without a register on the way (cp.async, sm_80
-// and later; a plain copy before), grouped: the selection's tile read ahead.
-// (dst: a shared-memory address, as __cvta_generic_to_shared gives it)
-__device__ __forceinline__ void copy16_async(unsigned dst, const void *src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-#else
-  const int4 v = *reinterpret_cast<const int4 *>(src);
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void copy_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-// Waits until at most `pending` of this thread's groups are still in flight.
-template <int pending>
-__device__ __forceinline__ void copy_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
-#endif
-}
-
 // Small K, GEMM tile G (rn x qn, column q is query q's row of -2 r.q). Each lane reads
 // 16-byte vectors (when rn allows), several in flight; a cheap filter (distance <= the
 // current K-th) decides whether the warp enters the insertion path at all.
 // COL: also the column side of the symmetric search (feed, above). row_thr (may be
 // NULL): each query's K-th value after the tile, stored at row_thr[q] (the thresholds
-// the symmetric search starts its column side from). AHEAD: the tile is read one step
-// ahead into shared memory (copy16_async, two buffers a warp), so that its loads are in
-// flight while the step before is screened; without it, the selection waits on each
-// step's loads (H100: about 70% of its cycles).
-template <typename T, typename In, int KMAX, bool COL, bool AHEAD = false>
+// the symmetric search starts its column side from).
+template <typename T, typename In, int KMAX, bool COL>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
     select_small_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
                              const T *__restrict__ nr, const T *__restrict__ nq,
@@ -198,10 +169,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   typedef Vec16<T> VT;
   typedef typename VT::V V;
   constexpr int NV = VT::n;
-  constexpr int STEP = 32 * NV * U;  // values a warp screens at once
   __shared__ T sd[W][KMAX];
   __shared__ int64_t si[W][KMAX];
-  __shared__ __align__(16) T ahead[AHEAD ? W : 1][2][AHEAD ? STEP : 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int q = blockIdx.x * W + warp;
   if (q >= qn) return;  // whole warps only; no block-wide barrier below
@@ -216,34 +185,13 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   if (rn % NV == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(G) % 16 == 0 &&
       (!COL || reinterpret_cast<uintptr_t>(feed.thr) % 16 == 0)) {
-    // (AHEAD: each lane copies, and later reads, only its own vectors of a step, so its
-    // own waits order them; no other lane's)
-    // this lane's first vector of buffer 0, as a shared-memory address
-    const unsigned mine = (unsigned)__cvta_generic_to_shared(&ahead[warp][0][lane * NV]);
-    auto read_ahead = [&](int buf, int64_t from) {
-      const T *src = g + from + lane * NV;
-#pragma unroll
-      for (int u = 0; u < U; u++)
-        if (from + (int64_t)(u * 32 + lane) * NV < rn)
-          copy16_async(mine + (unsigned)((buf * STEP + u * 32 * NV) * sizeof(T)),
-                       src + u * 32 * NV);
-      copy_async_commit();  // (an empty group past the end keeps the count)
-    };
-    if constexpr (AHEAD) read_ahead(0, 0);
-    for (int step = 0; base < rn; base += STEP, step++) {
+    for (; base < rn; base += 32 * NV * U) {
       V v[U], nv[U], tv[U];
-      if constexpr (AHEAD) {
-        read_ahead((step + 1) & 1, base + STEP);
-        copy_async_wait<1>();  // this step's group is in
-      }
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
         if (j0 < rn) {
-          if constexpr (AHEAD)
-            v[u] = *reinterpret_cast<const V *>(&ahead[warp][step & 1][(u * 32 + lane) * NV]);
-          else
-            v[u] = *reinterpret_cast<const V *>(g + j0);
+          v[u] = *reinterpret_cast<const V *>(g + j0);
           nv[u] = *reinterpret_cast<const V *>(nr + j0);
           if constexpr (COL) tv[u] = *reinterpret_cast<const V *>(feed.thr + j0);
         }
