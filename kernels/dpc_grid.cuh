@@ -142,12 +142,13 @@ __device__ __forceinline__ int64_t count_screened(const GridDev &g, const double
 // Without it, the pairs go through the fp32 screen when screen.on (above), to the same
 // counts.
 // rho by point index, or by sorted position when by_position (a part's values in one span).
-// A cell of more than 32 points is several items (grid_items). Blocks an SM: 4 up to 2-d,
-// 3 in 3-d and 4-d (80 registers; at 64 the 3-d kernel spills), 2 from 5-d on (128, where
-// the screen's loop would take up to 170); ptxas then spills a few of the row walk's
-// values at 4-d, 7-d and 8-d, none of the pair loop's.
+// A cell of more than 32 points is several items (grid_items). Blocks an SM: 4 up to 3-d
+// (at 3-d 64 registers and a few bytes spilled, 8% faster than 3 blocks at 80 registers
+// for 2.4 x 10^7 points: bench/RESULTS.md round 11), 3 in 4-d (80), 2 from 5-d on (128,
+// where the screen's loop would take up to 170); ptxas then spills a few of the row walk's
+// values at 4-d, 7-d and 8-d.
 template <int DIM>
-__global__ void __launch_bounds__(kPassThreads, DIM <= 2 ? 4 : DIM <= 4 ? 3 : 2)
+__global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
     grid_count_kernel(GridDev g, double cut, double inv_dc2, gm_dpc_screen screen,
                       double *__restrict__ rho, const int64_t *__restrict__ item_cell,
                       const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
