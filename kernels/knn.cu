@@ -39,6 +39,8 @@
 //                               one-device self-search (KnnSearch::run_symmetric)
 //   GPUML_CUDA_KNN_RERANK=thread  the exact distances a thread per candidate (rerank_kernel)
 //                               instead of staged through shared memory
+//   GPUML_CUDA_KNN_QUEUE=0      the warp selection's one-pass kernel for the row side
+//                               instead of the scan with a queue (select_queued_gemm_kernel)
 #include <memory>
 #include <new>
 #include "gpuml_cuda.h"
@@ -367,6 +369,13 @@ gpuml_status plan_knn(KnnPlan<T, In> &p, int64_t n, int64_t d, int64_t m, int64_
   return gm_fail(GPUML_ERR_NOMEM, "knn:cuda", "internal: no kNN plan");
 }
 
+// The row side's selection scans and inserts apart (select_queued_gemm_kernel) unless
+// GPUML_CUDA_KNN_QUEUE=0 (the one-pass kernel, for comparisons).
+inline bool queued_select() {
+  const char *knob = getenv("GPUML_CUDA_KNN_QUEUE");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
 // feed (may be NULL): the column side of the symmetric search as well (select.cuh,
 // ColumnFeed); row_thr (may be NULL): each query's K-th value after the tile.
 template <typename T, typename In, int KMAX>
@@ -375,6 +384,13 @@ gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, in
                                int64_t q0, int self, T *Ld, int64_t *Li, int K, int fresh,
                                const ColumnFeed<T> *feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
+  if (!feed && queued_select() && rn <= INT_MAX &&
+      rn % Vec16<T>::n == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(G) % 16 == 0) {
+    select_queued_gemm_kernel<T, In, KMAX><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
+    return ctx.launched("kNN selection");
+  }
   if (feed)
     select_small_gemm_kernel<T, In, KMAX, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
         G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed, row_thr);

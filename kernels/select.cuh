@@ -254,6 +254,126 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   if (row_thr != nullptr && lane == 0) row_thr[q] = L.wd;
 }
 
+// Small K, GEMM tile G, the row side only (no column feed), 16-byte aligned tile and
+// norms: the same lists as select_small_gemm_kernel, with the scan and the insertions
+// apart. The scan streams the row (U vectors a lane a step, the next step's loaded while
+// this one is screened) and queues, in shared memory, the tile
+// positions whose screened value is at most the list's K-th as it stood at the last
+// flush (a stale, larger threshold only queues more); a flush recomputes each queued
+// value (gemm_value, as the other kernel does) and offers it. Insertions commute (the
+// lists are ordered by (value, index)), so the list is the same.
+template <typename T>
+struct QueueConfig {
+  static constexpr int U = 2;                         // 16-byte vectors a lane per step
+  static constexpr int step = 32 * Vec16<T>::n * U;   // values a warp scans per step
+  static constexpr int slots = 2 * step;              // queued positions a warp holds
+};
+
+template <typename T, typename In, int KMAX>
+__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
+    select_queued_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
+                              const T *__restrict__ nr, const T *__restrict__ nq,
+                              const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
+                              int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
+                              int fresh, T *row_thr) {
+  constexpr int W = SmallConfig<KMAX>::warps;
+  typedef QueueConfig<T> QC;
+  typedef Vec16<T> VT;
+  typedef typename VT::V V;
+  constexpr int NV = VT::n, U = QC::U;
+  __shared__ T sd[W][KMAX];
+  __shared__ int64_t si[W][KMAX];
+  __shared__ int queue[W][QC::slots];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int q = blockIdx.x * W + warp;
+  if (q >= qn) return;  // whole warps only; no block-wide barrier below
+  WarpList<T> L{sd[warp], si[warp], K, 0, 0};
+  L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
+  const T *g = G + (size_t)q * (size_t)rn;
+  const T nqq = nq[q];
+  const In *xqq = xq + (size_t)q * (size_t)d;
+  const int64_t self_index = self ? q0 + q : -1;
+  const T guard = (T)kCancellationGuard;
+  const unsigned below = (1u << lane) - 1;  // the lanes before this one
+  int *mine = queue[warp];
+  int queued = 0;  // the same in every lane
+  // Offers the queued positions in turn and empties the queue.
+  auto flush = [&]() {
+    __syncwarp();
+    for (int b = 0; b < queued; b += 32) {
+      bool pass = false;
+      T val = 0;
+      int64_t gj = 0;
+      if (b + lane < queued) {
+        const int j = mine[b + lane];
+        gj = r0 + j;
+        if (gj != self_index) {
+          val = gemm_value<T, In>(g[j], nr[j], nqq, xr + (size_t)j * (size_t)d, xqq, d);
+          pass = before(val, gj, L.wd, L.wi);
+        }
+      }
+      L.offer(pass, val, gj, lane);
+    }
+    queued = 0;
+    __syncwarp();
+  };
+  // The step at `base` into (v, nv); the next step's loads are issued before this one is
+  // screened, so that a warp always has loads in flight.
+  auto load_step = [&](int64_t base, V *v, V *nv) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
+      if (j0 < rn) {
+        v[u] = *reinterpret_cast<const V *>(g + j0);
+        nv[u] = *reinterpret_cast<const V *>(nr + j0);
+      }
+    }
+  };
+  V next_v[U], next_nv[U];
+  load_step(0, next_v, next_nv);
+  for (int64_t base = 0; base < rn; base += QC::step) {
+    V v[U], nv[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      v[u] = next_v[u];
+      nv[u] = next_nv[u];
+    }
+    if (base + QC::step < rn) load_step(base + QC::step, next_v, next_nv);
+    // The screen as in select_small_gemm_kernel: a value the guard would recompute is
+    // screened as 0, so it is always queued.
+    bool pass[U][NV];
+    bool any = false;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
+#pragma unroll
+      for (int e = 0; e < NV; e++) {
+        const T norms = VT::get(nv[u], e) + nqq;
+        const T val = norms + VT::get(v[u], e);
+        const T screen = val < guard * norms ? (T)0 : val;
+        pass[u][e] = j0 < rn && screen <= L.wd;
+        any |= pass[u][e];
+      }
+    }
+    if (__any_sync(kFullMask, any)) {
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int j0 = (int)base + (u * 32 + lane) * NV;
+#pragma unroll
+        for (int e = 0; e < NV; e++) {
+          const unsigned m = __ballot_sync(kFullMask, pass[u][e]);
+          if (pass[u][e]) mine[queued + __popc(m & below)] = j0 + e;
+          queued += __popc(m);
+        }
+      }
+      if (queued > QC::slots - QC::step) flush();
+    }
+  }
+  flush();
+  L.store(Ld + (size_t)q * K, Li + (size_t)q * K, lane);
+  if (row_thr != nullptr && lane == 0) row_thr[q] = L.wd;
+}
+
 // The column side of a tile of the symmetric search (ColumnFeed): one warp per
 // reference j of the tile (rows r0 + j of the data, lists at Ld/Li + j * K) merges its
 // queued values into its list, or, when they overflowed the slots, its whole row of the
