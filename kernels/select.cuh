@@ -264,14 +264,14 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
 // lists are ordered by (value, index)), so the list is the same.
 template <typename T>
 struct QueueConfig {
-  static constexpr int U = 2;                         // 16-byte vectors a lane per step
-  static constexpr int step = 32 * Vec16<T>::n * U;   // values a warp scans per step
-  static constexpr int slots = 2 * step;              // queued positions a warp holds
+  static constexpr int U = 2;                        // 16-byte vectors a lane per step
+  static constexpr int step = 32 * Vec16<T>::n * U;  // values a warp scans per step
+  static constexpr int slots = step + step / 2;      // queued positions a warp holds
 };
-
-template <typename T, typename In, int KMAX>
-__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
-    select_queued_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
+// EXPERIMENT: WARPS, the warps an SM the launch bounds ask for (the one-pass kernel: 32).
+template <typename T, typename In, int KMAX, int WARPS>
+__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, WARPS / SmallConfig<KMAX>::warps)
+    select_queued_gemm_kernel(const T *__restrict__ G, int rn, int qn,
                               const T *__restrict__ nr, const T *__restrict__ nq,
                               const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                               int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
@@ -317,48 +317,37 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
     queued = 0;
     __syncwarp();
   };
-  // The step at `base` into (v, nv); the next step's loads are issued before this one is
-  // screened, so that a warp always has loads in flight.
-  auto load_step = [&](int64_t base, V *v, V *nv) {
+  // One step at base: U vectors a lane (j0 = base + (u 32 + lane) NV), the last step's
+  // past rn masked. The screen passes what select_small_gemm_kernel's passes (s <= the
+  // K-th, or s below the guard, whose value the flush recomputes), and a few more (s at
+  // the guard itself), which the flush then drops.
+  auto scan = [&](int base, bool last) {
+    V v[U], nv[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
-      if (j0 < rn) {
+      const int j0 = base + (u * 32 + lane) * NV;
+      if (!last || j0 < rn) {
         v[u] = *reinterpret_cast<const V *>(g + j0);
         nv[u] = *reinterpret_cast<const V *>(nr + j0);
       }
     }
-  };
-  V next_v[U], next_nv[U];
-  load_step(0, next_v, next_nv);
-  for (int64_t base = 0; base < rn; base += QC::step) {
-    V v[U], nv[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      v[u] = next_v[u];
-      nv[u] = next_nv[u];
-    }
-    if (base + QC::step < rn) load_step(base + QC::step, next_v, next_nv);
-    // The screen as in select_small_gemm_kernel: a value the guard would recompute is
-    // screened as 0, so it is always queued.
     bool pass[U][NV];
     bool any = false;
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
+      const int j0 = base + (u * 32 + lane) * NV;
 #pragma unroll
       for (int e = 0; e < NV; e++) {
         const T norms = VT::get(nv[u], e) + nqq;
         const T val = norms + VT::get(v[u], e);
-        const T screen = val < guard * norms ? (T)0 : val;
-        pass[u][e] = j0 < rn && screen <= L.wd;
+        pass[u][e] = val <= max(L.wd, guard * norms) && (!last || j0 < rn);
         any |= pass[u][e];
       }
     }
     if (__any_sync(kFullMask, any)) {
 #pragma unroll
       for (int u = 0; u < U; u++) {
-        const int j0 = (int)base + (u * 32 + lane) * NV;
+        const int j0 = base + (u * 32 + lane) * NV;
 #pragma unroll
         for (int e = 0; e < NV; e++) {
           const unsigned m = __ballot_sync(kFullMask, pass[u][e]);
@@ -368,7 +357,10 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       }
       if (queued > QC::slots - QC::step) flush();
     }
-  }
+  };
+  int base = 0;
+  for (; base + QC::step <= rn; base += QC::step) scan(base, false);
+  if (base < rn) scan(base, true);
   flush();
   L.store(Ld + (size_t)q * K, Li + (size_t)q * K, lane);
   if (row_thr != nullptr && lane == 0) row_thr[q] = L.wd;
