@@ -97,7 +97,7 @@ __global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
 // can be among the k nearest (ties included). A list that holds every point (K = n, or
 // n - 1 in a self-search) is complete.
 //
-// The plain pass (gemm_tile_plain) forms hi.hi only: |hi - v| <= delta' |v| with
+// The plain pass (gemm_tile_tf32, plain) forms hi.hi only: |hi - v| <= delta' |v| with
 // delta' = 2^-24 + 2^-11 (1 + 2^-24) (fp32, then TF32 rounding to nearest), so its d
 // products, exact in fp32, sum to within (2 delta' + delta'^2) a b < 2^-10 (1 + 2^-10) a b
 // of v_q.v_r (Cauchy-Schwarz), 2^-9 (1 + 2^-10) a b in the distance (the factor -2). Its

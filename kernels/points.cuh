@@ -8,7 +8,7 @@
 // With `split` (fp32 only), p holds each centred point as four blocks of b values,
 // [hi | hi | lo | hi], hi the TF32 rounding of the fp32 value and lo the TF32 rounding of
 // the rest: the first 3b values (query view) against the last 3b (reference view) give
-// hi.hi + hi.lo + lo.hi in one TF32 GEMM of depth 3b (gemm_tile_split), the fp32-level
+// hi.hi + hi.lo + lo.hi in one TF32 GEMM of depth 3b (gemm_tile_tf32), the fp32-level
 // dot product at tensor-core speed. b = split_block(d) is d rounded up to a multiple of 4,
 // the padding zeros: the reference view then starts 16-byte aligned, and cuBLAS takes its
 // aligned tensor-core kernels (at d = 50 the unaligned one was 2.5x slower per flop).
