@@ -43,7 +43,8 @@ static const struct {
                               "through shared memory"},
     {"GPUML_CUDA_KNN_SCREEN", "development: 0 turns off the fused TF32 screen of the kNN "
                               "search (d <= 128, the references resident); \"all\" takes it "
-                              "at any d"},
+                              "at any d. Read when a kNN index is built too: the index keeps "
+                              "the fp16 copy only where the screen does not serve"},
     {"GPUML_CUDA_KNN_SCREEN_SLOTS", "development: queue entries per query of the kNN screen "
                                     "(small values force its overflow path)"},
     {"GPUML_CUDA_KNN_SCREEN_CHUNK", "development: the longest chunk of references the kNN "

@@ -89,37 +89,29 @@ gpuml_status gemm_tile<double>(Context &ctx, const double *pa, int64_t an, const
                         "cublasDgemm");
 }
 
-// The split GEMM tile (points.cuh, `split`): G[a + b * ldg] = -2 (hi.hi + hi.lo + lo.hi)
-// of reference pa[a] and query pb[b], both in the [hi | hi | lo | hi] layout of blocks of
-// w = split_block(d) values, as one TF32 GEMM of depth 3w: queries use their first 3w
-// values, references their last 3w (the padding adds exact zeros). The operands are TF32
-// values already, so the tensor cores' conversion is exact and the accumulation is in fp32.
-inline gpuml_status gemm_tile_split(Context &ctx, const float *pa, int64_t an, const float *pb,
-                                    int64_t bn, int64_t d, float *G, int64_t ldg) {
+// The TF32 GEMM tiles of the split layout (points.cuh, `split`): reference pa[a] and
+// query pb[b] in the [hi | hi | lo | hi] layout of blocks of w = split_block(d) values.
+// The operands are TF32 values already, so the tensor cores' conversion is exact and the
+// accumulation is in fp32.
+//  - split: G[a + b * ldg] = -2 (hi.hi + hi.lo + lo.hi), one GEMM of depth 3w: queries
+//    use their first 3w values, references their last 3w (the padding adds exact zeros);
+//  - plain: G[a + b * ldg] = -2 hi.hi, depth w over the first block of each point, a
+//    third of the split GEMM's work. Its values are only TF32-accurate (10-bit
+//    significands): the certified candidate pass of knn.cu uses it, with the bound
+//    widened by the inputs' rounding (certify_kernel).
+inline gpuml_status gemm_tile_tf32(Context &ctx, bool plain, const float *pa, int64_t an,
+                                   const float *pb, int64_t bn, int64_t d, float *G,
+                                   int64_t ldg) {
   const float alpha = -2.0f, beta = 0.0f;
   const int64_t w = split_block(d);
   const int ld = (int)(4 * w);
+  const int64_t depth = plain ? w : 3 * w;
+  const float *ref = plain ? pa : pa + w;
   return ctx.check_blas(
-      cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, (int)(3 * w), &alpha,
-                   pa + w, CUDA_R_32F, ld, pb, CUDA_R_32F, ld, &beta, G, CUDA_R_32F, (int)ldg,
+      cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, (int)depth, &alpha,
+                   ref, CUDA_R_32F, ld, pb, CUDA_R_32F, ld, &beta, G, CUDA_R_32F, (int)ldg,
                    CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx (split TF32)");
-}
-
-// The plain TF32 tile of the same layout: G[a + b * ldg] = -2 hi.hi, a TF32 GEMM of depth
-// w over the first block of each point, a third of the split GEMM's work. Its values are
-// only TF32-accurate (10-bit significands): the certified candidate pass of knn.cu uses
-// it, with the bound widened by the inputs' rounding (certify_kernel).
-inline gpuml_status gemm_tile_plain(Context &ctx, const float *pa, int64_t an, const float *pb,
-                                    int64_t bn, int64_t d, float *G, int64_t ldg) {
-  const float alpha = -2.0f, beta = 0.0f;
-  const int64_t w = split_block(d);
-  const int ld = (int)(4 * w);
-  return ctx.check_blas(
-      cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, (int)w, &alpha, pa,
-                   CUDA_R_32F, ld, pb, CUDA_R_32F, ld, &beta, G, CUDA_R_32F, (int)ldg,
-                   CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx (plain TF32)");
+      plain ? "cublasGemmEx (plain TF32)" : "cublasGemmEx (split TF32)");
 }
 
 // The half tile: G[a + b * ldg] = -2 hi.hi from the fp16 operands (points.cuh,
@@ -149,13 +141,12 @@ inline gpuml_status gemm_tile_half(Context &ctx, const __half *pa, int64_t an, c
 }
 
 // Dispatches on the layout of the point sets (split exists for fp32 only); plain: the
-// split layout's plain TF32 product (gemm_tile_plain).
+// split layout's plain TF32 product (gemm_tile_tf32).
 template <typename T>
 gpuml_status gemm_tile_any(Context &ctx, bool split, bool plain, const T *pa, int64_t an,
                            const T *pb, int64_t bn, int64_t d, T *G, int64_t ldg) {
   if constexpr (sizeof(T) == 4) {
-    if (split && plain) return gemm_tile_plain(ctx, pa, an, pb, bn, d, G, ldg);
-    if (split) return gemm_tile_split(ctx, pa, an, pb, bn, d, G, ldg);
+    if (split) return gemm_tile_tf32(ctx, plain, pa, an, pb, bn, d, G, ldg);
   }
   if (split) return gm_fail(GPUML_ERR_CUDA, ctx.id(), "internal: split layout in fp64");
   return gemm_tile<T>(ctx, pa, an, pb, bn, d, G, ldg);

@@ -85,44 +85,53 @@ __device__ __forceinline__ ScreenBits screen_bits(const gm_dpc_screen &screen) {
   return {in, __float_as_uint(screen.out) - in};
 }
 
-// The points a .. b - 1 with s < cut from p (pf: its fp32 copy): the screen decides, the
-// fp64 square where it cannot. In groups of 4 points, whose loads are in flight together
-// and whose band test is one branch (rarely taken); counted in int, 2^30 points at a time.
+// The points j0 .. j0 + n - 1 (n <= kScreenGroup) with s < cut from p (pf: its fp32
+// copy): the screen decides, the fp64 square where it cannot. Their loads are in flight
+// together and their band test is one branch (rarely taken); with n = kScreenGroup, a
+// constant, the guards on n fold away.
+constexpr int kScreenGroup = 4;
+
+template <int DIM>
+__device__ __forceinline__ unsigned count_screened_group(const GridDev &g, const double *p,
+                                                         const float *pf, int64_t j0, int n,
+                                                         double cut, const ScreenBits screen) {
+  float q[kScreenGroup][screen_stride(DIM)];
+  unsigned rel[kScreenGroup];
+#pragma unroll
+  for (int u = 0; u < kScreenGroup; u++)
+    if (u < n) load32<DIM>(g.coords32, j0 + u, q[u]);
+  unsigned hits = 0, nearest = 0xffffffffu;
+#pragma unroll
+  for (int u = 0; u < kScreenGroup; u++)
+    if (u < n) {
+      rel[u] = __float_as_uint(gm_dpc_screen_sq(DIM, q[u], pf)) - screen.in;
+      hits += rel[u] >> 31;
+      nearest = min(nearest, rel[u]);
+    }
+  if (nearest < screen.width) {
+#pragma unroll
+    for (int u = 0; u < kScreenGroup; u++)
+      if (u < n && rel[u] < screen.width) hits += grid_sq<DIM>(g, p, j0 + u) < cut;
+  }
+  return hits;
+}
+
+// The points a .. b - 1 with s < cut from p, in groups of kScreenGroup, the rest one at
+// a time (a partial group, n = len - k not a constant, made ptxas spill in most of the
+// kernels); counted in int, 2^30 points at a time.
 template <int DIM>
 __device__ __forceinline__ int64_t count_screened(const GridDev &g, const double *p,
                                                   const float *pf, int64_t a, int64_t b,
                                                   double cut, const ScreenBits screen) {
-  constexpr int kGroup = 4;
   int64_t count = 0;
   while (a < b) {
     const int len = b - a < ((int64_t)1 << 30) ? (int)(b - a) : 1 << 30;
     unsigned hits = 0;
     int k = 0;
-    for (; k + kGroup <= len; k += kGroup) {
-      float q[kGroup][screen_stride(DIM)];
-      unsigned rel[kGroup];
-#pragma unroll
-      for (int u = 0; u < kGroup; u++) load32<DIM>(g.coords32, a + k + u, q[u]);
-      unsigned nearest = 0xffffffffu;
-#pragma unroll
-      for (int u = 0; u < kGroup; u++) {
-        rel[u] = __float_as_uint(gm_dpc_screen_sq(DIM, q[u], pf)) - screen.in;
-        hits += rel[u] >> 31;
-        nearest = min(nearest, rel[u]);
-      }
-      if (nearest < screen.width) {
-#pragma unroll
-        for (int u = 0; u < kGroup; u++)
-          if (rel[u] < screen.width) hits += grid_sq<DIM>(g, p, a + k + u) < cut;
-      }
-    }
-    for (; k < len; k++) {
-      float q[screen_stride(DIM)];
-      load32<DIM>(g.coords32, a + k, q);
-      const unsigned rel = __float_as_uint(gm_dpc_screen_sq(DIM, q, pf)) - screen.in;
-      hits += rel >> 31;
-      if (rel < screen.width) hits += grid_sq<DIM>(g, p, a + k) < cut;
-    }
+    for (; k + kScreenGroup <= len; k += kScreenGroup)
+      hits += count_screened_group<DIM>(g, p, pf, a + k, kScreenGroup, cut, screen);
+#pragma unroll 1  // (fewer than kScreenGroup points)
+    for (; k < len; k++) hits += count_screened_group<DIM>(g, p, pf, a + k, 1, cut, screen);
     count += hits;
     a += len;
   }
@@ -146,7 +155,7 @@ __device__ __forceinline__ int64_t count_screened(const GridDev &g, const double
 // (at 3-d 64 registers and a few bytes spilled, 8% faster than 3 blocks at 80 registers
 // for 2.4 x 10^7 points: bench/RESULTS.md round 11), 3 in 4-d (80), 2 from 5-d on (128,
 // where the screen's loop would take up to 170); ptxas then spills a few of the row walk's
-// values at 4-d, 7-d and 8-d.
+// values at 2-d, 3-d, 4-d, 7-d and 8-d.
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
     grid_count_kernel(GridDev g, double cut, double inv_dc2, gm_dpc_screen screen,

@@ -99,7 +99,7 @@ __global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
 // can be among the k nearest (ties included). A list that holds every point (K = n, or
 // n - 1 in a self-search) is complete.
 //
-// The plain pass (gemm_tile_plain) forms hi.hi only: |hi - v| <= delta' |v| with
+// The plain pass (gemm_tile_tf32, plain) forms hi.hi only: |hi - v| <= delta' |v| with
 // delta' = 2^-24 + 2^-11 (1 + 2^-24) (fp32, then TF32 rounding to nearest), so its d
 // products, exact in fp32, sum to within (2 delta' + delta'^2) a b < 2^-10 (1 + 2^-10) a b
 // of v_q.v_r (Cauchy-Schwarz), 2^-9 (1 + 2^-10) a b in the distance (the factor -2). Its
@@ -208,6 +208,16 @@ constexpr int64_t kScreenChunkMax = (int64_t)1 << 20;
 inline int screen_slots(int64_t K) {
   const int64_t knob = env_int("GPUML_CUDA_KNN_SCREEN_SLOTS");
   return knob ? (int)knob : (int)(2 * K + 64);
+}
+
+// Whether the screen serves the plain pass at d on this device (the search's plan adds
+// its own conditions); where it does, the index keeps no fp16 copy (build_resident).
+template <typename In>
+inline bool screen_serves(int64_t d, int cc_major) {
+  const char *knob = getenv("GPUML_CUDA_KNN_SCREEN");
+  if (knob && strcmp(knob, "0") == 0) return false;
+  const bool all = knob && strcmp(knob, "all") == 0;
+  return (d <= kScreenMaxDim || all) && screen_available<In>(cc_major);
 }
 
 template <typename T, typename In>
@@ -576,7 +586,7 @@ struct ResidentPoints {
   bool gemm = false, split = false;
   void *x = nullptr, *p = nullptr, *norm = nullptr;
   double *centre = nullptr;
-  __half *h = nullptr;  // the half pass's operands (split layout; NULL: none)
+  __half *h = nullptr;  // the half pass's operands (NULL: none, build_resident)
   int *h_exp = nullptr;
   size_t bytes = 0;
 };
@@ -709,10 +719,6 @@ struct KnnSearch {
     const char *fused_knob = getenv("GPUML_CUDA_KNN_FUSED");
     p.fused = p.small && p.K <= kFusedMaxK && !p.gemm && n < 2147483647LL - kFusedAlign &&
               !(fused_knob && strcmp(fused_knob, "0") == 0);
-    const char *screen_knob = getenv("GPUML_CUDA_KNN_SCREEN");
-    const bool screen_all = screen_knob && strcmp(screen_knob, "all") == 0;
-    p.screen = p.plain && p.small && !(screen_knob && strcmp(screen_knob, "0") == 0) &&
-               (d <= kScreenMaxDim || screen_all);
     const char *recheck_knob = getenv("GPUML_CUDA_KNN_RECHECK");
     recheck_all = p.certify && recheck_knob && strcmp(recheck_knob, "all") == 0;
     p.tile = !p.fused && (p.gemm || !p.small);
@@ -722,7 +728,7 @@ struct KnnSearch {
     K = (int)p.K;
     GM_TRY(ctx.init(opt, p.gemm));
     p.sm_count = ctx.sm_count();
-    p.screen = p.screen && screen_available<In>(ctx.cc_major());
+    p.screen = p.plain && p.small && screen_serves<In>(d, ctx.cc_major());
     if (p.fused && (plan_knn(p, n, d, mq, k, self, ctx.budget()) != GPUML_OK || !p.resident)) {
       p.fused = false;  // the data do not fit on the device: tile by tile instead
       p.tile = p.gemm || !p.small;
@@ -1667,8 +1673,11 @@ gpuml_status build_resident(const In *data, int64_t n, int64_t d, const gpuml_op
   const size_t x_bytes = (size_t)n * (size_t)d * sizeof(In);
   const size_t p_bytes = rp->gemm ? (size_t)n * width * sizeof(T) : 0;
   const size_t norm_bytes = rp->gemm ? (size_t)n * sizeof(T) : 0;
-  // the half pass's fp16 copy (its 12.5% of the split layout's bytes)
-  const bool half = rp->split && half_pass();
+  // the half pass's fp16 copy (its 12.5% of the split layout's bytes), only where a
+  // search can take that pass: not where the screen serves the plain pass instead (by
+  // default d <= kScreenMaxDim). A search of an index without it keeps the TF32 GEMM.
+  const bool half = rp->split && half_pass() && plain_pass<T, In>(opt, d) &&
+                    ctx.cc_major() >= 7 && !screen_serves<In>(d, ctx.cc_major());
   const size_t h_bytes = half ? (size_t)n * (size_t)half_width(d) * 2 : 0;
   const size_t need = x_bytes + p_bytes + norm_bytes + h_bytes + (size_t)d * 8;
   if (need > ctx.budget())

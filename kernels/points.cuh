@@ -8,7 +8,7 @@
 // With `split` (fp32 only), p holds each centred point as four blocks of b values,
 // [hi | hi | lo | hi], hi the TF32 rounding of the fp32 value and lo the TF32 rounding of
 // the rest: the first 3b values (query view) against the last 3b (reference view) give
-// hi.hi + hi.lo + lo.hi in one TF32 GEMM of depth 3b (gemm_tile_split), the fp32-level
+// hi.hi + hi.lo + lo.hi in one TF32 GEMM of depth 3b (gemm_tile_tf32), the fp32-level
 // dot product at tensor-core speed. b = split_block(d) is d rounded up to a multiple of 4,
 // the padding zeros: the reference view then starts 16-byte aligned, and cuBLAS takes its
 // aligned tensor-core kernels (at d = 50 the unaligned one was 2.5x slower per flop).
@@ -352,14 +352,20 @@ gpuml_status zero_split_padding(Context &ctx, T *p, int64_t rows, int64_t d, boo
 constexpr int kHalfUnusable = -1000;
 constexpr int kHalfExponentMax = 60;
 
+// Both kernels give a point to a warp (threadIdx.y; blocks of kHalfRows warps, grid-stride
+// over the points) and its values to the lanes: no 64-bit division or modulo an element.
+constexpr int kHalfLanes = 32, kHalfRows = 8;
+
 __global__ void half_max_kernel(const float *__restrict__ p, int64_t rows, int64_t d,
                                 int64_t ld, int *__restrict__ h_exp) {
   float m = 0;
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * d;
-       e += (int64_t)gridDim.x * blockDim.x)
-    m = fmaxf(m, fabsf(p[(size_t)(e / d) * (size_t)ld + (size_t)(e % d)]));
+  for (int64_t i = (int64_t)blockIdx.x * kHalfRows + threadIdx.y; i < rows;
+       i += (int64_t)gridDim.x * kHalfRows) {
+    const float *row = p + (size_t)i * (size_t)ld;
+    for (int64_t t = threadIdx.x; t < d; t += kHalfLanes) m = fmaxf(m, fabsf(row[t]));
+  }
   for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
-  if ((threadIdx.x & 31) == 0) atomicMax((unsigned *)(h_exp + 1), __float_as_uint(m));
+  if (threadIdx.x == 0) atomicMax((unsigned *)(h_exp + 1), __float_as_uint(m));
 }
 
 __global__ void half_exponent_kernel(int *h_exp) {
@@ -375,10 +381,12 @@ __global__ void to_half_kernel(const float *__restrict__ p, int64_t rows, int64_
   const int s = h_exp[0];
   const float scale = s == kHalfUnusable ? 0.0f : __int_as_float((127 + s) << 23);  // 2^s
   const int64_t hw = half_width(d);
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * hw;
-       e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t i = e / hw, t = e % hw;
-    h[e] = __float2half_rn(t < d ? p[(size_t)i * (size_t)ld + (size_t)t] * scale : 0.0f);
+  for (int64_t i = (int64_t)blockIdx.x * kHalfRows + threadIdx.y; i < rows;
+       i += (int64_t)gridDim.x * kHalfRows) {
+    const float *row = p + (size_t)i * (size_t)ld;
+    __half *out = h + (size_t)i * (size_t)hw;
+    for (int64_t t = threadIdx.x; t < hw; t += kHalfLanes)
+      out[t] = __float2half_rn(t < d ? row[t] * scale : 0.0f);
   }
 }
 
@@ -392,12 +400,13 @@ gpuml_status half_operands(Context &ctx, PointSet<In, T> &ps, cudaStream_t strea
     const int64_t rows = ps.count, ld = ps.width();
     GM_TRY(ctx.check(cudaMemsetAsync(ps.h_exp + 1, 0, sizeof(int), stream),
                      "clearing the largest value"));
-    const unsigned blocks = grid_1d(rows * ps.d, 256) < 2048u ? grid_1d(rows * ps.d, 256) : 2048u;
-    half_max_kernel<<<blocks, 256, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_exp);
+    const unsigned blocks = grid_1d(rows, kHalfRows) < 2048u ? grid_1d(rows, kHalfRows) : 2048u;
+    const dim3 block(kHalfLanes, kHalfRows);
+    half_max_kernel<<<blocks, block, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_exp);
     GM_TRY(ctx.launched("the largest value"));
     half_exponent_kernel<<<1, 1, 0, stream>>>(ps.h_exp);
     GM_TRY(ctx.launched("the fp16 scale"));
-    to_half_kernel<<<blocks, 256, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_exp, ps.h);
+    to_half_kernel<<<blocks, block, 0, stream>>>(ps.p, rows, ps.d, ld, ps.h_exp, ps.h);
     return ctx.launched("the fp16 operands");
   }
 }
