@@ -126,15 +126,10 @@ inline gpuml_status gemm_tile_half(Context &ctx, const __half *pa, int64_t an, c
   cublasHandle_t h = ctx.blas();
   GM_TRY(ctx.check_blas(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE),
                         "cublasSetPointerMode"));
-  // EXPERIMENT: GPUML_CUDA_KNN_GEMM_SMS=N leaves the GEMM N multiprocessors, the rest to
-  // the selection running beside it.
-  static const int64_t sms = env_int("GPUML_CUDA_KNN_GEMM_SMS");
-  if (sms) cublasSetSmCountTarget(h, (int)sms);
   const cublasStatus_t st =
       cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)an, (int)bn, ld, scale, pa, CUDA_R_16F, ld,
                    pb, CUDA_R_16F, ld, scale + 1, G, CUDA_R_32F, (int)ldg, CUBLAS_COMPUTE_32F,
                    CUBLAS_GEMM_DEFAULT);
-  if (sms) cublasSetSmCountTarget(h, 0);
   const cublasStatus_t back = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
   GM_TRY(ctx.check_blas(st, "cublasGemmEx (fp16)"));
   return ctx.check_blas(back, "cublasSetPointerMode");
