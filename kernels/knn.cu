@@ -397,15 +397,15 @@ gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, in
   if (!feed && queued_select() && rn <= INT_MAX &&
       rn % Vec16<T>::n == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(G) % 16 == 0) {
-    static const int64_t warps = env_int("GPUML_CUDA_KNN_QUEUE_WARPS");
-    if (warps == 48)
-      select_queued_gemm_kernel<T, In, KMAX, 48><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-          G, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
-    else if (warps == 32)
-      select_queued_gemm_kernel<T, In, KMAX, 32><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+    // EXPERIMENT: GPUML_CUDA_KNN_QUEUE_U=4 (vectors a lane a step), _PAD=bytes of unused
+    // dynamic shared memory a block (fewer blocks an SM).
+    static const int64_t vectors = env_int("GPUML_CUDA_KNN_QUEUE_U");
+    static const int64_t pad = env_int("GPUML_CUDA_KNN_QUEUE_PAD");
+    if (vectors == 4)
+      select_queued_gemm_kernel<T, In, KMAX, 32, 4><<<grid_1d(qn, W), W * 32, (size_t)pad, stream>>>(
           G, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
     else
-      select_queued_gemm_kernel<T, In, KMAX, 40><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+      select_queued_gemm_kernel<T, In, KMAX, 32, 2><<<grid_1d(qn, W), W * 32, (size_t)pad, stream>>>(
           G, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
     return ctx.launched("kNN selection");
   }

@@ -262,14 +262,14 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
 // flush (a stale, larger threshold only queues more); a flush recomputes each queued
 // value (gemm_value, as the other kernel does) and offers it. Insertions commute (the
 // lists are ordered by (value, index)), so the list is the same.
-template <typename T>
+template <typename T, int UU>
 struct QueueConfig {
-  static constexpr int U = 2;                        // 16-byte vectors a lane per step
+  static constexpr int U = UU;                       // 16-byte vectors a lane per step
   static constexpr int step = 32 * Vec16<T>::n * U;  // values a warp scans per step
   static constexpr int slots = step + step / 2;      // queued positions a warp holds
 };
 // EXPERIMENT: WARPS, the warps an SM the launch bounds ask for (the one-pass kernel: 32).
-template <typename T, typename In, int KMAX, int WARPS>
+template <typename T, typename In, int KMAX, int WARPS, int UU>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, WARPS / SmallConfig<KMAX>::warps)
     select_queued_gemm_kernel(const T *__restrict__ G, int rn, int qn,
                               const T *__restrict__ nr, const T *__restrict__ nq,
@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, WARPS / SmallCo
                               int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                               int fresh, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  typedef QueueConfig<T> QC;
+  typedef QueueConfig<T, UU> QC;
   typedef Vec16<T> VT;
   typedef typename VT::V V;
   constexpr int NV = VT::n, U = QC::U;
