@@ -397,16 +397,8 @@ gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, in
   if (!feed && queued_select() && rn <= INT_MAX &&
       rn % Vec16<T>::n == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(G) % 16 == 0) {
-    // EXPERIMENT: GPUML_CUDA_KNN_QUEUE_U=4 (vectors a lane a step), _PAD=bytes of unused
-    // dynamic shared memory a block (fewer blocks an SM).
-    static const int64_t vectors = env_int("GPUML_CUDA_KNN_QUEUE_U");
-    static const int64_t pad = env_int("GPUML_CUDA_KNN_QUEUE_PAD");
-    if (vectors == 4)
-      select_queued_gemm_kernel<T, In, KMAX, 32, 4><<<grid_1d(qn, W), W * 32, (size_t)pad, stream>>>(
-          G, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
-    else
-      select_queued_gemm_kernel<T, In, KMAX, 32, 2><<<grid_1d(qn, W), W * 32, (size_t)pad, stream>>>(
-          G, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
+    select_queued_gemm_kernel<T, In, KMAX><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
     return ctx.launched("kNN selection");
   }
   if (feed)

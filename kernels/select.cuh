@@ -256,28 +256,31 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
 
 // Small K, GEMM tile G, the row side only (no column feed), 16-byte aligned tile and
 // norms: the same lists as select_small_gemm_kernel, with the scan and the insertions
-// apart. The scan streams the row (U vectors a lane a step, the next step's loaded while
-// this one is screened) and queues, in shared memory, the tile
-// positions whose screened value is at most the list's K-th as it stood at the last
-// flush (a stale, larger threshold only queues more); a flush recomputes each queued
-// value (gemm_value, as the other kernel does) and offers it. Insertions commute (the
-// lists are ordered by (value, index)), so the list is the same.
-template <typename T, int UU>
+// apart. The scan streams the row, with no insertion inside its loop and 32-bit
+// positions, and queues in shared memory the positions whose screened value is at most
+// the list's K-th as it stood at the last flush (a stale, larger threshold only queues
+// more); a flush recomputes each queued value (gemm_value, as the other kernel does) and
+// offers it. Insertions commute (the lists are ordered by (value, index)), so the list
+// is the same.
+// Two vectors a lane a step and 32 warps an SM (64 registers), as the one-pass kernel:
+// four vectors (spilling), 40 or 48 warps an SM (48 or 40 registers) and 16 to 28 warps
+// were all slower (bench/RESULTS.md round 12).
+template <typename T>
 struct QueueConfig {
-  static constexpr int U = UU;                       // 16-byte vectors a lane per step
+  static constexpr int U = 2;                        // 16-byte vectors a lane per step
   static constexpr int step = 32 * Vec16<T>::n * U;  // values a warp scans per step
   static constexpr int slots = step + step / 2;      // queued positions a warp holds
 };
-// EXPERIMENT: WARPS, the warps an SM the launch bounds ask for (the one-pass kernel: 32).
-template <typename T, typename In, int KMAX, int WARPS, int UU>
-__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, WARPS / SmallConfig<KMAX>::warps)
+
+template <typename T, typename In, int KMAX>
+__global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
     select_queued_gemm_kernel(const T *__restrict__ G, int rn, int qn,
                               const T *__restrict__ nr, const T *__restrict__ nq,
                               const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                               int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                               int fresh, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  typedef QueueConfig<T, UU> QC;
+  typedef QueueConfig<T> QC;
   typedef Vec16<T> VT;
   typedef typename VT::V V;
   constexpr int NV = VT::n, U = QC::U;
