@@ -134,6 +134,9 @@ if want tests; then
   #                              every self-search)
   #   GPUML_CUDA_KNN_RERANK=thread   the exact distances a thread per candidate (the
   #                              kernel before the staged one, kept for comparisons)
+  #   GPUML_CUDA_KNN_QUEUE=0     the warp selection's one-pass kernel for the row side too
+  #                              (it serves the symmetric search's column side and
+  #                              unaligned tiles; kept for comparisons)
   #   GPUML_GMM_FUSED=1          the fused kernels of the full-covariance mixtures (test_gmm
   #                              runs its GPU-CPU comparison both ways itself)
   #   GPUML_GMM_DMMA=0           the GEMM path instead of the tensor-core kernels of the
@@ -150,6 +153,7 @@ if want tests; then
   run_tests test_core auto-rowwise-recheck-all GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_RECHECK=all
   run_tests test_core auto-split GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_PLAIN=0
   run_tests test_core single-recheck-all GPUML_TEST_PRECISION=single GPUML_CUDA_KNN_RECHECK=all
+  run_tests test_core auto-one-pass-rowwise GPUML_TEST_PRECISION=auto GPUML_CUDA_KNN_QUEUE=0 GPUML_CUDA_KNN_SYMMETRIC=0
   SCREENED="GPUML_CUDA_REF_TILE=100 GPUML_CUDA_KNN_SYMMETRIC=0 GPUML_CUDA_KNN_SCREEN_CHUNK=300"
   # the half pass (the fp16 GEMM) where the screen would take the small d of the tests:
   # symmetric, row by row, and small resident tiles
