@@ -394,7 +394,8 @@ gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, in
                                int64_t q0, int self, T *Ld, int64_t *Li, int K, int fresh,
                                const ColumnFeed<T> *feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  if (!feed && queued_select() && rn <= INT_MAX &&
+  // (32-bit positions in the queued kernel, with room for its last step)
+  if (!feed && queued_select() && rn <= INT_MAX - 4096 &&
       rn % Vec16<T>::n == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(G) % 16 == 0) {
     select_queued_gemm_kernel<T, In, KMAX><<<grid_1d(qn, W), W * 32, 0, stream>>>(
