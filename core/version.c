@@ -38,6 +38,8 @@ static const struct {
                              "fp32 kNN (the split TF32 pass at once)"},
     {"GPUML_CUDA_KNN_HALF", "development: 0 keeps the plain candidate pass's GEMM in TF32 "
                             "instead of fp16"},
+    {"GPUML_CUDA_KNN_HALF_TILE", "development: 0 has the plain candidate pass's fp16 GEMM "
+                                 "write fp32 distance tiles instead of fp16 ones"},
     {"GPUML_CUDA_KNN_RERANK", "development: \"thread\" computes the kNN candidates' exact "
                               "distances a thread per candidate instead of staging their rows "
                               "through shared memory"},

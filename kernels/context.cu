@@ -66,6 +66,21 @@ gpuml_status DeviceContext::blas(const char *id, cublasHandle_t *out) {
   return GPUML_OK;
 }
 
+gpuml_status DeviceContext::blas_lt(const char *id, cublasLtHandle_t *out) {
+  if (!blas_lt_) {
+    cublasLtHandle_t h = nullptr;
+    const cublasStatus_t s = cublasLtCreate(&h);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      cudaGetLastError();
+      return gm_fail(s == CUBLAS_STATUS_ALLOC_FAILED ? GPUML_ERR_NOMEM : GPUML_ERR_CUDA, id,
+                     "cuBLAS error in cublasLtCreate: %s", cublasGetStatusString(s));
+    }
+    blas_lt_ = h;
+  }
+  *out = blas_lt_;
+  return GPUML_OK;
+}
+
 gpuml_status DeviceContext::solver(const char *id, cusolverDnHandle_t *out) {
   if (!solver_) {
     cusolverDnHandle_t h = nullptr;
@@ -181,6 +196,8 @@ void DeviceContext::release() {
   }
   if (blas_) cublasDestroy(blas_);
   if (solver_) cusolverDnDestroy(solver_);
+  if (blas_lt_) cublasLtDestroy(blas_lt_);
+  blas_lt_ = nullptr;
   for (cudaStream_t s : spare_streams_) cudaStreamDestroy(s);
   spare_streams_.clear();
   if (stream_) cudaStreamDestroy(stream_);

@@ -9,6 +9,7 @@
 #ifndef GPUML_CONTEXT_CUH
 #define GPUML_CONTEXT_CUH
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
@@ -41,6 +42,7 @@ class DeviceContext {
   // Library handles, created on first use, bound to stream().
   gpuml_status blas(const char *id, cublasHandle_t *out);
   gpuml_status solver(const char *id, cusolverDnHandle_t *out);
+  gpuml_status blas_lt(const char *id, cublasLtHandle_t *out);
   // Further streams for work that overlaps the main one: taken for a call, given back.
   gpuml_status take_stream(const char *id, cudaStream_t *out);
   void give_stream(cudaStream_t s);
@@ -78,6 +80,7 @@ class DeviceContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cusolverDnHandle_t solver_ = nullptr;
+  cublasLtHandle_t blas_lt_ = nullptr;
   std::vector<cudaStream_t> spare_streams_;
   std::vector<Block> cache_;
   size_t cached_bytes_ = 0;

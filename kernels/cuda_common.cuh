@@ -121,6 +121,7 @@ class Context {
   int sm_count() const { return dc_->sm_count(); }
   int cc_major() const { return dc_->cc_major(); }
   gpuml_status solver(cusolverDnHandle_t *out) { return dc_->solver(id_, out); }
+  gpuml_status blas_lt(cublasLtHandle_t *out) { return dc_->blas_lt(id_, out); }
   gpuml_status pinned(int slot, size_t bytes, void **out) {
     return dc_->pinned(id_, slot, bytes, out);
   }

@@ -7,6 +7,7 @@
 #ifndef GPUML_DISTANCE_TILES_CUH
 #define GPUML_DISTANCE_TILES_CUH
 
+#include <cublasLt.h>
 #include "points.cuh"
 
 namespace gm {
@@ -134,6 +135,128 @@ inline gpuml_status gemm_tile_half(Context &ctx, const __half *pa, int64_t an, c
   GM_TRY(ctx.check_blas(st, "cublasGemmEx (fp16)"));
   return ctx.check_blas(back, "cublasSetPointerMode");
 }
+
+// The half tiles in fp16 (knn.cu): G[a + b * ldg] = fl16(scale[0] h_a . h_b), the same
+// fp16 GEMM accumulating in fp32, its result rounded once to fp16 (half the tile's
+// bytes to write and to read). Through cuBLASLt, so that the algorithm can be held to
+// one rounding: a split of the sum may only be reduced in fp32 (reduction scheme NONE
+// or COMPUTE_TYPE; INPLACE and OUTPUT_TYPE would add its parts in fp16). scale (device):
+// alpha, beta (half_scale_kernel). The descriptors and the algorithm of each tile shape
+// are kept for the search's later tiles.
+class HalfTileGemm {
+ public:
+  HalfTileGemm() = default;
+  HalfTileGemm(const HalfTileGemm &) = delete;
+  HalfTileGemm &operator=(const HalfTileGemm &) = delete;
+  ~HalfTileGemm() {
+    forget_shapes();
+    if (op_) cublasLtMatmulDescDestroy(op_);
+  }
+
+  // workspace: ws_bytes of device memory for the algorithms that need it.
+  gpuml_status run(Context &ctx, const __half *pa, int64_t an, const __half *pb, int64_t bn,
+                   int64_t d, const float *scale, __half *G, int64_t ldg, void *workspace,
+                   size_t ws_bytes) {
+    cublasLtHandle_t lt = nullptr;
+    GM_TRY(ctx.blas_lt(&lt));
+    const int64_t hw = half_width(d);
+    if (!op_) {
+      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+      GM_TRY(check(ctx, cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                   "cublasLtMatmulDescCreate"));
+      GM_TRY(check(ctx, cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+                   "cublasLtMatmulDescSetAttribute"));
+      GM_TRY(check(ctx, cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+                   "cublasLtMatmulDescSetAttribute"));
+      GM_TRY(check(ctx, cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm),
+                   "cublasLtMatmulDescSetAttribute"));
+    }
+    Shape *sh = nullptr;
+    for (int i = 0; i < used_ && !sh; i++)
+      if (shapes_[i].an == an && shapes_[i].bn == bn && shapes_[i].hw == hw &&
+          shapes_[i].ldg == ldg)
+        sh = &shapes_[i];
+    if (!sh) {
+      if (used_ == kShapes) forget_shapes();  // (a search has two or three shapes)
+      sh = &shapes_[used_];
+      *sh = Shape{an, bn, hw, ldg, nullptr, nullptr, nullptr, {}};
+      GM_TRY(check(ctx, cublasLtMatrixLayoutCreate(&sh->a, CUDA_R_16F, hw, an, hw),
+                   "cublasLtMatrixLayoutCreate"));
+      used_++;  // (destroyed from here on)
+      GM_TRY(check(ctx, cublasLtMatrixLayoutCreate(&sh->b, CUDA_R_16F, hw, bn, hw),
+                   "cublasLtMatrixLayoutCreate"));
+      GM_TRY(check(ctx, cublasLtMatrixLayoutCreate(&sh->c, CUDA_R_16F, an, bn, ldg),
+                   "cublasLtMatrixLayoutCreate"));
+      GM_TRY(choose(ctx, lt, sh, ws_bytes));
+    }
+    return check(ctx,
+                 cublasLtMatmul(lt, op_, scale, pa, sh->a, pb, sh->b, scale + 1, G, sh->c, G,
+                                sh->c, &sh->algo, workspace, ws_bytes, ctx.stream()),
+                 "cublasLtMatmul (fp16 tile)");
+  }
+
+ private:
+  struct Shape {
+    int64_t an, bn, hw, ldg;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+  };
+  static constexpr int kShapes = 4;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  Shape shapes_[kShapes] = {};
+  int used_ = 0;
+
+  void forget_shapes() {
+    for (int i = 0; i < used_; i++) {
+      if (shapes_[i].a) cublasLtMatrixLayoutDestroy(shapes_[i].a);
+      if (shapes_[i].b) cublasLtMatrixLayoutDestroy(shapes_[i].b);
+      if (shapes_[i].c) cublasLtMatrixLayoutDestroy(shapes_[i].c);
+    }
+    used_ = 0;
+  }
+
+  static gpuml_status check(Context &ctx, cublasStatus_t s, const char *what) {
+    return ctx.check_blas(s, what);
+  }
+
+  // cuBLASLt's first algorithm among those that reduce in fp32, checked again.
+  gpuml_status choose(Context &ctx, cublasLtHandle_t lt, Shape *sh, size_t ws_bytes) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    GM_TRY(check(ctx, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"));
+    const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                               &mask, sizeof mask);
+    cublasLtMatmulHeuristicResult_t result = {};
+    int found = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulAlgoGetHeuristic(lt, op_, sh->a, sh->b, sh->c, sh->c, pref, 1, &result,
+                                         &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    GM_TRY(check(ctx, s, "cublasLtMatmulAlgoGetHeuristic (fp16 tile)"));
+    if (found < 1)
+      return gm_fail(GPUML_ERR_CUDA, ctx.id(), "cuBLASLt has no fp16 GEMM for a %lld x %lld tile",
+                     (long long)sh->an, (long long)sh->bn);
+    int32_t splits = 1;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    size_t written = 0;
+    GM_TRY(check(ctx, cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                           &splits, sizeof splits, &written),
+                 "cublasLtMatmulAlgoConfigGetAttribute"));
+    GM_TRY(check(ctx, cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                           &scheme, sizeof scheme, &written),
+                 "cublasLtMatmulAlgoConfigGetAttribute"));
+    if (splits > 1 && scheme != CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+      return gm_fail(GPUML_ERR_CUDA, ctx.id(),
+                     "internal: cuBLASLt chose a split fp16 GEMM reduced in fp16 (scheme %u)",
+                     (unsigned)scheme);
+    sh->algo = result.algo;
+    return GPUML_OK;
+  }
+};
 
 // Dispatches on the layout of the point sets (split exists for fp32 only); plain: the
 // split layout's plain TF32 product (gemm_tile_tf32).

@@ -41,7 +41,10 @@
 //                               instead of staged through shared memory
 //   GPUML_CUDA_KNN_QUEUE=0      the warp selection's one-pass kernel for the row side
 //                               instead of the scan with a queue (select_queued_gemm_kernel)
+//   GPUML_CUDA_KNN_HALF=0       the plain pass's GEMM in TF32 instead of fp16 (half_pass)
+//   GPUML_CUDA_KNN_HALF_TILE=0  the fp16 GEMM's tiles in fp32 instead of fp16 (half_tiles)
 #include <memory>
+#include <type_traits>
 #include <new>
 #include "gpuml_cuda.h"
 #include "knn_fused.cuh"
@@ -113,11 +116,19 @@ __global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
 // |hi|_1 <= sqrt(d) |hi| <= sqrt(d) (1 + 2^-10) |v|; in the distance (the factor -2)
 //     E'' = E' + 2 (sqrt(d) (1 + 2^-10) (alpha_q b + alpha_r a) + d alpha_q alpha_r).
 // (exp_r, exp_q: the two scales, on the device; NULL when the plain pass was TF32.)
+// The half pass's fp16 tiles (half_tiles) round each such value G = -2 hi.hi, times 2^-u,
+// once more, to fp16 (HalfTileGemm: any split of the sum reduced in fp32 first), and the
+// selection multiplies by 2^u exactly (half_scale_kernel keeps the products normal fp32).
+// Whatever the rounding's direction, that is within one fp16 ulp: 2^-10 |G| where the
+// scaled value is normal, 2^-24 2^u on the subnormals' grid. |G| <= 2 |hi_q| |hi_r|
+// <= 2 (1 + 2^-8) a b with the accumulation's error, so
+//     E16 = E'' + 2^-9 (1 + 2^-8) a b + 2^-24 2^u.
+// (tile16: the half tiles' scalars, [2] = 2^u, 0 when unusable; NULL for fp32 tiles.)
 __global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64_t qn,
                                const float *__restrict__ nq, const unsigned *__restrict__ max_bits,
                                int64_t d, int plain, const int *__restrict__ exp_r,
-                               const int *__restrict__ exp_q, int complete, int recheck_all,
-                               unsigned char *__restrict__ fail) {
+                               const int *__restrict__ exp_q, const float *__restrict__ tile16,
+                               int complete, int recheck_all, unsigned char *__restrict__ fail) {
   const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (q >= qn) return;
   if (recheck_all || !complete) {
@@ -131,6 +142,10 @@ __global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64
       const double alpha_r = ldexp(0x1p-25, -exp_r[0]), alpha_q = ldexp(0x1p-25, -exp_q[0]);
       E += 2.0 * (sqrt((double)d) * (1.0 + 0x1p-10) * (alpha_q * b + alpha_r * a) +
                   (double)d * alpha_q * alpha_r);
+    }
+    if (tile16) {
+      usable = usable && tile16[2] != 0.0f;
+      E += 0x1p-9 * (1.0 + 0x1p-8) * a * b + 0x1p-24 * (double)tile16[2];
     }
     const double gap = (double)Ld[q * K + K - 1] - (double)Ld[q * K + k - 1];
     fail[q] = recheck_all || !usable || !(gap > 2.0 * E);
@@ -171,13 +186,37 @@ inline bool half_pass() {
   return !(knob && strcmp(knob, "0") == 0);
 }
 
-// The scale of the half tiles of sets with the scales e_a and e_b (half_operands):
-// alpha = -2 2^-(s_a + s_b), and beta = 0 (gemm_tile_half's device scalars).
+// The half tiles in fp16 (HalfTileGemm, the selection's TileRead) unless
+// GPUML_CUDA_KNN_HALF_TILE=0 (fp32 tiles from the fp16 GEMM, for comparisons): half the
+// tile traffic, for a bound wider by about 2^-9 a b (certify_kernel).
+inline bool half_tiles() {
+  const char *knob = getenv("GPUML_CUDA_KNN_HALF_TILE");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
+// The scalars of the half tiles of sets with the scales s_a = e_a[0], s_b = e_b[0]
+// (half_operands), scale[0..2] = alpha, beta = 0 and the tile's scale 2^u:
+//  - fp32 tiles (!fp16): alpha = -2 2^-(s_a + s_b), which undoes the operands' scales;
+//  - fp16 tiles: every |h| component is below 2^15, so |h_a . h_b| < d 2^30 (d <= 2^ld2d)
+//    and with u = ld2d + 16 - s_a - s_b the tile's values fl16(-2 hi.hi 2^-u) stay below
+//    2^15 (fp16's largest is 65504); alpha = -2 2^-(s_a + s_b + u). u is raised to -100
+//    at least (smaller values, nothing overflows), so that the selection's products of
+//    fp16 values and 2^u are normal fp32; a u above 111 (products past 2^127) leaves the
+//    tiles unusable, as an unusable operand scale does: alpha = 2^u = 0 and every list
+//    fails its certificate (certify_kernel).
 __global__ void half_scale_kernel(const int *__restrict__ e_a, const int *__restrict__ e_b,
-                                  float *__restrict__ scale) {
-  const bool usable = e_a[0] != kHalfUnusable && e_b[0] != kHalfUnusable;
-  scale[0] = usable ? -2.0f * __int_as_float((127 - e_a[0] - e_b[0]) << 23) : 0.0f;
+                                  int fp16, int ld2d, float *__restrict__ scale) {
+  bool usable = e_a[0] != kHalfUnusable && e_b[0] != kHalfUnusable;
+  int u = 0;
+  if (usable && fp16) {
+    u = ld2d + 16 - e_a[0] - e_b[0];
+    if (u < -100) u = -100;
+    usable = u <= 111;
+  }
+  const int e = e_a[0] + e_b[0] + u;  // alpha = -2 2^-e: e in [-120, 120], fp16 [16, 36]
+  scale[0] = usable ? -2.0f * __int_as_float((127 - e) << 23) : 0.0f;
   scale[1] = 0.0f;
+  scale[2] = usable && fp16 ? __int_as_float((127 + u) << 23) : 0.0f;
 }
 
 // The plain pass's extra candidates: its bound is wider (about 2^-9 a b), so the list
@@ -228,6 +267,7 @@ struct KnnPlan {
   bool certify = false;  // each fp32 list certified (precision auto, or the plain pass)
   bool plain = false;    // candidates from the plain TF32 GEMM (plain_pass)
   bool half = false;     // the plain pass's GEMM in fp16 (half_pass)
+  bool half_tile = false;  // its tiles in fp16 (half_tiles)
   bool screen = false;   // the plain pass's tiles after the first screened (knn_screen.cuh)
   bool prepared = false;  // the references are a kNN index's resident set (no upload)
   int sm_count = 1;
@@ -386,47 +426,93 @@ inline bool queued_select() {
   return !(knob && strcmp(knob, "0") == 0);
 }
 
+// A distance tile as the selections read it: T values, or the half pass's fp16 values
+// and the device scalar that scales them back (select.cuh, TileRead).
+template <typename T>
+struct TileView {
+  const void *g = nullptr;
+  const T *scale = nullptr;  // NULL: T values
+};
+
+// The queued kernel's vectors a lane a step for fp16 tiles (an experiment's knob).
+inline int queue_half_u() {
+  const int64_t knob = env_int("GPUML_CUDA_KNN_QUEUE_U");
+  return knob == 2 ? 2 : 1;
+}
+
 // feed (may be NULL): the column side of the symmetric search as well (select.cuh,
 // ColumnFeed); row_thr (may be NULL): each query's K-th value after the tile.
-template <typename T, typename In, int KMAX>
-gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, const T *G, int64_t rn, int64_t qn, const T *nr,
-                               const T *nq, const In *xr, const In *xq, int64_t d, int64_t r0,
-                               int64_t q0, int self, T *Ld, int64_t *Li, int K, int fresh,
-                               const ColumnFeed<T> *feed, T *row_thr) {
+template <typename T, typename In, int KMAX, typename GT>
+gpuml_status launch_small_gemm_of(Context &ctx, cudaStream_t stream, const GT *G,
+                                  const T *gscale, int64_t rn, int64_t qn, const T *nr,
+                                  const T *nq, const In *xr, const In *xq, int64_t d,
+                                  int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
+                                  int fresh, const ColumnFeed<T> *feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
   // (32-bit positions in the queued kernel, with room for its last step)
-  if (!feed && queued_select() && rn <= INT_MAX - 4096 &&
-      rn % Vec16<T>::n == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(G) % 16 == 0) {
-    select_queued_gemm_kernel<T, In, KMAX><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-        G, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
+  if (!feed && queued_select() && rn <= INT_MAX - 4096 && rn % TileRead<T, GT>::n == 0 &&
+      reinterpret_cast<uintptr_t>(nr) % 16 == 0 && reinterpret_cast<uintptr_t>(G) % 16 == 0) {
+    if (!std::is_same<T, GT>::value && queue_half_u() == 2)
+      select_queued_gemm_kernel<T, In, KMAX, GT, 2><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+          G, gscale, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
+          row_thr);
+    else
+      select_queued_gemm_kernel<T, In, KMAX, GT, std::is_same<T, GT>::value ? 2 : 1>
+          <<<grid_1d(qn, W), W * 32, 0, stream>>>(G, gscale, (int)rn, (int)qn, nr, nq, xr, xq,
+                                                  d, r0, q0, self, Ld, Li, K, fresh, row_thr);
     return ctx.launched("kNN selection");
   }
   if (feed)
-    select_small_gemm_kernel<T, In, KMAX, true><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed, row_thr);
-  else
-    select_small_gemm_kernel<T, In, KMAX, false><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-        G, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, ColumnFeed<T>{},
+    select_small_gemm_kernel<T, In, KMAX, true, GT><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, gscale, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed,
         row_thr);
+  else
+    select_small_gemm_kernel<T, In, KMAX, false, GT><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, gscale, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
+        ColumnFeed<T>{}, row_thr);
   return ctx.launched("kNN selection");
 }
 
 template <typename T, typename In, int KMAX>
-gpuml_status launch_column_merge(Context &ctx, cudaStream_t stream, const T *G, int64_t rn,
+gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, TileView<T> G, int64_t rn,
+                               int64_t qn, const T *nr, const T *nq, const In *xr,
+                               const In *xq, int64_t d, int64_t r0, int64_t q0, int self,
+                               T *Ld, int64_t *Li, int K, int fresh, const ColumnFeed<T> *feed,
+                               T *row_thr) {
+  if constexpr (sizeof(T) == 4) {
+    if (G.scale)
+      return launch_small_gemm_of<T, In, KMAX, __half>(
+          ctx, stream, static_cast<const __half *>(G.g), G.scale, rn, qn, nr, nq, xr, xq, d, r0,
+          q0, self, Ld, Li, K, fresh, feed, row_thr);
+  }
+  return launch_small_gemm_of<T, In, KMAX, T>(ctx, stream, static_cast<const T *>(G.g), nullptr,
+                                              rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li,
+                                              K, fresh, feed, row_thr);
+}
+
+template <typename T, typename In, int KMAX>
+gpuml_status launch_column_merge(Context &ctx, cudaStream_t stream, TileView<T> G, int64_t rn,
                                  int64_t qn, const T *nr, const T *nq, const In *xr,
                                  const In *xq, int64_t d, int64_t q0, const ColumnFeed<T> &feed,
                                  T *Ld, int64_t *Li, int K) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  column_merge_kernel<T, In, KMAX><<<grid_1d(rn, W), W * 32, 0, stream>>>(
-      G, rn, (int)qn, nr, nq, xr, xq, d, q0, feed, Ld, Li, K);
+  if constexpr (sizeof(T) == 4) {
+    if (G.scale) {
+      column_merge_kernel<T, In, KMAX, __half><<<grid_1d(rn, W), W * 32, 0, stream>>>(
+          static_cast<const __half *>(G.g), G.scale, rn, (int)qn, nr, nq, xr, xq, d, q0, feed,
+          Ld, Li, K);
+      return ctx.launched("kNN selection (column side)");
+    }
+  }
+  column_merge_kernel<T, In, KMAX, T><<<grid_1d(rn, W), W * 32, 0, stream>>>(
+      static_cast<const T *>(G.g), nullptr, rn, (int)qn, nr, nq, xr, xq, d, q0, feed, Ld, Li, K);
   return ctx.launched("kNN selection (column side)");
 }
 
 // The column side of a tile of the symmetric search: the references' queued values into
 // their lists (Ld, Li: the lists of the tile's first reference on).
 template <typename T, typename In>
-gpuml_status column_merge(Context &ctx, cudaStream_t stream, const T *G, int64_t rn, int64_t qn,
+gpuml_status column_merge(Context &ctx, cudaStream_t stream, TileView<T> G, int64_t rn, int64_t qn,
                           const T *nr, const T *nq, const In *xr, const In *xq, int64_t d,
                           int64_t q0, const ColumnFeed<T> &feed, T *Ld, int64_t *Li, int K) {
   if (K <= 32) return launch_column_merge<T, In, 32>(ctx, stream, G, rn, qn, nr, nq, xr, xq, d, q0, feed, Ld, Li, K);
@@ -458,7 +544,7 @@ gpuml_status small_direct_dim(Context &ctx, cudaStream_t stream, const In *xr, i
 }
 
 template <typename T, typename In>
-gpuml_status small_select(Context &ctx, cudaStream_t stream, bool gemm, const T *G, int64_t rn, int64_t qn,
+gpuml_status small_select(Context &ctx, cudaStream_t stream, bool gemm, TileView<T> G, int64_t rn, int64_t qn,
                           const T *nr, const T *nq, const In *xr, const In *xq, int64_t d,
                           int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                           int fresh, const ColumnFeed<T> *feed = nullptr,
@@ -619,7 +705,10 @@ struct KnnSearch {
   PointSet<In, T> R, Q, Qb[2];  // Q: the template of the query tiles
   int64_t qt = 0, rt = 0;
   size_t QK = 0;
-  float *half_scale = nullptr;  // the half tiles' alpha and beta (gemm_tile_half)
+  float *half_scale = nullptr;  // the half tiles' alpha, beta and 2^u (half_scale_kernel)
+  HalfTileGemm half_gemm;       // the fp16 tiles' GEMM, and its workspace
+  void *half_ws = nullptr;
+  static constexpr size_t kHalfWorkspace = (size_t)8 << 20;
   T *G = nullptr, *G2[2] = {nullptr, nullptr}, *Ld = nullptr, *Cd = nullptr, *Pd = nullptr;
   int64_t *Li = nullptr, *Ci = nullptr, *Pi = nullptr, *offsets = nullptr, *T1i = nullptr;
   double *Rd = nullptr, *T1d = nullptr;
@@ -729,6 +818,7 @@ struct KnnSearch {
     if (!p.fused) GM_TRY(plan_knn(p, n, d, mq, k, self, ctx.budget()));
     p.screen = p.screen && p.resident && p.tile;  // (its buffers were counted in the plan)
     p.half = p.half && p.resident && p.tile && !p.screen && ctx.cc_major() >= 7;
+    p.half_tile = p.half && half_tiles();
     qt = p.qt;
     rt = p.resident && !p.tile ? n : p.rt;
     QK = (size_t)qt * (size_t)K;
@@ -767,7 +857,12 @@ struct KnnSearch {
     R.host = data; R.ld = n; R.d = d; R.gemm = p.gemm; R.centre = centre; R.split = p.split;
     Q.host = query; Q.ld = m; Q.d = d; Q.gemm = p.gemm; Q.centre = centre; Q.split = p.split;
     R.half = Q.half = p.half;
-    if (p.half) GM_TRY(ctx.alloc(&half_scale, 2, "the fp16 scale"));
+    if (p.half) GM_TRY(ctx.alloc(&half_scale, 3, "the fp16 scale"));
+    if (p.half_tile) {
+      char *ws = nullptr;
+      GM_TRY(ctx.alloc(&ws, kHalfWorkspace, "the fp16 GEMM's workspace"));
+      half_ws = ws;
+    }
     if (rp) {  // loaded when the index was built
       R.x = (In *)rp->x;
       R.p = (T *)rp->p;
@@ -908,12 +1003,25 @@ struct KnnSearch {
                                : GPUML_OK;
   }
 
+  // A distance tile as the selections read it (fp16 in the half pass's tiles).
+  TileView<T> view(const T *tile) const {
+    TileView<T> v;
+    v.g = tile;
+    if constexpr (sizeof(T) == 4) {
+      if (p.half_tile) v.scale = half_scale + 2;
+    }
+    return v;
+  }
+
   // The distance tile G (ldg) of the an points of A at a0 against the bn points of B at
   // b0, in the plan's GEMM form; on the main stream.
   gpuml_status tile_gemm(const PointSet<In, T> &A, int64_t a0, int64_t an,
                          const PointSet<In, T> &B, int64_t b0, int64_t bn, T *tile,
                          int64_t ldg) {
     if constexpr (sizeof(T) == 4) {
+      if (p.half_tile)
+        return half_gemm.run(ctx, A.h_at(a0), an, B.h_at(b0), bn, d, half_scale,
+                             reinterpret_cast<__half *>(tile), ldg, half_ws, kHalfWorkspace);
       if (p.half)
         return gemm_tile_half(ctx, A.h_at(a0), an, B.h_at(b0), bn, d, half_scale, tile, ldg);
     }
@@ -924,7 +1032,9 @@ struct KnnSearch {
   // on the main stream before their first tile.
   gpuml_status set_half_scale(const PointSet<In, T> &A, const PointSet<In, T> &B) {
     if (!p.half) return GPUML_OK;
-    half_scale_kernel<<<1, 1, 0, main_s>>>(A.h_exp, B.h_exp, half_scale);
+    int ld2d = 0;
+    while (((int64_t)1 << ld2d) < d) ld2d++;
+    half_scale_kernel<<<1, 1, 0, main_s>>>(A.h_exp, B.h_exp, (int)p.half_tile, ld2d, half_scale);
     return ctx.launched("the fp16 scale");
   }
 
@@ -962,12 +1072,12 @@ struct KnnSearch {
         GM_TRY(ctx.check(cudaStreamWaitEvent(main_s, s_done[b], 0), "cudaStreamWaitEvent"));
         GM_TRY(tile_gemm(R, r0, rn, Qs, q0, qn, G2[b], rn));
         GM_TRY(ctx.order(main_s, sel_s, g_done[b]));
-        GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, nr, nq, xr, xq, d, r0, q0,
+        GM_TRY(small_select<T, In>(ctx, sel_s, true, view(G2[b]), rn, qn, nr, nq, xr, xq, d, r0, q0,
                                    self, Ld, Li, K, fresh));
         GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
       } else if (p.small) {
         if (p.gemm) GM_TRY(tile_gemm(R, r0, rn, Qs, q0, qn, G, rn));
-        GM_TRY(small_select<T, In>(ctx, main_s, p.gemm, G, rn, qn, nr, nq, xr, xq, d, r0, q0,
+        GM_TRY(small_select<T, In>(ctx, main_s, p.gemm, view(G), rn, qn, nr, nq, xr, xq, d, r0, q0,
                                    self, Ld, Li, K, fresh));
       } else {
         if (p.gemm) GM_TRY(tile_gemm(R, r0, rn, Qs, q0, qn, G, rn));
@@ -1018,7 +1128,7 @@ struct KnnSearch {
       for (int64_t t0 = r0; t0 < r0 + rn; t0 += rt) {
         const int64_t tn = min64(rt, r0 + rn - t0);
         GM_TRY(tile_gemm(R, t0, tn, Qs, q0, qn, G, tn));
-        GM_TRY(small_select<T, In>(ctx, main_s, true, G, tn, qn, R.norm_at(t0), nq, R.x_at(t0),
+        GM_TRY(small_select<T, In>(ctx, main_s, true, view(G), tn, qn, R.norm_at(t0), nq, R.x_at(t0),
                                    xq, d, t0, q0, self, Ld, Li, K, t0 == 0, nullptr,
                                    screen_thr));
       }
@@ -1046,7 +1156,7 @@ struct KnnSearch {
       screened_chunks++;
       if (!overflow) {
         // the queries own the queues: the chunk's references are the entries
-        GM_TRY(column_merge<T, In>(ctx, main_s, nullptr, qn, len, nq, R.norm_at(r0), xq,
+        GM_TRY(column_merge<T, In>(ctx, main_s, TileView<T>{}, qn, len, nq, R.norm_at(r0), xq,
                                    R.x_at(r0), d, r0, feed, Ld, Li, K));
       } else {
         redone_chunks++;
@@ -1066,7 +1176,8 @@ struct KnnSearch {
     const int64_t available = n - (self ? 1 : 0);
     certify_kernel<<<grid_1d(qn, 256), 256, 0, ctx.stream()>>>(
         (const float *)Ld, K, (int)k, qn, (const float *)Qs.norm_at(q0), max_norm_bits, d,
-        (int)p.plain, p.half ? R.h_exp : nullptr, p.half ? Qs.h_exp : nullptr, p.K >= available,
+        (int)p.plain, p.half ? R.h_exp : nullptr, p.half ? Qs.h_exp : nullptr,
+        p.half_tile ? half_scale : nullptr, p.K >= available,
         recheck_all, fail_d);
     GM_TRY(ctx.launched("certifying the candidates"));
     return ctx.check(cudaMemcpyAsync(fail_h.p, fail_d, (size_t)qn, cudaMemcpyDeviceToHost,
@@ -1174,7 +1285,7 @@ struct KnnSearch {
       const int64_t qn = min64(qt, n - q0);
       const int b = (int)(gemm_count++ % 2);
       GM_TRY(gemm(q0, qn, q0, qn, b));
-      GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], qn, qn, R.norm_at(q0), R.norm_at(q0),
+      GM_TRY(small_select<T, In>(ctx, sel_s, true, view(G2[b]), qn, qn, R.norm_at(q0), R.norm_at(q0),
                                  R.x_at(q0), R.x_at(q0), d, q0, q0, 1, sym_Ld + (size_t)q0 * K,
                                  sym_Li + (size_t)q0 * K, K, 1, nullptr, sym_thr + q0));
       GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));
@@ -1194,11 +1305,11 @@ struct KnnSearch {
         const int b = (int)(gemm_count++ % 2);
         GM_TRY(gemm(r0, rn, q0, qn, b));
         feed.thr = sym_thr + r0;
-        GM_TRY(small_select<T, In>(ctx, sel_s, true, G2[b], rn, qn, R.norm_at(r0),
+        GM_TRY(small_select<T, In>(ctx, sel_s, true, view(G2[b]), rn, qn, R.norm_at(r0),
                                    R.norm_at(q0), R.x_at(r0), R.x_at(q0), d, r0, q0, 1,
                                    sym_Ld + (size_t)q0 * K, sym_Li + (size_t)q0 * K, K, 0,
                                    &feed, nullptr));
-        GM_TRY(column_merge<T, In>(ctx, sel_s, G2[b], rn, qn, R.norm_at(r0), R.norm_at(q0),
+        GM_TRY(column_merge<T, In>(ctx, sel_s, view(G2[b]), rn, qn, R.norm_at(r0), R.norm_at(q0),
                                    R.x_at(r0), R.x_at(q0), d, q0, feed,
                                    sym_Ld + (size_t)r0 * K, sym_Li + (size_t)r0 * K, K));
         GM_TRY(ctx.check(cudaEventRecord(s_done[b], sel_s), "cudaEventRecord"));

@@ -16,6 +16,7 @@
 #define GPUML_SELECT_CUH
 
 #include <cub/cub.cuh>
+#include <type_traits>
 #include "distance_tiles.cuh"
 
 namespace gm {
@@ -123,6 +124,57 @@ struct Vec16<double> {
   }
 };
 
+// N consecutive values of T at p + j0 (16-byte aligned; N a multiple of Vec16<T>::n).
+template <typename T, int N>
+__device__ __forceinline__ void load_run(const T *__restrict__ p, int64_t j0, T *out) {
+  typedef Vec16<T> VT;
+#pragma unroll
+  for (int c = 0; c < N / VT::n; c++) {
+    const typename VT::V v = *reinterpret_cast<const typename VT::V *>(p + j0 + c * VT::n);
+#pragma unroll
+    for (int e = 0; e < VT::n; e++) out[c * VT::n + e] = VT::get(v, e);
+  }
+}
+
+// Reading a distance tile of GT values as T. A tile holds the GEMM's -2 r.q in T, or
+// (the half pass's fp16 tiles, knn.cu) fp16 values that the power of 2 `scale` turns
+// back into them: the GEMM stored fl16(2^-u (-2 r.q)), and the value read is that times
+// 2^u, exactly (u keeps every product a normal fp32: half_scale_kernel). `n` values a
+// 16-byte vector.
+template <typename T, typename GT>
+struct TileRead {
+  static constexpr int n = Vec16<T>::n;
+  static __device__ __forceinline__ void vec(const T *g, int64_t j0, T, T *out) {
+    load_run<T, n>(g, j0, out);
+  }
+  static __device__ __forceinline__ T one(const T *g, int64_t j, T) { return g[j]; }
+};
+template <>
+struct TileRead<float, __half> {
+  static constexpr int n = 8;
+  static __device__ __forceinline__ void vec(const __half *g, int64_t j0, float scale,
+                                             float *out) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(g + j0);
+    const __half2 *h = reinterpret_cast<const __half2 *>(&v);
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float2 f = __half22float2(h[e]);
+      out[2 * e] = f.x * scale;
+      out[2 * e + 1] = f.y * scale;
+    }
+  }
+  static __device__ __forceinline__ float one(const __half *g, int64_t j, float scale) {
+    return __half2float(g[j]) * scale;
+  }
+};
+
+// The scale of a tile of GT values (TileRead): 1 for T values, *gscale for fp16.
+template <typename T, typename GT>
+__device__ __forceinline__ T tile_scale(const T *gscale) {
+  if constexpr (std::is_same<T, GT>::value) return (T)1;
+  else return *gscale;
+}
+
 // The column side of a tile of the symmetric self-search (knn.cu, GPUML_CUDA_KNN_SYMMETRIC):
 // the tile's references are points whose own lists are kept too. While the row kernel
 // reads the tile for its queries, every value at most a reference's threshold (the K-th
@@ -151,24 +203,24 @@ __device__ __forceinline__ void column_push(const ColumnFeed<T> &feed, int64_t j
   }
 }
 
-// Small K, GEMM tile G (rn x qn, column q is query q's row of -2 r.q). Each lane reads
-// 16-byte vectors (when rn allows), several in flight; a cheap filter (distance <= the
-// current K-th) decides whether the warp enters the insertion path at all.
+// Small K, GEMM tile G (rn x qn, column q is query q's row of -2 r.q; GT values read
+// through TileRead, gscale: the fp16 tiles' scale). Each lane reads 16-byte vectors
+// (when rn allows), several in flight; a cheap filter (distance <= the current K-th)
+// decides whether the warp enters the insertion path at all.
 // COL: also the column side of the symmetric search (feed, above). row_thr (may be
 // NULL): each query's K-th value after the tile, stored at row_thr[q] (the thresholds
 // the symmetric search starts its column side from).
-template <typename T, typename In, int KMAX, bool COL>
+template <typename T, typename In, int KMAX, bool COL, typename GT>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
-    select_small_gemm_kernel(const T *__restrict__ G, int64_t rn, int qn,
-                             const T *__restrict__ nr, const T *__restrict__ nq,
+    select_small_gemm_kernel(const GT *__restrict__ G, const T *__restrict__ gscale, int64_t rn,
+                             int qn, const T *__restrict__ nr, const T *__restrict__ nq,
                              const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                              int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                              int fresh, ColumnFeed<T> feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
   constexpr int U = 2;
-  typedef Vec16<T> VT;
-  typedef typename VT::V V;
-  constexpr int NV = VT::n;
+  typedef TileRead<T, GT> TR;
+  constexpr int NV = TR::n;
   __shared__ T sd[W][KMAX];
   __shared__ int64_t si[W][KMAX];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -176,7 +228,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   if (q >= qn) return;  // whole warps only; no block-wide barrier below
   WarpList<T> L{sd[warp], si[warp], K, 0, 0};
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
-  const T *g = G + (size_t)q * (size_t)rn;
+  const GT *g = G + (size_t)q * (size_t)rn;
+  const T gs = tile_scale<T, GT>(gscale);
   const T nqq = nq[q];
   const In *xqq = xq + (size_t)q * (size_t)d;
   const int64_t self_index = self ? q0 + q : -1;
@@ -186,14 +239,14 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       reinterpret_cast<uintptr_t>(G) % 16 == 0 &&
       (!COL || reinterpret_cast<uintptr_t>(feed.thr) % 16 == 0)) {
     for (; base < rn; base += 32 * NV * U) {
-      V v[U], nv[U], tv[U];
+      T v[U][NV], nv[U][NV], tv[U][NV];
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
         if (j0 < rn) {
-          v[u] = *reinterpret_cast<const V *>(g + j0);
-          nv[u] = *reinterpret_cast<const V *>(nr + j0);
-          if constexpr (COL) tv[u] = *reinterpret_cast<const V *>(feed.thr + j0);
+          TR::vec(g, j0, gs, v[u]);
+          load_run<T, NV>(nr, j0, nv[u]);
+          if constexpr (COL) load_run<T, NV>(feed.thr, j0, tv[u]);
         }
       }
       // Cheap screen: can any of this warp's values beat the current K-th (or, COL, its
@@ -205,11 +258,11 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
 #pragma unroll
         for (int e = 0; e < NV; e++) {
-          const T norms = VT::get(nv[u], e) + nqq;
-          const T val = norms + VT::get(v[u], e);
+          const T norms = nv[u][e] + nqq;
+          const T val = norms + v[u][e];
           const T screen = val < guard * norms ? (T)0 : val;
           any |= j0 < rn && screen <= L.wd;
-          if constexpr (COL) any |= j0 < rn && screen <= VT::get(tv[u], e);
+          if constexpr (COL) any |= j0 < rn && screen <= tv[u][e];
         }
       }
       if (__any_sync(kFullMask, any)) {
@@ -222,11 +275,11 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
             bool pass = false;
             T val = 0;
             if (j0 < rn && gj != self_index) {
-              val = gemm_value<T, In>(VT::get(v[u], e), VT::get(nv[u], e), nqq,
+              val = gemm_value<T, In>(v[u][e], nv[u][e], nqq,
                                       xr + (size_t)(j0 + e) * (size_t)d, xqq, d);
               pass = val <= L.wd && before(val, gj, L.wd, L.wi);
               if constexpr (COL) {
-                if (val <= VT::get(tv[u], e)) column_push(feed, j0 + e, q, val);
+                if (val <= tv[u][e]) column_push(feed, j0 + e, q, val);
               }
             }
             L.offer(pass, val, gj, lane);
@@ -241,7 +294,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       bool pass = false;
       T val = 0;
       if (j < rn && gj != self_index) {
-        val = gemm_value<T, In>(g[j], nr[j], nqq, xr + (size_t)j * (size_t)d, xqq, d);
+        val = gemm_value<T, In>(TR::one(g, j, gs), nr[j], nqq, xr + (size_t)j * (size_t)d, xqq,
+                                d);
         pass = before(val, gj, L.wd, L.wi);
         if constexpr (COL) {
           if (val <= feed.thr[j]) column_push(feed, j, q, val);
@@ -264,26 +318,26 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
 // is the same.
 // Two vectors a lane a step and 32 warps an SM (64 registers), as the one-pass kernel:
 // four vectors (spilling), 40 or 48 warps an SM (48 or 40 registers) and 16 to 28 warps
-// were all slower (bench/RESULTS.md round 12).
-template <typename T>
+// were all slower for fp32 tiles (bench/RESULTS.md round 12). An fp16 tile's vector
+// holds 8 values, so U vectors a lane a step (QueueConfig) scan 8 U values.
+template <typename T, typename GT, int U_ = 2>
 struct QueueConfig {
-  static constexpr int U = 2;                        // 16-byte vectors a lane per step
-  static constexpr int step = 32 * Vec16<T>::n * U;  // values a warp scans per step
-  static constexpr int slots = step + step / 2;      // queued positions a warp holds
+  static constexpr int U = U_;                             // 16-byte vectors a lane per step
+  static constexpr int step = 32 * TileRead<T, GT>::n * U;  // values a warp scans per step
+  static constexpr int slots = step + step / 2;             // queued positions a warp holds
 };
 
-template <typename T, typename In, int KMAX>
+template <typename T, typename In, int KMAX, typename GT, int U_>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
-    select_queued_gemm_kernel(const T *__restrict__ G, int rn, int qn,
-                              const T *__restrict__ nr, const T *__restrict__ nq,
+    select_queued_gemm_kernel(const GT *__restrict__ G, const T *__restrict__ gscale, int rn,
+                              int qn, const T *__restrict__ nr, const T *__restrict__ nq,
                               const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                               int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                               int fresh, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  typedef QueueConfig<T> QC;
-  typedef Vec16<T> VT;
-  typedef typename VT::V V;
-  constexpr int NV = VT::n, U = QC::U;
+  typedef QueueConfig<T, GT, U_> QC;
+  typedef TileRead<T, GT> TR;
+  constexpr int NV = TR::n, U = QC::U;
   __shared__ T sd[W][KMAX];
   __shared__ int64_t si[W][KMAX];
   __shared__ int queue[W][QC::slots];
@@ -292,7 +346,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   if (q >= qn) return;  // whole warps only; no block-wide barrier below
   WarpList<T> L{sd[warp], si[warp], K, 0, 0};
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
-  const T *g = G + (size_t)q * (size_t)rn;
+  const GT *g = G + (size_t)q * (size_t)rn;
+  const T gs = tile_scale<T, GT>(gscale);
   const T nqq = nq[q];
   const In *xqq = xq + (size_t)q * (size_t)d;
   const int64_t self_index = self ? q0 + q : -1;
@@ -311,7 +366,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
         const int j = mine[b + lane];
         gj = r0 + j;
         if (gj != self_index) {
-          val = gemm_value<T, In>(g[j], nr[j], nqq, xr + (size_t)j * (size_t)d, xqq, d);
+          val = gemm_value<T, In>(TR::one(g, j, gs), nr[j], nqq, xr + (size_t)j * (size_t)d,
+                                  xqq, d);
           pass = before(val, gj, L.wd, L.wi);
         }
       }
@@ -325,13 +381,13 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   // K-th, or s below the guard, whose value the flush recomputes), and a few more (s at
   // the guard itself), which the flush then drops.
   auto scan = [&](int base, bool last) {
-    V v[U], nv[U];
+    T v[U][NV], nv[U][NV];
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const int j0 = base + (u * 32 + lane) * NV;
       if (!last || j0 < rn) {
-        v[u] = *reinterpret_cast<const V *>(g + j0);
-        nv[u] = *reinterpret_cast<const V *>(nr + j0);
+        TR::vec(g, j0, gs, v[u]);
+        load_run<T, NV>(nr, j0, nv[u]);
       }
     }
     bool pass[U][NV];
@@ -341,8 +397,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       const int j0 = base + (u * 32 + lane) * NV;
 #pragma unroll
       for (int e = 0; e < NV; e++) {
-        const T norms = VT::get(nv[u], e) + nqq;
-        const T val = norms + VT::get(v[u], e);
+        const T norms = nv[u][e] + nqq;
+        const T val = norms + v[u][e];
         pass[u][e] = val <= max(L.wd, guard * norms) && (!last || j0 < rn);
         any |= pass[u][e];
       }
@@ -374,9 +430,10 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
 // queued values into its list, or, when they overflowed the slots, its whole row of the
 // tile G (rn x qn; queries at q0, the same values as the row kernel computed); then its
 // threshold becomes its new K-th value and its queue is emptied.
-template <typename T, typename In, int KMAX>
+template <typename T, typename In, int KMAX, typename GT>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32)
-    column_merge_kernel(const T *__restrict__ G, int64_t rn, int qn, const T *__restrict__ nr,
+    column_merge_kernel(const GT *__restrict__ G, const T *__restrict__ gscale, int64_t rn,
+                        int qn, const T *__restrict__ nr,
                         const T *__restrict__ nq, const In *__restrict__ xr,
                         const In *__restrict__ xq, int64_t d, int64_t q0, ColumnFeed<T> feed,
                         T *Ld, int64_t *Li, int K) {
@@ -411,8 +468,9 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32)
       bool pass = false;
       T val = 0;
       if (q < qn) {
-        val = gemm_value<T, In>(G[(size_t)q * (size_t)rn + j], nrj, nq[q], xrj,
-                                xq + (size_t)q * (size_t)d, d);
+        val = gemm_value<T, In>(TileRead<T, GT>::one(G, (size_t)q * (size_t)rn + j,
+                                                     tile_scale<T, GT>(gscale)),
+                                nrj, nq[q], xrj, xq + (size_t)q * (size_t)d, d);
         pass = before(val, q0 + q, L.wd, L.wi);
       }
       L.offer(pass, val, q0 + q, lane);

@@ -46,14 +46,16 @@ if test "x$with_cuda" != xno; then
     test -d "$CUDA_LIBDIR" || CUDA_LIBDIR="$CUDA_HOME/lib"
     save_LIBS="$LIBS"; save_LDFLAGS="$LDFLAGS"; save_CPPFLAGS="$CPPFLAGS"
     LDFLAGS="$LDFLAGS -L$CUDA_LIBDIR"; CPPFLAGS="$CPPFLAGS -I$CUDA_HOME/include"
-    LIBS="-lcufft -lcusolver -lcublas -lcudart"
-    AC_MSG_CHECKING([whether cudart, cuBLAS, cuSOLVER and cuFFT link])
+    LIBS="-lcufft -lcusolver -lcublasLt -lcublas -lcudart"
+    AC_MSG_CHECKING([whether cudart, cuBLAS(Lt), cuSOLVER and cuFFT link])
     AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #include <cusolverDn.h>
 #include <cufft.h>]], [[int n; cublasHandle_t h; cusolverDnHandle_t s; cufftHandle p;
-cudaGetDeviceCount(&n); cublasCreate(&h); cusolverDnCreate(&s); cufftCreate(&p);]])],
-      [HAVE_CUDA=yes; CUDA_WHY=""], [CUDA_WHY="cudart/cuBLAS/cuSOLVER/cuFFT did not link from $CUDA_LIBDIR"])
+cudaGetDeviceCount(&n); cublasCreate(&h); cusolverDnCreate(&s); cufftCreate(&p);
+cublasLtHandle_t lt; cublasLtCreate(&lt);]])],
+      [HAVE_CUDA=yes; CUDA_WHY=""], [CUDA_WHY="cudart/cuBLAS/cuBLASLt/cuSOLVER/cuFFT did not link from $CUDA_LIBDIR"])
     AC_MSG_RESULT([$HAVE_CUDA])
     LIBS="$save_LIBS"; LDFLAGS="$save_LDFLAGS"; CPPFLAGS="$save_CPPFLAGS"
   fi
@@ -112,7 +114,7 @@ if test "$HAVE_CUDA" = yes; then
     AC_MSG_RESULT([$CUDA_ARCH_LIST])
     test -n "$cuda_dropped" && AC_MSG_WARN([this nvcc cannot build$cuda_dropped (Volta needs CUDA 12 or older); left out])
     CUDA_DEFS="-DGPUML_HAVE_CUDA"
-    CUDA_LIBS="-L$CUDA_LIBDIR -Wl,-rpath,$CUDA_LIBDIR -lcufft -lcusolver -lcublas -lcudart -lstdc++"
+    CUDA_LIBS="-L$CUDA_LIBDIR -Wl,-rpath,$CUDA_LIBDIR -lcufft -lcusolver -lcublasLt -lcublas -lcudart -lstdc++"
     # --threads 0: nvcc compiles the architectures of one file in parallel
     NVCC_FLAGS="-O3$cuda_gencode --threads 0 -Xcompiler -fPIC -std=c++17"
   fi
