@@ -218,9 +218,9 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
                              int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                              int fresh, ColumnFeed<T> feed, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  constexpr int U = 2;
   typedef TileRead<T, GT> TR;
   constexpr int NV = TR::n;
+  constexpr int U = NV >= 8 ? 1 : 2;  // vectors a lane a step (fp16: 2 spill with COL)
   __shared__ T sd[W][KMAX];
   __shared__ int64_t si[W][KMAX];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -137,6 +137,8 @@ if want tests; then
   #   GPUML_CUDA_KNN_QUEUE=0     the warp selection's one-pass kernel for the row side too
   #                              (it serves the symmetric search's column side and
   #                              unaligned tiles; kept for comparisons)
+  #   GPUML_CUDA_KNN_HALF_TILE=0 the half pass's tiles in fp32 (the fp16 GEMM's output
+  #                              before fp16 tiles; kept for comparisons)
   #   GPUML_GMM_FUSED=1          the fused kernels of the full-covariance mixtures (test_gmm
   #                              runs its GPU-CPU comparison both ways itself)
   #   GPUML_GMM_DMMA=0           the GEMM path instead of the tensor-core kernels of the
@@ -163,6 +165,10 @@ if want tests; then
   run_tests test_core auto-half-rowwise GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_SYMMETRIC=0
   run_tests test_core single-half-rowwise GPUML_TEST_PRECISION=single $NOSCREEN GPUML_CUDA_KNN_SYMMETRIC=0
   run_tests test_core auto-half-resident-tiles GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_REF_TILE=500 GPUML_CUDA_QUERY_TILE=100
+  # fp16 tiles read 8 values a vector: tiles of 512 rows take the vector paths (500: one by one)
+  run_tests test_core auto-half-aligned-tiles GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_REF_TILE=512 GPUML_CUDA_QUERY_TILE=96
+  run_tests test_core auto-half-one-pass-rowwise GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_QUEUE=0 GPUML_CUDA_KNN_SYMMETRIC=0
+  run_tests test_core auto-half-fp32-tiles GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_HALF_TILE=0
   run_tests test_core auto-screen GPUML_TEST_PRECISION=auto $SCREENED
   run_tests test_core single-screen GPUML_TEST_PRECISION=single $SCREENED
   run_tests test_core auto-screen-overflow GPUML_TEST_PRECISION=auto $SCREENED GPUML_CUDA_KNN_SCREEN_SLOTS=2
