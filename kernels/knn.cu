@@ -883,7 +883,7 @@ struct KnnSearch {
 
     main_s = sel_s = up_s = ctx.stream();
     if (overlap) {
-      GM_TRY(ctx.new_stream(&sel_s));
+      if (env_int("GPUML_CUDA_KNN_SEL_STREAM") != 1) GM_TRY(ctx.new_stream(&sel_s));  // EXPERIMENT
       for (int b = 0; b < 2; b++) {
         GM_TRY(ctx.new_event(&g_done[b]));
         GM_TRY(ctx.new_event(&s_done[b]));
