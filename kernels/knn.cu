@@ -116,19 +116,23 @@ __global__ void max_norm_kernel(const float *__restrict__ norm, int64_t rows,
 // |hi|_1 <= sqrt(d) |hi| <= sqrt(d) (1 + 2^-10) |v|; in the distance (the factor -2)
 //     E'' = E' + 2 (sqrt(d) (1 + 2^-10) (alpha_q b + alpha_r a) + d alpha_q alpha_r).
 // (exp_r, exp_q: the two scales, on the device; NULL when the plain pass was TF32.)
-// The half pass's fp16 tiles (half_tiles) round each such value G = -2 hi.hi, times 2^-u,
-// once more, to fp16 (HalfTileGemm: any split of the sum reduced in fp32 first), and the
-// selection multiplies by 2^u exactly (half_scale_kernel keeps the products normal fp32).
-// Whatever the rounding's direction, that is within one fp16 ulp: 2^-10 |G| where the
-// scaled value is normal, 2^-24 2^u on the subnormals' grid. |G| <= 2 |hi_q| |hi_r|
-// <= 2 (1 + 2^-8) a b with the accumulation's error, so
-//     E16 = E'' + 2^-9 (1 + 2^-8) a b + 2^-24 2^u.
+// The half pass's fp16 tiles (half_tiles) round each such value x = -2 hi.hi 2^-u once
+// more, to y in fp16 (HalfTileGemm: any split of the sum reduced in fp32 first), and the
+// selection reads y 2^u exactly (half_scale_kernel keeps the products normal fp32).
+// Whatever the rounding's direction, |y - x| < one fp16 ulp <= 2^-10 |x| + 2^-24 (the
+// subnormals' grid), so |x| <= (|y| + 2^-24) / (1 - 2^-10) and
+// |y - x| <= 2^-10 (1 + 2^-9) |y| + 2^-24 (1 + 2^-9). With M the largest |y 2^u| that the
+// selections read (tile16_max: every value offered to any list passed through them),
+//     E16 = E'' + 2^-10 (1 + 2^-9) M + 2^-23 2^u,
+// where the worst case M = 2 a b would double the plain pass's term; for points in
+// general position M is a fraction of it.
 // (tile16: the half tiles' scalars, [2] = 2^u, 0 when unusable; NULL for fp32 tiles.)
 __global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64_t qn,
                                const float *__restrict__ nq, const unsigned *__restrict__ max_bits,
                                int64_t d, int plain, const int *__restrict__ exp_r,
                                const int *__restrict__ exp_q, const float *__restrict__ tile16,
-                               int complete, int recheck_all, unsigned char *__restrict__ fail) {
+                               const unsigned *__restrict__ tile16_max, int complete,
+                               int recheck_all, unsigned char *__restrict__ fail) {
   const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (q >= qn) return;
   if (recheck_all || !complete) {
@@ -145,7 +149,8 @@ __global__ void certify_kernel(const float *__restrict__ Ld, int K, int k, int64
     }
     if (tile16) {
       usable = usable && tile16[2] != 0.0f;
-      E += 0x1p-9 * (1.0 + 0x1p-8) * a * b + 0x1p-24 * (double)tile16[2];
+      E += 0x1p-10 * (1.0 + 0x1p-9) * (double)__uint_as_float(*tile16_max) +
+           0x1p-23 * (double)tile16[2];
     }
     const double gap = (double)Ld[q * K + K - 1] - (double)Ld[q * K + k - 1];
     fail[q] = recheck_all || !usable || !(gap > 2.0 * E);
@@ -426,12 +431,14 @@ inline bool queued_select() {
   return !(knob && strcmp(knob, "0") == 0);
 }
 
-// A distance tile as the selections read it: T values, or the half pass's fp16 values
-// and the device scalar that scales them back (select.cuh, TileRead).
+// A distance tile as the selections read it: T values, or the half pass's fp16 values,
+// the device scalar that scales them back (select.cuh, TileRead) and the largest
+// |value| read so far (note_tile_max).
 template <typename T>
 struct TileView {
   const void *g = nullptr;
   const T *scale = nullptr;  // NULL: T values
+  unsigned *gmax = nullptr;
 };
 
 // The queued kernel's vectors a lane a step for fp16 tiles (an experiment's knob).
@@ -444,7 +451,7 @@ inline int queue_half_u() {
 // ColumnFeed); row_thr (may be NULL): each query's K-th value after the tile.
 template <typename T, typename In, int KMAX, typename GT>
 gpuml_status launch_small_gemm_of(Context &ctx, cudaStream_t stream, const GT *G,
-                                  const T *gscale, int64_t rn, int64_t qn, const T *nr,
+                                  const T *gscale, unsigned *gmax, int64_t rn, int64_t qn, const T *nr,
                                   const T *nq, const In *xr, const In *xq, int64_t d,
                                   int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                                   int fresh, const ColumnFeed<T> *feed, T *row_thr) {
@@ -454,21 +461,21 @@ gpuml_status launch_small_gemm_of(Context &ctx, cudaStream_t stream, const GT *G
       reinterpret_cast<uintptr_t>(nr) % 16 == 0 && reinterpret_cast<uintptr_t>(G) % 16 == 0) {
     if (!std::is_same<T, GT>::value && queue_half_u() == 2)
       select_queued_gemm_kernel<T, In, KMAX, GT, 2><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-          G, gscale, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
+          G, gscale, gmax, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
           row_thr);
     else
       select_queued_gemm_kernel<T, In, KMAX, GT, std::is_same<T, GT>::value ? 2 : 1>
-          <<<grid_1d(qn, W), W * 32, 0, stream>>>(G, gscale, (int)rn, (int)qn, nr, nq, xr, xq,
-                                                  d, r0, q0, self, Ld, Li, K, fresh, row_thr);
+          <<<grid_1d(qn, W), W * 32, 0, stream>>>(G, gscale, gmax, (int)rn, (int)qn, nr, nq, xr,
+                                                  xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
     return ctx.launched("kNN selection");
   }
   if (feed)
     select_small_gemm_kernel<T, In, KMAX, true, GT><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-        G, gscale, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed,
+        G, gscale, gmax, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh, *feed,
         row_thr);
   else
     select_small_gemm_kernel<T, In, KMAX, false, GT><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-        G, gscale, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
+        G, gscale, gmax, rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
         ColumnFeed<T>{}, row_thr);
   return ctx.launched("kNN selection");
 }
@@ -482,11 +489,11 @@ gpuml_status launch_small_gemm(Context &ctx, cudaStream_t stream, TileView<T> G,
   if constexpr (sizeof(T) == 4) {
     if (G.scale)
       return launch_small_gemm_of<T, In, KMAX, __half>(
-          ctx, stream, static_cast<const __half *>(G.g), G.scale, rn, qn, nr, nq, xr, xq, d, r0,
-          q0, self, Ld, Li, K, fresh, feed, row_thr);
+          ctx, stream, static_cast<const __half *>(G.g), G.scale, G.gmax, rn, qn, nr, nq, xr, xq,
+          d, r0, q0, self, Ld, Li, K, fresh, feed, row_thr);
   }
   return launch_small_gemm_of<T, In, KMAX, T>(ctx, stream, static_cast<const T *>(G.g), nullptr,
-                                              rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li,
+                                              nullptr, rn, qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li,
                                               K, fresh, feed, row_thr);
 }
 
@@ -708,6 +715,7 @@ struct KnnSearch {
   float *half_scale = nullptr;  // the half tiles' alpha, beta and 2^u (half_scale_kernel)
   HalfTileGemm half_gemm;       // the fp16 tiles' GEMM, and its workspace
   void *half_ws = nullptr;
+  unsigned *half_max = nullptr;  // the largest |value| of the fp16 tiles (note_tile_max)
   static constexpr size_t kHalfWorkspace = (size_t)8 << 20;
   T *G = nullptr, *G2[2] = {nullptr, nullptr}, *Ld = nullptr, *Cd = nullptr, *Pd = nullptr;
   int64_t *Li = nullptr, *Ci = nullptr, *Pi = nullptr, *offsets = nullptr, *T1i = nullptr;
@@ -862,6 +870,9 @@ struct KnnSearch {
       char *ws = nullptr;
       GM_TRY(ctx.alloc(&ws, kHalfWorkspace, "the fp16 GEMM's workspace"));
       half_ws = ws;
+      GM_TRY(ctx.alloc(&half_max, 1, "the fp16 tiles' largest value"));
+      GM_TRY(ctx.check(cudaMemsetAsync(half_max, 0, sizeof(unsigned), ctx.stream()),
+                       "clearing the fp16 tiles' largest value"));
     }
     if (rp) {  // loaded when the index was built
       R.x = (In *)rp->x;
@@ -1008,7 +1019,10 @@ struct KnnSearch {
     TileView<T> v;
     v.g = tile;
     if constexpr (sizeof(T) == 4) {
-      if (p.half_tile) v.scale = half_scale + 2;
+      if (p.half_tile) {
+        v.scale = half_scale + 2;
+        v.gmax = half_max;
+      }
     }
     return v;
   }
@@ -1177,7 +1191,7 @@ struct KnnSearch {
     certify_kernel<<<grid_1d(qn, 256), 256, 0, ctx.stream()>>>(
         (const float *)Ld, K, (int)k, qn, (const float *)Qs.norm_at(q0), max_norm_bits, d,
         (int)p.plain, p.half ? R.h_exp : nullptr, p.half ? Qs.h_exp : nullptr,
-        p.half_tile ? half_scale : nullptr, p.K >= available,
+        p.half_tile ? half_scale : nullptr, half_max, p.K >= available,
         recheck_all, fail_d);
     GM_TRY(ctx.launched("certifying the candidates"));
     return ctx.check(cudaMemcpyAsync(fail_h.p, fail_d, (size_t)qn, cudaMemcpyDeviceToHost,

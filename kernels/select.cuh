@@ -175,6 +175,17 @@ __device__ __forceinline__ T tile_scale(const T *gscale) {
   else return *gscale;
 }
 
+// The largest |value| a warp read from an fp16 tile, into *gmax (float bits; values
+// >= 0 order as their bits do) for the certificate's rounding bound (knn.cu,
+// certify_kernel). Nothing for T tiles, whose bound needs no such maximum.
+template <typename T, typename GT>
+__device__ __forceinline__ void note_tile_max(unsigned *gmax, T m, int lane) {
+  if constexpr (!std::is_same<T, GT>::value) {
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
+    if (lane == 0) atomicMax(gmax, __float_as_uint(m));
+  }
+}
+
 // The column side of a tile of the symmetric self-search (knn.cu, GPUML_CUDA_KNN_SYMMETRIC):
 // the tile's references are points whose own lists are kept too. While the row kernel
 // reads the tile for its queries, every value at most a reference's threshold (the K-th
@@ -212,8 +223,9 @@ __device__ __forceinline__ void column_push(const ColumnFeed<T> &feed, int64_t j
 // the symmetric search starts its column side from).
 template <typename T, typename In, int KMAX, bool COL, typename GT>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
-    select_small_gemm_kernel(const GT *__restrict__ G, const T *__restrict__ gscale, int64_t rn,
-                             int qn, const T *__restrict__ nr, const T *__restrict__ nq,
+    select_small_gemm_kernel(const GT *__restrict__ G, const T *__restrict__ gscale,
+                             unsigned *gmax, int64_t rn, int qn, const T *__restrict__ nr,
+                             const T *__restrict__ nq,
                              const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                              int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                              int fresh, ColumnFeed<T> feed, T *row_thr) {
@@ -230,6 +242,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
   const GT *g = G + (size_t)q * (size_t)rn;
   const T gs = tile_scale<T, GT>(gscale);
+  T vmax = 0;  // (fp16 tiles: note_tile_max)
   const T nqq = nq[q];
   const In *xqq = xq + (size_t)q * (size_t)d;
   const int64_t self_index = self ? q0 + q : -1;
@@ -247,6 +260,10 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
           TR::vec(g, j0, gs, v[u]);
           load_run<T, NV>(nr, j0, nv[u]);
           if constexpr (COL) load_run<T, NV>(feed.thr, j0, tv[u]);
+          if constexpr (!std::is_same<T, GT>::value) {
+#pragma unroll
+            for (int e = 0; e < NV; e++) vmax = fmaxf(vmax, fabsf(v[u][e]));
+          }
         }
       }
       // Cheap screen: can any of this warp's values beat the current K-th (or, COL, its
@@ -294,8 +311,9 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       bool pass = false;
       T val = 0;
       if (j < rn && gj != self_index) {
-        val = gemm_value<T, In>(TR::one(g, j, gs), nr[j], nqq, xr + (size_t)j * (size_t)d, xqq,
-                                d);
+        const T gv = TR::one(g, j, gs);
+        vmax = fmax(vmax, fabs(gv));
+        val = gemm_value<T, In>(gv, nr[j], nqq, xr + (size_t)j * (size_t)d, xqq, d);
         pass = before(val, gj, L.wd, L.wi);
         if constexpr (COL) {
           if (val <= feed.thr[j]) column_push(feed, j, q, val);
@@ -304,6 +322,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       L.offer(pass, val, gj, lane);
     }
   }
+  note_tile_max<T, GT>(gmax, vmax, lane);
   L.store(Ld + (size_t)q * K, Li + (size_t)q * K, lane);
   if (row_thr != nullptr && lane == 0) row_thr[q] = L.wd;
 }
@@ -329,8 +348,9 @@ struct QueueConfig {
 
 template <typename T, typename In, int KMAX, typename GT, int U_>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
-    select_queued_gemm_kernel(const GT *__restrict__ G, const T *__restrict__ gscale, int rn,
-                              int qn, const T *__restrict__ nr, const T *__restrict__ nq,
+    select_queued_gemm_kernel(const GT *__restrict__ G, const T *__restrict__ gscale,
+                              unsigned *gmax, int rn, int qn, const T *__restrict__ nr,
+                              const T *__restrict__ nq,
                               const In *__restrict__ xr, const In *__restrict__ xq, int64_t d,
                               int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                               int fresh, T *row_thr) {
@@ -348,6 +368,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
   const GT *g = G + (size_t)q * (size_t)rn;
   const T gs = tile_scale<T, GT>(gscale);
+  T vmax = 0;  // (fp16 tiles: note_tile_max)
   const T nqq = nq[q];
   const In *xqq = xq + (size_t)q * (size_t)d;
   const int64_t self_index = self ? q0 + q : -1;
@@ -388,6 +409,10 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       if (!last || j0 < rn) {
         TR::vec(g, j0, gs, v[u]);
         load_run<T, NV>(nr, j0, nv[u]);
+        if constexpr (!std::is_same<T, GT>::value) {
+#pragma unroll
+          for (int e = 0; e < NV; e++) vmax = fmaxf(vmax, fabsf(v[u][e]));
+        }
       }
     }
     bool pass[U][NV];
@@ -421,6 +446,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   for (; base + QC::step <= rn; base += QC::step) scan(base, false);
   if (base < rn) scan(base, true);
   flush();
+  note_tile_max<T, GT>(gmax, vmax, lane);
   L.store(Ld + (size_t)q * K, Li + (size_t)q * K, lane);
   if (row_thr != nullptr && lane == 0) row_thr[q] = L.wd;
 }
