@@ -31,8 +31,8 @@ struct SmallConfig {
   static constexpr int warps = KMAX <= 128 ? 8 : 4;
 };
 
-// One warp's sorted list of K candidates in shared memory, and its worst entry.
-template <typename T>
+// One warp's sorted list of K <= KMAX candidates in shared memory, and its worst entry.
+template <typename T, int KMAX>
 struct WarpList {
   T *d;
   int64_t *i;
@@ -58,11 +58,81 @@ struct WarpList {
     }
   }
 
-  // Every lane with `pass` set offers (v, j); the warp inserts them one by one. Kept out
-  // of line: the scan loops call it from many unrolled places, and inlining it there
+  // Every lane with `pass` set offers (v, j): one by one (insert), or, when many do, all
+  // at once by their ranks (merge); the list is the same either way. Both kept out of
+  // line: the scan loops offer from many unrolled places, and inlining them there
   // overflows the instruction cache.
-  __device__ __noinline__ void offer(bool pass, T v, int64_t j, int lane) {
-    unsigned mask = __ballot_sync(kFullMask, pass);
+  __device__ __forceinline__ void offer(bool pass, T v, int64_t j, int lane) {
+    const unsigned mask = __ballot_sync(kFullMask, pass);
+    if (__popc(mask) >= kMergeAtLeast) merge(pass, v, j, lane);
+    else insert(mask, v, j, lane);
+  }
+
+  // A candidate inserted by itself costs a few hundred instructions of the warp (find its
+  // place, shift the list); from this many candidates at once merge() costs less (a
+  // search's first reference tile offers most of a row, bench/RESULTS.md round 13).
+  static constexpr int kMergeAtLeast = 6;
+
+  // The candidates that still beat the K-th, placed by their ranks: candidate c goes to
+  // r_c + (the candidates before it), where r_c counts the entries before it; entry t
+  // moves up by the candidates with r_c <= t (those before it: a candidate and an entry
+  // are never equal, each pair being offered once); what lands at K or beyond drops out.
+  __device__ __noinline__ void merge(bool pass, T v, int64_t j, int lane) {
+    constexpr int C = KMAX / 32;
+    pass = pass && before(v, j, wd, wi);
+    const unsigned pm = __ballot_sync(kFullMask, pass);
+    int rank = 0;
+    for (int s = 0; s < 32; s++) {
+      const T vs = __shfl_sync(kFullMask, v, s);
+      const int64_t js = __shfl_sync(kFullMask, j, s);
+      rank += ((pm >> s) & 1u) && before(vs, js, v, j);
+    }
+    int lo = 0;
+    if (pass) {
+      int hi = K;  // the first entry not before (v, j)
+      while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (before(d[mid], i[mid], v, j)) lo = mid + 1;
+        else hi = mid;
+      }
+    }
+    int up[C];
+#pragma unroll
+    for (int m = 0; m < C; m++) up[m] = 0;
+    for (unsigned rest = pm; rest; rest &= rest - 1) {
+      const int rs = __shfl_sync(kFullMask, lo, __ffs(rest) - 1);
+#pragma unroll
+      for (int m = 0; m < C; m++) up[m] += rs <= m * 32 + lane;
+    }
+    // Entries only move up: chunk by chunk from the top, each read before it is written.
+#pragma unroll
+    for (int m = C - 1; m >= 0; m--) {
+      const int t = m * 32 + lane;
+      const bool mv = up[m] > 0 && t + up[m] < K;
+      T ev = 0;
+      int64_t iv = 0;
+      if (mv) {
+        ev = d[t];
+        iv = i[t];
+      }
+      __syncwarp();
+      if (mv) {
+        d[t + up[m]] = ev;
+        i[t + up[m]] = iv;
+      }
+      __syncwarp();
+    }
+    if (pass && lo + rank < K) {
+      d[lo + rank] = v;
+      i[lo + rank] = j;
+    }
+    __syncwarp();
+    wd = d[K - 1];
+    wi = i[K - 1];
+  }
+
+  // The lanes of `mask` one at a time.
+  __device__ __noinline__ void insert(unsigned mask, T v, int64_t j, int lane) {
     while (mask) {
       const int src = __ffs(mask) - 1;
       mask &= mask - 1;
@@ -238,7 +308,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int q = blockIdx.x * W + warp;
   if (q >= qn) return;  // whole warps only; no block-wide barrier below
-  WarpList<T> L{sd[warp], si[warp], K, 0, 0};
+  WarpList<T, KMAX> L{sd[warp], si[warp], K, 0, 0};
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
   const GT *g = G + (size_t)q * (size_t)rn;
   const T gs = tile_scale<T, GT>(gscale);
@@ -364,7 +434,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int q = blockIdx.x * W + warp;
   if (q >= qn) return;  // whole warps only; no block-wide barrier below
-  WarpList<T> L{sd[warp], si[warp], K, 0, 0};
+  WarpList<T, KMAX> L{sd[warp], si[warp], K, 0, 0};
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
   const GT *g = G + (size_t)q * (size_t)rn;
   const T gs = tile_scale<T, GT>(gscale);
@@ -471,7 +541,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32)
   if (j >= rn) return;  // whole warps only
   const int c = feed.count[j];
   if (c == 0) return;
-  WarpList<T> L{sd[warp], si[warp], K, 0, 0};
+  WarpList<T, KMAX> L{sd[warp], si[warp], K, 0, 0};
   L.load(Ld + (size_t)j * K, Li + (size_t)j * K, 0, lane);
   if (c <= feed.slots) {
     for (int b = 0; b < c; b += 32) {
@@ -532,7 +602,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32)
   In qc[ROWS];
 #pragma unroll
   for (int t = 0; t < ROWS; t++) qc[t] = (active && t < dd) ? xq[(size_t)q * dd + t] : (In)0;
-  WarpList<T> L{sd[warp], si[warp], K, 0, 0};
+  WarpList<T, KMAX> L{sd[warp], si[warp], K, 0, 0};
   if (active) L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
   const int64_t self_index = self ? q0 + q : -1;
   for (int64_t c0 = 0; c0 < rn; c0 += CH) {
