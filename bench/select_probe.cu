@@ -217,11 +217,11 @@ int main(int argc, char **argv) {
   // values equal to the listed ones, which never beat them: the steady state)
   int64_t r0 = 0;
   auto sel32 = [&](const float *g, const float *nrr, int fresh, cudaStream_t s) {
-    select_queued_gemm_kernel<float, double, 256, float, 2><<<blocks, W * 32, 0, s>>>(
+    select_queued_gemm_kernel<float, double, 256, float><<<blocks, W * 32, 0, s>>>(
         g, nullptr, nullptr, rn, qn, nrr, nq, xr, xq, d, r0, 0, 0, Ld, Li, K, fresh, nullptr);
   };
   auto sel16 = [&](const float *g, const float *nrr, int fresh, cudaStream_t s) {
-    select_queued_gemm_kernel<float, double, 256, __half, 1><<<blocks, W * 32, 0, s>>>(
+    select_queued_gemm_kernel<float, double, 256, __half><<<blocks, W * 32, 0, s>>>(
         (const __half *)g, scal + 2, gmax, rn, qn, nrr, nq, xr, xq, d, r0, 0, 0, Ld, Li, K,
         fresh, nullptr);
   };

@@ -19,7 +19,8 @@
 // again with the fp64 GEMM (redo_rows), so the answer is the fp64 one always. Before it,
 // every fp32 search in the split layout takes its candidates from the plain TF32 GEMM
 // with a wider bound (plain_pass); the queries that pass cannot certify take the split
-// pass (redo_rows).
+// pass (redo_rows). With the references resident, that GEMM runs in fp16 (half_pass) and
+// writes fp16 tiles (half_tiles: half the tile traffic), each rounding in the bound.
 //
 // The kNN index (gpuml_knn_index_build) keeps this search's reference set on the device
 // (ResidentPoints, loaded once with the data's own centre); its searches skip the upload
@@ -441,12 +442,6 @@ struct TileView {
   unsigned *gmax = nullptr;
 };
 
-// The queued kernel's vectors a lane a step for fp16 tiles (an experiment's knob).
-inline int queue_half_u() {
-  const int64_t knob = env_int("GPUML_CUDA_KNN_QUEUE_U");
-  return knob == 2 ? 2 : 1;
-}
-
 // feed (may be NULL): the column side of the symmetric search as well (select.cuh,
 // ColumnFeed); row_thr (may be NULL): each query's K-th value after the tile.
 template <typename T, typename In, int KMAX, typename GT>
@@ -459,14 +454,9 @@ gpuml_status launch_small_gemm_of(Context &ctx, cudaStream_t stream, const GT *G
   // (32-bit positions in the queued kernel, with room for its last step)
   if (!feed && queued_select() && rn <= INT_MAX - 4096 && rn % TileRead<T, GT>::n == 0 &&
       reinterpret_cast<uintptr_t>(nr) % 16 == 0 && reinterpret_cast<uintptr_t>(G) % 16 == 0) {
-    if (!std::is_same<T, GT>::value && queue_half_u() == 2)
-      select_queued_gemm_kernel<T, In, KMAX, GT, 2><<<grid_1d(qn, W), W * 32, 0, stream>>>(
-          G, gscale, gmax, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
-          row_thr);
-    else
-      select_queued_gemm_kernel<T, In, KMAX, GT, std::is_same<T, GT>::value ? 2 : 1>
-          <<<grid_1d(qn, W), W * 32, 0, stream>>>(G, gscale, gmax, (int)rn, (int)qn, nr, nq, xr,
-                                                  xq, d, r0, q0, self, Ld, Li, K, fresh, row_thr);
+    select_queued_gemm_kernel<T, In, KMAX, GT><<<grid_1d(qn, W), W * 32, 0, stream>>>(
+        G, gscale, gmax, (int)rn, (int)qn, nr, nq, xr, xq, d, r0, q0, self, Ld, Li, K, fresh,
+        row_thr);
     return ctx.launched("kNN selection");
   }
   if (feed)
@@ -894,7 +884,7 @@ struct KnnSearch {
 
     main_s = sel_s = up_s = ctx.stream();
     if (overlap) {
-      if (env_int("GPUML_CUDA_KNN_SEL_STREAM") != 1) GM_TRY(ctx.new_stream(&sel_s));  // EXPERIMENT
+      GM_TRY(ctx.new_stream(&sel_s));
       for (int b = 0; b < 2; b++) {
         GM_TRY(ctx.new_event(&g_done[b]));
         GM_TRY(ctx.new_event(&s_done[b]));
@@ -914,8 +904,11 @@ struct KnnSearch {
       GM_TRY(ctx.alloc(&sg2.raw, (size_t)p.raw_rows * (size_t)d, "the staging buffer"));
     }
     if (p.tile) {
-      GM_TRY(ctx.alloc(&G2[0], (size_t)rt * (size_t)qt, "the distance tile"));
-      if (overlap) GM_TRY(ctx.alloc(&G2[1], (size_t)rt * (size_t)qt, "the second distance tile"));
+      // (fp16 tiles in T-sized buffers of half the length)
+      const size_t tile = p.half_tile ? ((size_t)rt * (size_t)qt * 2 + sizeof(T) - 1) / sizeof(T)
+                                      : (size_t)rt * (size_t)qt;
+      GM_TRY(ctx.alloc(&G2[0], tile, "the distance tile"));
+      if (overlap) GM_TRY(ctx.alloc(&G2[1], tile, "the second distance tile"));
     }
     G = G2[0];
     GM_TRY(ctx.alloc(&Ld, QK, "the candidate lists"));

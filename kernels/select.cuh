@@ -3,8 +3,10 @@
 // tiles; unused slots hold (+inf, INT64_MAX).
 //  - Small K (<= kSmallMaxK): one warp per query merges each distance row into its list in
 //    shared memory. A candidate is inserted only when it beats the current K-th (the
-//    threshold filter); insertions go one at a time, ballot-ranked, so the list stays
-//    sorted. The distances come from a GEMM tile or are computed in the kernel (d < 16).
+//    threshold filter); a few at a time go in one by one, ballot-ranked, many at once by
+//    their ranks (WarpList::merge), so the list stays sorted. The distances come from a
+//    GEMM tile (fp32, fp64, or the half pass's fp16: TileRead) or are computed in the
+//    kernel (d < 16).
 //  - Any K: per query (one block), a radix select over the list and the tile row finds the
 //    K-th smallest key; the keys below it and the first ties (in index order) are
 //    compacted, then sorted by (distance, index) again: a bitonic sort in shared memory
@@ -302,7 +304,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   constexpr int W = SmallConfig<KMAX>::warps;
   typedef TileRead<T, GT> TR;
   constexpr int NV = TR::n;
-  constexpr int U = NV >= 8 ? 1 : 2;  // vectors a lane a step (fp16: 2 spill with COL)
+  constexpr int U = NV >= 8 ? 1 : 2;  // eight values a lane a step (two fp16 vectors spill)
   __shared__ T sd[W][KMAX];
   __shared__ int64_t si[W][KMAX];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -405,18 +407,18 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
 // more); a flush recomputes each queued value (gemm_value, as the other kernel does) and
 // offers it. Insertions commute (the lists are ordered by (value, index)), so the list
 // is the same.
-// Two vectors a lane a step and 32 warps an SM (64 registers), as the one-pass kernel:
-// four vectors (spilling), 40 or 48 warps an SM (48 or 40 registers) and 16 to 28 warps
-// were all slower for fp32 tiles (bench/RESULTS.md round 12). An fp16 tile's vector
-// holds 8 values, so U vectors a lane a step (QueueConfig) scan 8 U values.
-template <typename T, typename GT, int U_ = 2>
+// Eight values a lane a step (two 16-byte vectors of an fp32 tile, one of an fp16 tile)
+// and 32 warps an SM (64 registers), as the one-pass kernel: four fp32 vectors
+// (spilling), 40 or 48 warps an SM (48 or 40 registers) and 16 to 28 warps were all
+// slower (bench/RESULTS.md round 12), and so were two fp16 vectors (spilling, round 13).
+template <typename T, typename GT>
 struct QueueConfig {
-  static constexpr int U = U_;                             // 16-byte vectors a lane per step
-  static constexpr int step = 32 * TileRead<T, GT>::n * U;  // values a warp scans per step
-  static constexpr int slots = step + step / 2;             // queued positions a warp holds
+  static constexpr int U = TileRead<T, GT>::n >= 8 ? 1 : 2;  // vectors a lane per step
+  static constexpr int step = 32 * TileRead<T, GT>::n * U;   // values a warp scans per step
+  static constexpr int slots = step + step / 2;              // queued positions a warp holds
 };
 
-template <typename T, typename In, int KMAX, typename GT, int U_>
+template <typename T, typename In, int KMAX, typename GT>
 __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfig<KMAX>::warps)
     select_queued_gemm_kernel(const GT *__restrict__ G, const T *__restrict__ gscale,
                               unsigned *gmax, int rn, int qn, const T *__restrict__ nr,
@@ -425,7 +427,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
                               int64_t r0, int64_t q0, int self, T *Ld, int64_t *Li, int K,
                               int fresh, T *row_thr) {
   constexpr int W = SmallConfig<KMAX>::warps;
-  typedef QueueConfig<T, GT, U_> QC;
+  typedef QueueConfig<T, GT> QC;
   typedef TileRead<T, GT> TR;
   constexpr int NV = TR::n, U = QC::U;
   __shared__ T sd[W][KMAX];
