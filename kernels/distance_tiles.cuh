@@ -141,8 +141,9 @@ inline gpuml_status gemm_tile_half(Context &ctx, const __half *pa, int64_t an, c
 // bytes to write and to read). Through cuBLASLt, so that the algorithm can be held to
 // one rounding: a split of the sum may only be reduced in fp32 (reduction scheme NONE
 // or COMPUTE_TYPE; INPLACE and OUTPUT_TYPE would add its parts in fp16). scale (device):
-// alpha, beta (half_scale_kernel). The descriptors and the algorithm of each tile shape
-// are kept for the search's later tiles.
+// alpha, beta (half_scale_kernel). The algorithm is chosen for the operands' actual
+// alignments (cuBLASLt assumes 256 bytes unless told); the descriptors and the algorithm
+// of each tile shape and alignment are kept for the search's later tiles.
 class HalfTileGemm {
  public:
   HalfTileGemm() = default;
@@ -172,15 +173,16 @@ class HalfTileGemm {
       GM_TRY(check(ctx, cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm),
                    "cublasLtMatmulDescSetAttribute"));
     }
+    const uint32_t align = alignment(pa) | (alignment(pb) << 9) | (alignment(G) << 18);
     Shape *sh = nullptr;
     for (int i = 0; i < used_ && !sh; i++)
       if (shapes_[i].an == an && shapes_[i].bn == bn && shapes_[i].hw == hw &&
-          shapes_[i].ldg == ldg)
+          shapes_[i].ldg == ldg && shapes_[i].align == align)
         sh = &shapes_[i];
     if (!sh) {
-      if (used_ == kShapes) forget_shapes();  // (a search has two or three shapes)
+      if (used_ == kShapes) forget_shapes();  // (a search has a few shapes)
       sh = &shapes_[used_];
-      *sh = Shape{an, bn, hw, ldg, nullptr, nullptr, nullptr, {}};
+      *sh = Shape{an, bn, hw, ldg, align, nullptr, nullptr, nullptr, {}};
       GM_TRY(check(ctx, cublasLtMatrixLayoutCreate(&sh->a, CUDA_R_16F, hw, an, hw),
                    "cublasLtMatrixLayoutCreate"));
       used_++;  // (destroyed from here on)
@@ -199,10 +201,11 @@ class HalfTileGemm {
  private:
   struct Shape {
     int64_t an, bn, hw, ldg;
+    uint32_t align;  // the three alignments, 9 bits each
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
   };
-  static constexpr int kShapes = 4;
+  static constexpr int kShapes = 8;
   cublasLtMatmulDesc_t op_ = nullptr;
   Shape shapes_[kShapes] = {};
   int used_ = 0;
@@ -220,16 +223,36 @@ class HalfTileGemm {
     return ctx.check_blas(s, what);
   }
 
+  // The largest power of 2 up to 256 that divides the address.
+  static uint32_t alignment(const void *p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p) | 256;
+    return (uint32_t)(a & (~a + 1));
+  }
+
   // cuBLASLt's first algorithm among those that reduce in fp32, checked again.
   gpuml_status choose(Context &ctx, cublasLtHandle_t lt, Shape *sh, size_t ws_bytes) {
     cublasLtMatmulPreference_t pref = nullptr;
     GM_TRY(check(ctx, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"));
     const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    const uint32_t al_a = sh->align & 511, al_b = (sh->align >> 9) & 511,
+                   al_c = sh->align >> 18;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
     if (s == CUBLAS_STATUS_SUCCESS)
       s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                &mask, sizeof mask);
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                               &al_a, sizeof al_a);
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                               &al_b, sizeof al_b);
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                               &al_c, sizeof al_c);
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                               &al_c, sizeof al_c);
     cublasLtMatmulHeuristicResult_t result = {};
     int found = 0;
     if (s == CUBLAS_STATUS_SUCCESS)

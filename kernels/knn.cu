@@ -816,7 +816,7 @@ struct KnnSearch {
     if (!p.fused) GM_TRY(plan_knn(p, n, d, mq, k, self, ctx.budget()));
     p.screen = p.screen && p.resident && p.tile;  // (its buffers were counted in the plan)
     p.half = p.half && p.resident && p.tile && !p.screen && ctx.cc_major() >= 7;
-    p.half_tile = p.half && half_tiles();
+    p.half_tile = p.half && p.small && half_tiles();  // (the radix selection reads T tiles)
     qt = p.qt;
     rt = p.resident && !p.tile ? n : p.rt;
     QK = (size_t)qt * (size_t)K;

@@ -169,6 +169,8 @@ if want tests; then
   run_tests test_core auto-half-aligned-tiles GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_REF_TILE=512 GPUML_CUDA_QUERY_TILE=96
   run_tests test_core auto-half-one-pass-rowwise GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_QUEUE=0 GPUML_CUDA_KNN_SYMMETRIC=0
   run_tests test_core auto-half-fp32-tiles GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_HALF_TILE=0
+  # the radix selection reads fp32 tiles: forced, the half pass keeps them
+  run_tests test_core auto-half-general GPUML_TEST_PRECISION=auto $NOSCREEN GPUML_CUDA_KNN_SELECT=general
   run_tests test_core auto-screen GPUML_TEST_PRECISION=auto $SCREENED
   run_tests test_core single-screen GPUML_TEST_PRECISION=single $SCREENED
   run_tests test_core auto-screen-overflow GPUML_TEST_PRECISION=auto $SCREENED GPUML_CUDA_KNN_SCREEN_SLOTS=2
