@@ -38,14 +38,7 @@
 #include "select.cuh"
 #include "knn_screen.cuh"
 
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
+#include "probe_check.h"
 
 // Point i's hi block (w floats, zeros past d) in the split layout (4w floats a point;
 // the other blocks are filled as points.cuh does, though the screen reads only hi),

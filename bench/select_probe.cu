@@ -23,22 +23,7 @@
 #include "gpuml_cuda.h"
 #include "select.cuh"
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
-#define CB(x)                                                                             \
-  do {                                                                                    \
-    cublasStatus_t s_ = (x);                                                              \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                    \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cublasGetStatusString(s_)); \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
+#include "probe_check.h"
 
 using namespace gm;
 
@@ -225,36 +210,35 @@ int main(int argc, char **argv) {
         (const __half *)g, scal + 2, gmax, rn, qn, nrr, nq, xr, xq, d, r0, 0, 0, Ld, Li, K,
         fresh, nullptr);
   };
-  // fp32 tiles: A's tile in G[0], B's in G[1]
-  gemm32(dr, G[0], 0);
-  gemm32(dr2, G[1], 0);
-  r0 = 0;
-  sel32(G[0], nr, 1, 0);
-  CK(cudaDeviceSynchronize());
-  r0 = 2 * (int64_t)rn;
-  t = tm.best(10, [&] { sel32(G[0], nr, 0, 0); });
-  printf("selection, fp32 tile, steady         %7.1f us  %5.2f TB/s of tile\n", t, nv32 * 16 / t / 1e6);
-  r0 = rn;
-  t = tm.best(1, [&] { sel32(G[1], nr2, 0, 0); });
-  printf("selection, fp32 tile, new points     %7.1f us\n", t);
-  r0 = 0;
-  t = tm.best(10, [&] { sel32(G[0], nr, 1, 0); });
-  printf("selection, fp32 tile, fresh lists    %7.1f us\n", t);
-  // fp16 tiles
-  gemm16lt(0, dr, G[0], 0);
-  gemm16lt(0, dr2, G[1], 0);
-  r0 = 0;
-  sel16(G[0], nr, 1, 0);
-  CK(cudaDeviceSynchronize());
-  r0 = 2 * (int64_t)rn;
-  t = tm.best(10, [&] { sel16(G[0], nr, 0, 0); });
-  printf("selection, fp16 tile, steady         %7.1f us  %5.2f TB/s of tile\n", t, nv32 * 8 / t / 1e6);
-  r0 = rn;
-  t = tm.best(1, [&] { sel16(G[1], nr2, 0, 0); });
-  printf("selection, fp16 tile, new points     %7.1f us\n", t);
-  r0 = 0;
-  t = tm.best(10, [&] { sel16(G[0], nr, 1, 0); });
-  printf("selection, fp16 tile, fresh lists    %7.1f us\n", t);
+  // Each tile kind: A's tile in G[0], B's in G[1]; the lists filled from A, then A again
+  // as other references (steady), B (new points), and A with empty lists (fresh).
+  for (int half = 0; half < 2; half++) {
+    const char *kind = half ? "fp16" : "fp32";
+    auto sel = [&](const float *g, const float *nrr, int fresh) {
+      if (half) sel16(g, nrr, fresh, 0);
+      else sel32(g, nrr, fresh, 0);
+    };
+    if (half) {
+      gemm16lt(0, dr, G[0], 0);
+      gemm16lt(0, dr2, G[1], 0);
+    } else {
+      gemm32(dr, G[0], 0);
+      gemm32(dr2, G[1], 0);
+    }
+    r0 = 0;
+    sel(G[0], nr, 1);
+    CK(cudaDeviceSynchronize());
+    r0 = 2 * (int64_t)rn;
+    t = tm.best(10, [&] { sel(G[0], nr, 0); });
+    printf("selection, %s tile, steady         %7.1f us  %5.2f TB/s of tile\n", kind, t,
+           nv32 * (half ? 8 : 16) / t / 1e6);
+    r0 = rn;
+    t = tm.best(1, [&] { sel(G[1], nr2, 0); });
+    printf("selection, %s tile, new points     %7.1f us\n", kind, t);
+    r0 = 0;
+    t = tm.best(10, [&] { sel(G[0], nr, 1); });
+    printf("selection, %s tile, fresh lists    %7.1f us\n", kind, t);
+  }
   r0 = 2 * (int64_t)rn;
 
   // pipelines over 8 tiles (alternating A and B, steady lists)
