@@ -54,7 +54,8 @@
 ## How the GPU computes for double input (the CPU always works in double):
 ## @qcode{"auto"} (default) gives exactly the double-precision answer, from
 ## tensor-core candidates whose rounding error is bounded for each query: first
-## plain TF32 (multiplied in fp16 where that is exact and faster), then, for the
+## plain TF32 (multiplied in fp16 where that is exact and faster, the sums then
+## kept in fp16, a rounding the bound covers), then, for the
 ## queries its wider bound cannot settle, TF32 split in two parts
 ## (single-precision accuracy); a query that neither bound settles (near
 ## ties, many duplicates) is searched again in double precision.  @qcode{"double"}
