@@ -286,6 +286,28 @@ __device__ __forceinline__ void column_push(const ColumnFeed<T> &feed, int64_t j
   }
 }
 
+// What a warp's scan of query q's row of a GEMM tile (rn x qn) needs of the query: the
+// row (GT values, read through TileRead with the scale gs), the query's norm and point,
+// and its own index in a self-search (-1 otherwise).
+template <typename T, typename In, typename GT>
+struct QueryRow {
+  const GT *g;
+  T gs, nq;
+  const In *xq;
+  int64_t self_index;
+  __device__ QueryRow(const GT *G, const T *gscale, int64_t rn, int q, const T *nq_all,
+                      const In *xq_all, int64_t d, int self, int64_t q0)
+      : g(G + (size_t)q * (size_t)rn), gs(tile_scale<T, GT>(gscale)), nq(nq_all[q]),
+        xq(xq_all + (size_t)q * (size_t)d), self_index(self ? q0 + q : -1) {}
+};
+
+// Eight values a lane a step (two 16-byte vectors of an fp32 tile, one of an fp16 tile):
+// the scans' U; two fp16 vectors spill (bench/RESULTS.md round 13).
+template <typename T, typename GT>
+__host__ __device__ constexpr int scan_vectors() {
+  return TileRead<T, GT>::n >= 8 ? 1 : 2;
+}
+
 // Small K, GEMM tile G (rn x qn, column q is query q's row of -2 r.q; GT values read
 // through TileRead, gscale: the fp16 tiles' scale). Each lane reads 16-byte vectors
 // (when rn allows), several in flight; a cheap filter (distance <= the current K-th)
@@ -304,7 +326,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   constexpr int W = SmallConfig<KMAX>::warps;
   typedef TileRead<T, GT> TR;
   constexpr int NV = TR::n;
-  constexpr int U = NV >= 8 ? 1 : 2;  // eight values a lane a step (two fp16 vectors spill)
+  constexpr int U = scan_vectors<T, GT>();
   __shared__ T sd[W][KMAX];
   __shared__ int64_t si[W][KMAX];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -312,12 +334,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   if (q >= qn) return;  // whole warps only; no block-wide barrier below
   WarpList<T, KMAX> L{sd[warp], si[warp], K, 0, 0};
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
-  const GT *g = G + (size_t)q * (size_t)rn;
-  const T gs = tile_scale<T, GT>(gscale);
+  const QueryRow<T, In, GT> row(G, gscale, rn, q, nq, xq, d, self, q0);
   T vmax = 0;  // (fp16 tiles: note_tile_max)
-  const T nqq = nq[q];
-  const In *xqq = xq + (size_t)q * (size_t)d;
-  const int64_t self_index = self ? q0 + q : -1;
   const T guard = (T)kCancellationGuard;
   int64_t base = 0;
   if (rn % NV == 0 && reinterpret_cast<uintptr_t>(nr) % 16 == 0 &&
@@ -329,7 +347,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       for (int u = 0; u < U; u++) {
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
         if (j0 < rn) {
-          TR::vec(g, j0, gs, v[u]);
+          TR::vec(row.g, j0, row.gs, v[u]);
           load_run<T, NV>(nr, j0, nv[u]);
           if constexpr (COL) load_run<T, NV>(feed.thr, j0, tv[u]);
           if constexpr (!std::is_same<T, GT>::value) {
@@ -347,7 +365,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
         const int64_t j0 = base + (int64_t)(u * 32 + lane) * NV;
 #pragma unroll
         for (int e = 0; e < NV; e++) {
-          const T norms = nv[u][e] + nqq;
+          const T norms = nv[u][e] + row.nq;
           const T val = norms + v[u][e];
           const T screen = val < guard * norms ? (T)0 : val;
           any |= j0 < rn && screen <= L.wd;
@@ -363,9 +381,9 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
             const int64_t gj = r0 + j0 + e;
             bool pass = false;
             T val = 0;
-            if (j0 < rn && gj != self_index) {
-              val = gemm_value<T, In>(v[u][e], nv[u][e], nqq,
-                                      xr + (size_t)(j0 + e) * (size_t)d, xqq, d);
+            if (j0 < rn && gj != row.self_index) {
+              val = gemm_value<T, In>(v[u][e], nv[u][e], row.nq,
+                                      xr + (size_t)(j0 + e) * (size_t)d, row.xq, d);
               pass = val <= L.wd && before(val, gj, L.wd, L.wi);
               if constexpr (COL) {
                 if (val <= tv[u][e]) column_push(feed, j0 + e, q, val);
@@ -382,10 +400,10 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       const int64_t gj = r0 + j;
       bool pass = false;
       T val = 0;
-      if (j < rn && gj != self_index) {
-        const T gv = TR::one(g, j, gs);
+      if (j < rn && gj != row.self_index) {
+        const T gv = TR::one(row.g, j, row.gs);
         vmax = fmax(vmax, fabs(gv));
-        val = gemm_value<T, In>(gv, nr[j], nqq, xr + (size_t)j * (size_t)d, xqq, d);
+        val = gemm_value<T, In>(gv, nr[j], row.nq, xr + (size_t)j * (size_t)d, row.xq, d);
         pass = before(val, gj, L.wd, L.wi);
         if constexpr (COL) {
           if (val <= feed.thr[j]) column_push(feed, j, q, val);
@@ -413,7 +431,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
 // slower (bench/RESULTS.md round 12), and so were two fp16 vectors (spilling, round 13).
 template <typename T, typename GT>
 struct QueueConfig {
-  static constexpr int U = TileRead<T, GT>::n >= 8 ? 1 : 2;  // vectors a lane per step
+  static constexpr int U = scan_vectors<T, GT>();            // vectors a lane per step
   static constexpr int step = 32 * TileRead<T, GT>::n * U;   // values a warp scans per step
   static constexpr int slots = step + step / 2;              // queued positions a warp holds
 };
@@ -438,12 +456,8 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
   if (q >= qn) return;  // whole warps only; no block-wide barrier below
   WarpList<T, KMAX> L{sd[warp], si[warp], K, 0, 0};
   L.load(Ld + (size_t)q * K, Li + (size_t)q * K, fresh, lane);
-  const GT *g = G + (size_t)q * (size_t)rn;
-  const T gs = tile_scale<T, GT>(gscale);
+  const QueryRow<T, In, GT> row(G, gscale, rn, q, nq, xq, d, self, q0);
   T vmax = 0;  // (fp16 tiles: note_tile_max)
-  const T nqq = nq[q];
-  const In *xqq = xq + (size_t)q * (size_t)d;
-  const int64_t self_index = self ? q0 + q : -1;
   const T guard = (T)kCancellationGuard;
   const unsigned below = (1u << lane) - 1;  // the lanes before this one
   int *mine = queue[warp];
@@ -458,9 +472,9 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       if (b + lane < queued) {
         const int j = mine[b + lane];
         gj = r0 + j;
-        if (gj != self_index) {
-          val = gemm_value<T, In>(TR::one(g, j, gs), nr[j], nqq, xr + (size_t)j * (size_t)d,
-                                  xqq, d);
+        if (gj != row.self_index) {
+          val = gemm_value<T, In>(TR::one(row.g, j, row.gs), nr[j], row.nq,
+                                  xr + (size_t)j * (size_t)d, row.xq, d);
           pass = before(val, gj, L.wd, L.wi);
         }
       }
@@ -479,7 +493,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
     for (int u = 0; u < U; u++) {
       const int j0 = base + (u * 32 + lane) * NV;
       if (!last || j0 < rn) {
-        TR::vec(g, j0, gs, v[u]);
+        TR::vec(row.g, j0, row.gs, v[u]);
         load_run<T, NV>(nr, j0, nv[u]);
         if constexpr (!std::is_same<T, GT>::value) {
 #pragma unroll
@@ -494,7 +508,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       const int j0 = base + (u * 32 + lane) * NV;
 #pragma unroll
       for (int e = 0; e < NV; e++) {
-        const T norms = nv[u][e] + nqq;
+        const T norms = nv[u][e] + row.nq;
         const T val = norms + v[u][e];
         pass[u][e] = val <= max(L.wd, guard * norms) && (!last || j0 < rn);
         any |= pass[u][e];
