@@ -9,7 +9,8 @@
  *   build/bench/dpc_gpu --fit       issue 16's rows: gpuml_dpc_fit (density, and with k the
  *                                   centres, clusters and halo) on the cell index, each
  *                                   compared with the CPU backend (add --no-check to skip;
- *                                   --only N: the row N only, from 0)
+ *                                   --only N: the row N only, from 0; --reps R: best of R,
+ *                                   not 3)
  *
  * Build (as tools/gpu-run.sh builds bench/knn_gpu.c):
  *   gcc -O2 -std=c11 -fopenmp -Icore/include bench/dpc_gpu.c build/libgpuml.a $LIBS -lm
@@ -184,8 +185,8 @@ static int fit_once(const double *x, int64_t n, int64_t d, int64_t k, gpuml_back
   return st == GPUML_OK;
 }
 
-/* Issue 16's GPU rows: best of 3 on the GPU, then one CPU run for the check. */
-static int fit_cases(int do_check, int only) {
+/* Issue 16's GPU rows: best of `reps` (3) on the GPU, then one CPU run for the check. */
+static int fit_cases(int do_check, int only, int reps) {
   struct {
     int64_t n, d, k;
     int uniform;
@@ -193,8 +194,8 @@ static int fit_cases(int do_check, int only) {
   } cases[] = {{1000000, 2, 0, 0, 60},  {1000000, 2, 5, 0, 100}, {10000000, 2, 10, 0, 500},
                {24000000, 3, 10, 0, 1500}, {1000000, 5, 10, 1, 2000}};
   int failures = 0;
-  printf("| case | gpuml_dpc_fit cuda ms (best of 3) | target (ms) | dc | CPU backend ms | differ |\n"
-         "|---|---|---|---|---|---|\n");
+  printf("| case | gpuml_dpc_fit cuda ms (best of %d) | target (ms) | dc | CPU backend ms | differ |\n"
+         "|---|---|---|---|---|---|\n", reps);
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     if (only >= 0 && (size_t)only != c) continue;
     const int64_t n = cases[c].n, d = cases[c].d, k = cases[c].k;
@@ -205,7 +206,7 @@ static int fit_cases(int do_check, int only) {
     if (!alloc_result(&g, n) || !alloc_result(&h, n) || !cl_g || !cl_h || !halo_g || !halo_h) return 2;
     double best = INFINITY, ms = 0, cpu_ms = NAN;
     int ok = 1;
-    for (int rep = 0; rep < 3 && ok; rep++) {
+    for (int rep = 0; rep < reps && ok; rep++) {
       ok = fit_once(x, n, d, k, GPUML_BACKEND_CUDA, &g, cl_g, halo_g, &ms);
       if (ms < best) best = ms;
     }
@@ -237,12 +238,13 @@ static int fit_cases(int do_check, int only) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* each row as it comes, when a run is cut short */
-  int do_check = 1, sanitize = 0, fit = 0, only = -1;
+  int do_check = 1, sanitize = 0, fit = 0, only = -1, reps = 3;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--no-check")) do_check = 0;
     else if (!strcmp(argv[a], "--sanitize")) sanitize = 1;
     else if (!strcmp(argv[a], "--fit")) fit = 1;
     else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = atoi(argv[++a]);
+    else if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]) > 0 ? atoi(argv[a]) : 3;
   }
   gpuml_info info;
   gpuml_backend_info(&info);
@@ -274,7 +276,7 @@ int main(int argc, char **argv) {
     free_result(&r);
     free(w);
   }
-  if (fit) return fit_cases(do_check, only) ? 1 : 0;
+  if (fit) return fit_cases(do_check, only, reps) ? 1 : 0;
   printf("| case | gpuml cuda ms (best of 3) | target | dc |\n|---|---|---|---|\n");
   char lines[16][160];
   for (int c = 0; c < ncases; c++) {

@@ -345,7 +345,10 @@ static int fine_rho_grid(const gm_backend *b, const double *x, int64_t n, int64_
                          gm_dpc_grid *fine) {
   const char *knob = getenv("GPUML_DPC_CELLS");
   if (knob && strcmp(knob, "mean") == 0) return 0;
-  gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, gm_threads(used), fine);
+  /* GPUML_DPC_POINTS_PER_CELL=p: another target occupancy, for measurements */
+  const char *per = getenv("GPUML_DPC_POINTS_PER_CELL");
+  const double per_cell = per && atof(per) > 0 ? atof(per) : gm_dpc_grid_per_cell(d);
+  gm_dpc_grid_plan(x, n, d, per_cell, GM_DPC_CELLS_SEEN, gm_threads(used), fine);
   if (!(fine->geom.h < 0.8 * grid->geom.h) || !gm_dpc_rows_fit(fine, cut, n) ||
       (!b->dpc->sorts_index && gm_dpc_grid_sort(x, fine) != GPUML_OK)) {
     gm_clear_error();

@@ -60,6 +60,12 @@ static const struct {
                         "density's cells that delta and the halo walk, instead of its own"},
     {"GPUML_DPC_CELLS_PER_POINT", "development: the cap of the cutoff density's own cells, "
                                   "per point (default 2)"},
+    {"GPUML_DPC_POINTS_PER_CELL", "development: the points in a typical point's cell that "
+                                  "the cutoff density's own cells aim at (default 16 up to "
+                                  "3-d, 8 above)"},
+    {"GPUML_CUDA_DPC_LANES", "development: 0 has the GPU's screened cutoff count test one "
+                             "point a step against the lanes' points instead of the points "
+                             "across the lanes (the same counts)"},
     {"GPUML_CUDA_DPC_RINGS", "development: the rings a thread walks for density peaks' delta "
                              "before a warp takes the point (0: every point past its cell)"},
     {"GPUML_CUDA_DPC_FP32", "development: 0 turns off the fp32 screen of density peaks' "

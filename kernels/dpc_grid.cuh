@@ -1,11 +1,12 @@
 // Density peaks on the GPU on the cell index (d <= GM_DPC_GRID_MAX_DIM): the passes over
 // the points sorted by cell (kernels/dpc.cu's GridDev) and their host side. The same
 // walks as the CPU's (core/cpu/dpc_grid.c), with the same formulas (core/dpc_shared.h),
-// one warp per item (at most 32 points of a cell) for the cutoff density, one thread per
-// point for the others:
-//  - the cutoff density: the rows of cells the ball of the cell's points touches; cells
+// one warp per item (at most 8 or 32 points of a cell) for the cutoff density, one thread
+// per point for the others:
+//  - the cutoff density: the rows of cells the ball of the item's points touches; cells
 //    wholly inside are counted from the prefix counts start[], the points of the cells
-//    the sphere crosses are tested;
+//    the sphere crosses are tested (grid_count_lanes_kernel where the fp32 screen is on,
+//    else grid_count_kernel);
 //  - delta: rings of cells outwards, skipping rows and cells farther than the best and
 //    cells whose densest point is below the point's density, until the rings' bound
 //    passes the best;
@@ -149,7 +150,8 @@ __device__ __forceinline__ int64_t count_screened(const GridDev &g, const double
 // sum the weights exp(-s inv_dc2) of every point within the cut but themselves instead
 // (no cell taken whole); sums in another order than the CPU's, so equal to rounding.
 // Without it, the pairs go through the fp32 screen when screen.on (above), to the same
-// counts.
+// counts; grid_count_lanes_kernel (below) takes those counts instead unless
+// GPUML_CUDA_DPC_LANES=0.
 // rho by point index, or by sorted position when by_position (a part's values in one span).
 // A cell of more than 32 points is several items (grid_items). Blocks an SM: 4 up to 3-d
 // (at 3-d 64 registers and a few bytes spilled, 8% faster than 3 blocks at 80 registers
@@ -238,13 +240,211 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
   }
 }
 
-// The cutoff count's items: a cell of m points is ceil(m / 32) of them (items[c]), laid out
-// cell by cell (item_first: their exclusive prefix sum, then item_cell names each item's
-// cell).
-__global__ void item_count_kernel(GridDev g, int64_t *__restrict__ items) {
+// The cutoff count with the tested points across the lanes (the fp32 screen's counts; used
+// where it is on): a warp takes an item of at most kLaneQueries points of one cell, its
+// lanes walk 32 rows of the item's ball at a time (one row a lane, with the same
+// classification as grid_count_kernel), and the crossed cells of those rows, laid end to
+// end, go through the warp 32 points at a time: a lane loads one point (consecutive
+// points: one coalesced read) and tests it against each of the item's points, read from
+// shared memory. grid_count_kernel instead tests one point a step against the lanes'
+// points (the same address across a group), so that an item of a few points leaves
+// lanes idle and its row walk is serial: at 2.4 x 10^7 x 3 the rho pass took 3.73 s here
+// against 6.42 s there (bench/RESULTS.md round 14, where items of 16 points (spills),
+// cells of 8 or 32 points and 2 blocks an SM were slower).
+constexpr int kLaneQueries = 8;
+
+// Two chunks' points q0, q1 (this lane's) against the item's first Q points (from shared
+// memory, each read once for both): hits[p] counts the pairs the screen places inside,
+// nearest keeps the least `rel`, so that one test after the chunks finds a pair in the
+// band.
+template <int DIM, int Q>
+__device__ __forceinline__ void lanes_test(const float *q0, const float *q1, const float *query,
+                                           ScreenBits bits, unsigned (&hits)[kLaneQueries],
+                                           unsigned &nearest) {
+  constexpr int kStride = screen_stride(DIM);
+#pragma unroll
+  for (int p = 0; p < Q; p++) {
+    float pf[kStride];
+#pragma unroll
+    for (int u = 0; u < kStride; u++) pf[u] = query[p * kStride + u];
+    const unsigned rel0 = __float_as_uint(gm_dpc_screen_sq(DIM, q0, pf)) - bits.in;
+    const unsigned rel1 = __float_as_uint(gm_dpc_screen_sq(DIM, q1, pf)) - bits.in;
+    hits[p] += (rel0 >> 31) + (rel1 >> 31);
+    nearest = min(nearest, min(rel0, rel1));
+  }
+}
+
+template <int DIM>
+__global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
+    grid_count_lanes_kernel(GridDev g, double cut, gm_dpc_screen screen,
+                            double *__restrict__ rho, const int64_t *__restrict__ item_cell,
+                            const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
+                            int by_position) {
+  constexpr int kStride = screen_stride(DIM);
+  constexpr int kWarps = kPassThreads / 32;
+  // the item's points (fp32 copies), and a round's non-empty segments (at most 2 a lane):
+  // their first sorted position and their offset in the round's run, with the run's
+  // length after the last (the host launches this kernel for n < 2^31 only, so that a
+  // run's offsets fit an int)
+  __shared__ __align__(16) float query_all[kWarps][kLaneQueries * kStride];
+  __shared__ int64_t seg_first_all[kWarps][64];
+  __shared__ int seg_off_all[kWarps][65];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float *const query = query_all[warp];
+  int64_t *const seg_first = seg_first_all[warp];
+  int *const seg_off = seg_off_all[warp];
+  const int64_t item = i0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  if (item >= i1) return;  // the whole warp
+  const gm_dpc_geom *geo = &g.geom;
+  const int64_t cell = item_cell[item];
+  const int64_t s0 = g.start[cell] + (item - item_first[cell]) * kLaneQueries;
+  const int64_t left = g.start[cell + 1] - s0;
+  const int mk = left < kLaneQueries ? (int)left : kLaneQueries;
+  const bool mine = lane < mk;
+  const int64_t s = s0 + (mine ? lane : 0);
+  double qa[GM_DPC_GRID_MAX_DIM], qb[GM_DPC_GRID_MAX_DIM];
+#pragma unroll
+  for (int t = 0; t < DIM; t++) {
+    double a = g.coords[(size_t)t * (size_t)g.n + (size_t)s], b = a;
+    for (int off = 16; off > 0; off >>= 1) {
+      a = fmin(a, __shfl_xor_sync(kFullMask, a, off));
+      b = fmax(b, __shfl_xor_sync(kFullMask, b, off));
+    }
+    qa[t] = a;
+    qb[t] = b;
+  }
+  if (mine) {
+    float v[kStride];
+    load32<DIM>(g.coords32, s, v);
+#pragma unroll
+    for (int u = 0; u < kStride; u++) query[lane * kStride + u] = v[u];
+  }
+  __syncwarp();
+  const ScreenBits bits = screen_bits(screen);
+  const unsigned below = (1u << lane) - 1;  // the lanes before this one
+  unsigned hits[kLaneQueries] = {};
+  int64_t whole = 0;  // this lane's rows' cells wholly inside, for every point of the item
+  gm_dpc_rows rows;
+  int64_t nrows = 0;
+  if (gm_dpc_rows_ball(geo, DIM, qa, qb, sqrt(cut * GM_DPC_CUT_OUT), &rows)) {
+    nrows = 1;
+    for (int t = 1; t < DIM; t++) nrows *= rows.b[t] - rows.a[t] + 1;
+  }
+  for (int64_t r0 = 0; r0 < nrows; r0 += 32) {
+    int64_t a1 = 0, b1 = 0, a2 = 0, b2 = 0;
+    if (r0 + lane < nrows) {
+      int64_t rest = r0 + lane;  // row r0 + lane of the odometer
+      for (int t = 1; t < DIM; t++) {
+        const int64_t len = rows.b[t] - rows.a[t] + 1;
+        rows.y[t] = rows.a[t] + rest % len;
+        rest /= len;
+      }
+      double near_sq, far_sq;
+      const int64_t base = gm_dpc_row_base(geo, DIM, &rows, qa, qb, &near_sq, &far_sq);
+      int64_t o_lo, o_hi, i_lo, i_hi;
+      if (gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, cut, &o_lo, &o_hi, &i_lo, &i_hi)) {
+        a1 = g.start[base + o_lo];
+        b1 = a2 = b2 = g.start[base + o_hi + 1];
+        if (i_lo <= i_hi) {
+          b1 = g.start[base + i_lo];
+          a2 = g.start[base + i_hi + 1];
+          whole += a2 - b1;
+        }
+      }
+    }
+    // the non-empty segments end to end: their places by ballot, their offsets by a scan
+    const int len1 = (int)(b1 - a1), len2 = (int)(b2 - a2), len = len1 + len2;
+    int end = len;
+    for (int off = 1; off < 32; off <<= 1) {
+      const int v = __shfl_up_sync(kFullMask, end, off);
+      if (lane >= off) end += v;
+    }
+    const int run = __shfl_sync(kFullMask, end, 31);
+    if (run == 0) continue;
+    const unsigned has1 = __ballot_sync(kFullMask, len1 > 0), has2 = __ballot_sync(kFullMask, len2 > 0);
+    int at = __popc(has1 & below) + __popc(has2 & below);
+    if (len1 > 0) {
+      seg_first[at] = a1;
+      seg_off[at++] = end - len;
+    }
+    if (len2 > 0) {
+      seg_first[at] = a2;
+      seg_off[at] = end - len2;
+    }
+    if (lane == 0) seg_off[__popc(has1) + __popc(has2)] = run;
+    __syncwarp();
+    // two chunks of 32 positions at a time, their loads in flight together
+    int k = 0;  // the segment of this lane's position (positions grow, so k does)
+    auto fetch = [&](int pos, float *v) {
+      if (pos < run) {
+        while (seg_off[k + 1] <= pos) k++;
+        load32<DIM>(g.coords32, seg_first[k] + (pos - seg_off[k]), v);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kStride; u++) v[u] = 1e18f;  // far from every point: counts nothing
+      }
+      return k;
+    };
+    for (int pos = lane; pos - lane < run; pos += 64) {
+      float q0[kStride], q1[kStride];
+      const int k0 = fetch(pos, q0), k1 = fetch(pos + 32, q1);
+      unsigned nearest = 0xffffffffu;
+      switch (mk) {  // warp-uniform: one branch for both chunks
+        case 8: lanes_test<DIM, 8>(q0, q1, query, bits, hits, nearest); break;
+        case 7: lanes_test<DIM, 7>(q0, q1, query, bits, hits, nearest); break;
+        case 6: lanes_test<DIM, 6>(q0, q1, query, bits, hits, nearest); break;
+        case 5: lanes_test<DIM, 5>(q0, q1, query, bits, hits, nearest); break;
+        case 4: lanes_test<DIM, 4>(q0, q1, query, bits, hits, nearest); break;
+        case 3: lanes_test<DIM, 3>(q0, q1, query, bits, hits, nearest); break;
+        case 2: lanes_test<DIM, 2>(q0, q1, query, bits, hits, nearest); break;
+        default: lanes_test<DIM, 1>(q0, q1, query, bits, hits, nearest); break;
+      }
+      if (__any_sync(kFullMask, nearest < bits.width)) {
+        // a pair in the band around the cut: the fp64 square decides
+#pragma unroll
+        for (int c = 0; c < 2; c++) {  // unrolled: q0 and q1 stay in registers
+          const int at = pos + 32 * c, kc = c ? k1 : k0;
+          if (at >= run) continue;
+          const int64_t j = seg_first[kc] + (at - seg_off[kc]);
+          for (int p = 0; p < mk; p++) {
+            float pf[kStride];
+#pragma unroll
+            for (int u = 0; u < kStride; u++) pf[u] = query[p * kStride + u];
+            const unsigned rel = __float_as_uint(gm_dpc_screen_sq(DIM, c ? q1 : q0, pf)) - bits.in;
+            if (rel < bits.width) {
+              double pp[DIM];
+#pragma unroll
+              for (int t = 0; t < DIM; t++)
+                pp[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)(s0 + p)];
+              const unsigned in = grid_sq<DIM>(g, pp, j) < cut;
+#pragma unroll
+              for (int r = 0; r < kLaneQueries; r++) hits[r] += r == p ? in : 0;
+            }
+          }
+        }
+      }
+    }
+    __syncwarp();  // the segments are read before the next round writes them
+  }
+  for (int off = 16; off > 0; off >>= 1) whole += __shfl_xor_sync(kFullMask, whole, off);
+  int64_t mine_count = 0;
+#pragma unroll
+  for (int p = 0; p < kLaneQueries; p++) {
+    uint64_t h = hits[p];
+    for (int off = 16; off > 0; off >>= 1) h += __shfl_xor_sync(kFullMask, h, off);
+    if (lane == p) mine_count = (int64_t)h;
+  }
+  // each point itself, at 0 < cut, is counted once: not a neighbour
+  if (mine) rho[by_position ? s : g.order[s]] = (double)(whole + mine_count - 1);
+}
+
+// The cutoff count's items: a cell of m points is ceil(m / per_item) of them (items[c]),
+// laid out cell by cell (item_first: their exclusive prefix sum, then item_cell names each
+// item's cell).
+__global__ void item_count_kernel(GridDev g, int per_item, int64_t *__restrict__ items) {
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
        c += (int64_t)gridDim.x * blockDim.x)
-    items[c] = (g.start[c + 1] - g.start[c] + 31) / 32;
+    items[c] = (g.start[c + 1] - g.start[c] + per_item - 1) / per_item;
 }
 
 __global__ void item_cell_kernel(int64_t ncells, const int64_t *__restrict__ item_first,
@@ -650,7 +850,7 @@ gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorte
 
 // The items of the cutoff count (item_count_kernel): item_first (ncells + 1 values, the
 // last the total) and item_cell, in the call's Context.
-gpuml_status grid_items(Context &ctx, const GridDev &g, int64_t **item_first,
+gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t **item_first,
                         int64_t **item_cell, int64_t *total) {
   const int64_t nc = g.ncells;
   int64_t *items = nullptr;
@@ -659,7 +859,7 @@ gpuml_status grid_items(Context &ctx, const GridDev &g, int64_t **item_first,
   GM_TRY(ctx.check(cudaMemsetAsync(items + nc, 0, sizeof *items, ctx.stream()),
                    "the density pass's items"));
   const unsigned blocks = grid_1d(nc, 256) < 4096u ? grid_1d(nc, 256) : 4096u;
-  item_count_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, items);
+  item_count_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, per_item, items);
   GM_TRY(ctx.launched("the density pass's items"));
   size_t temp_bytes = 0;
   GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, items, *item_first, nc + 1,
@@ -679,13 +879,40 @@ gpuml_status grid_items(Context &ctx, const GridDev &g, int64_t **item_first,
   return ctx.launched("the density pass's items");
 }
 
+// GPUML_CUDA_DPC_LANES=0 keeps the screened cutoff count on grid_count_kernel instead of
+// grid_count_lanes_kernel (for comparisons; the counts are the same).
+bool lanes_wanted() {
+  const char *knob = getenv("GPUML_CUDA_DPC_LANES");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
 // rho of the points of cells first .. last - 1 (by point index, or by sorted position),
-// in launches of kGridItemChunk items (at most 32 points each) between interrupt checks.
+// in launches of kGridItemChunk items between interrupt checks.
 gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
                       int64_t first, int64_t last, double *rho, int by_position,
                       const gpuml_options *opt) {
+  // the cutoff count's fp32 screen, where the index has its copy (reach32: float bits)
+  float reach[GM_DPC_GRID_MAX_DIM];
+  const bool screened = inv_dc2 == 0 && g.coords32;
+  if (screened) {
+    GM_TRY(ctx.check(cudaMemcpyAsync(reach, g.reach32, (size_t)dim * sizeof *reach,
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "the density pass's fp32 screen"));
+    GM_TRY(ctx.sync("the density pass's fp32 screen"));
+  }
+  const gm_dpc_screen screen =
+      screened ? gm_dpc_screen_for(cut, dim, reach) : gm_dpc_screen{0.0f, 0.0f, 0};
+  const bool lanes = screen.on && g.n < ((int64_t)1 << 31) && lanes_wanted();
+  if (screened && gm_trace_on()) {
+    char note[200];
+    snprintf(note, sizeof note,
+             "dpc cuda: fp32 screen %s, band %.9g .. %.9g around the cut %.9g, points %s",
+             screen.on ? "on" : "off", (double)screen.in, (double)screen.out, cut,
+             lanes ? "across the lanes" : "one a step");
+    gm_trace(note);
+  }
   int64_t *item_first = nullptr, *item_cell = nullptr, total = 0;
-  GM_TRY(grid_items(ctx, g, &item_first, &item_cell, &total));
+  GM_TRY(grid_items(ctx, g, lanes ? kLaneQueries : 32, &item_first, &item_cell, &total));
   int64_t span[2];  // the items of cells first and last
   GM_TRY(ctx.check(cudaMemcpyAsync(&span[0], item_first + first, sizeof span[0],
                                    cudaMemcpyDeviceToHost, ctx.stream()),
@@ -693,27 +920,17 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   GM_TRY(ctx.check(cudaMemcpyAsync(&span[1], item_first + last, sizeof span[1],
                                    cudaMemcpyDeviceToHost, ctx.stream()),
                    "the density pass's items"));
-  // the cutoff count's fp32 screen, where the index has its copy (reach32: float bits)
-  float reach[GM_DPC_GRID_MAX_DIM];
-  const bool screened = inv_dc2 == 0 && g.coords32;
-  if (screened)
-    GM_TRY(ctx.check(cudaMemcpyAsync(reach, g.reach32, (size_t)dim * sizeof *reach,
-                                     cudaMemcpyDeviceToHost, ctx.stream()),
-                     "the density pass's fp32 screen"));
   GM_TRY(ctx.sync("the density pass's items"));
-  const gm_dpc_screen screen =
-      screened ? gm_dpc_screen_for(cut, dim, reach) : gm_dpc_screen{0.0f, 0.0f, 0};
-  if (screened && gm_trace_on()) {
-    char note[160];
-    snprintf(note, sizeof note, "dpc cuda: fp32 screen %s, band %.9g .. %.9g around the cut %.9g",
-             screen.on ? "on" : "off", (double)screen.in, (double)screen.out, cut);
-    gm_trace(note);
-  }
   for (int64_t i0 = span[0]; i0 < span[1]; i0 += kGridItemChunk) {
     const int64_t i1 = min64(span[1], i0 + kGridItemChunk);
     const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
-    GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, item_cell,
-                      item_first, i0, i1, by_position);
+    if (lanes) {
+      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_kernel, g, cut, screen, rho, item_cell, item_first,
+                        i0, i1, by_position);
+    } else {
+      GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, item_cell,
+                        item_first, i0, i1, by_position);
+    }
     GM_TRY(ctx.launched("density peaks rho (index)"));
     GM_TRY(ctx.sync("density peaks rho (index)"));
     GM_TRY(interrupted(ctx, opt));

@@ -238,6 +238,8 @@ if want tests; then
     # density peaks' delta with every point past its own cell walked by a warp, and the
     # cut's clusters on the device at any n
     [ "$prog" = test_dpc ] && run_tests test_dpc warps-assign GPUML_CUDA_DPC_RINGS=0 GPUML_CUDA_DPC_ASSIGN=all
+    # the screened cutoff count one point a step (grid_count_kernel), not across the lanes
+    [ "$prog" = test_dpc ] && run_tests test_dpc one-step GPUML_CUDA_DPC_LANES=0
   done
 fi
 
