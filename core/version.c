@@ -65,7 +65,9 @@ static const struct {
                                   "3-d, 8 above)"},
     {"GPUML_CUDA_DPC_LANES", "development: 0 has the GPU's screened cutoff count test one "
                              "point a step against the lanes' points instead of the points "
-                             "across the lanes (the same counts)"},
+                             "across the lanes; \"search\" has the lanes find their points "
+                             "by stepping through the segments instead of counting bits "
+                             "(the same counts)"},
     {"GPUML_CUDA_DPC_RINGS", "development: the rings a thread walks for density peaks' delta "
                              "before a warp takes the point (0: every point past its cell)"},
     {"GPUML_CUDA_DPC_FP32", "development: 0 turns off the fp32 screen of density peaks' "

@@ -252,6 +252,7 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
 // against 6.4 s there (bench/RESULTS.md round 14, where items of 16 points (spills),
 // cells of 8 or 32 points and 2 blocks an SM were slower).
 constexpr int kLaneQueries = 8;
+constexpr int kStartWords = 128;  // grid_count_lanes_kernel's bits of segment starts a warp
 
 // Two chunks' points q0, q1 (this lane's) against the item's first Q points (from shared
 // memory, each read once for both): hits[p] counts the pairs the screen places inside,
@@ -279,20 +280,27 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
     grid_count_lanes_kernel(GridDev g, double cut, gm_dpc_screen screen,
                             double *__restrict__ rho, const int64_t *__restrict__ item_cell,
                             const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
-                            int by_position) {
+                            int by_position, int start_bits) {
   constexpr int kStride = screen_stride(DIM);
   constexpr int kWarps = kPassThreads / 32;
   // the item's points (fp32 copies), and a round's non-empty segments (at most 2 a lane):
   // their first sorted position and their offset in the round's run, with the run's
   // length after the last (the host launches this kernel for n < 2^31 only, so that a
   // run's offsets fit an int)
+  // (the item's box too, read by the rows' walk: registers for the chunks), and where the
+  // run has at most 32 kStartWords positions, a bit for each that starts a segment, so
+  // that a lane finds its position's segment by counting bits
   __shared__ __align__(16) float query_all[kWarps][kLaneQueries * kStride];
-  __shared__ int64_t seg_first_all[kWarps][64];
+  __shared__ int seg_first_all[kWarps][64];
   __shared__ int seg_off_all[kWarps][65];
+  __shared__ double box_all[kWarps][2][DIM];
+  __shared__ unsigned starts_all[kWarps][kStartWords];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float *const query = query_all[warp];
-  int64_t *const seg_first = seg_first_all[warp];
+  int *const seg_first = seg_first_all[warp];
   int *const seg_off = seg_off_all[warp];
+  double *const qa = box_all[warp][0], *const qb = box_all[warp][1];
+  unsigned *const starts = starts_all[warp];
   const int64_t item = i0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   if (item >= i1) return;  // the whole warp
   const gm_dpc_geom *geo = &g.geom;
@@ -302,7 +310,6 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
   const int mk = left < kLaneQueries ? (int)left : kLaneQueries;
   const bool mine = lane < mk;
   const int64_t s = s0 + (mine ? lane : 0);
-  double qa[GM_DPC_GRID_MAX_DIM], qb[GM_DPC_GRID_MAX_DIM];
 #pragma unroll
   for (int t = 0; t < DIM; t++) {
     double a = g.coords[(size_t)t * (size_t)g.n + (size_t)s], b = a;
@@ -310,8 +317,10 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
       a = fmin(a, __shfl_xor_sync(kFullMask, a, off));
       b = fmax(b, __shfl_xor_sync(kFullMask, b, off));
     }
-    qa[t] = a;
-    qb[t] = b;
+    if (lane == 0) {
+      qa[t] = a;
+      qb[t] = b;
+    }
   }
   if (mine) {
     float v[kStride];
@@ -321,7 +330,7 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
   }
   __syncwarp();
   const ScreenBits bits = screen_bits(screen);
-  const unsigned below = (1u << lane) - 1;  // the lanes before this one
+  const unsigned below = (1u << lane) - 1, upto = below | (1u << lane);  // lanes before (and this)
   unsigned hits[kLaneQueries] = {};
   int64_t whole = 0;  // this lane's rows' cells wholly inside, for every point of the item
   gm_dpc_rows rows;
@@ -361,24 +370,41 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
     }
     const int run = __shfl_sync(kFullMask, end, 31);
     if (run == 0) continue;
+    const int words = (run + 31) >> 5;
+    const bool by_bits = start_bits && words <= kStartWords;
+    if (by_bits)
+      for (int w = lane; w < words; w += 32) starts[w] = 0;
+    __syncwarp();
     const unsigned has1 = __ballot_sync(kFullMask, len1 > 0), has2 = __ballot_sync(kFullMask, len2 > 0);
     int at = __popc(has1 & below) + __popc(has2 & below);
     if (len1 > 0) {
-      seg_first[at] = a1;
+      seg_first[at] = (int)a1;
       seg_off[at++] = end - len;
+      if (by_bits) atomicOr(&starts[(end - len) >> 5], 1u << ((end - len) & 31));
     }
     if (len2 > 0) {
-      seg_first[at] = a2;
+      seg_first[at] = (int)a2;
       seg_off[at] = end - len2;
+      if (by_bits) atomicOr(&starts[(end - len2) >> 5], 1u << ((end - len2) & 31));
     }
     if (lane == 0) seg_off[__popc(has1) + __popc(has2)] = run;
     __syncwarp();
-    // two chunks of 32 positions at a time, their loads in flight together
-    int k = 0;  // the segment of this lane's position (positions grow, so k does)
+    // two chunks of 32 positions at a time, their loads in flight together; a position's
+    // segment k: the segments starting at or before it less one (by_bits: `before` those
+    // before the chunk), else found by stepping (positions grow, so k does)
+    int k = 0, before = 0;
     auto fetch = [&](int pos, float *v) {
-      if (pos < run) {
+      if (by_bits) {
+        if (pos - lane < run) {  // the whole warp: one word of starts for the chunk
+          const unsigned w = starts[(pos - lane) >> 5];
+          k = before + __popc(w & upto) - 1;
+          before += __popc(w);
+        }
+      } else if (pos < run) {
         while (seg_off[k + 1] <= pos) k++;
-        load32<DIM>(g.coords32, seg_first[k] + (pos - seg_off[k]), v);
+      }
+      if (pos < run) {
+        load32<DIM>(g.coords32, (int64_t)(seg_first[k] + (pos - seg_off[k])), v);
       } else {
 #pragma unroll
         for (int u = 0; u < kStride; u++) v[u] = 1e18f;  // far from every point: counts nothing
@@ -405,7 +431,7 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
         for (int c = 0; c < 2; c++) {  // unrolled: q0 and q1 stay in registers
           const int at = pos + 32 * c, kc = c ? k1 : k0;
           if (at >= run) continue;
-          const int64_t j = seg_first[kc] + (at - seg_off[kc]);
+          const int64_t j = seg_first[kc] + (at - seg_off[kc]);  // < n < 2^31
           for (int p = 0; p < mk; p++) {
             float pf[kStride];
 #pragma unroll
@@ -880,10 +906,16 @@ gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t **
 }
 
 // GPUML_CUDA_DPC_LANES=0 keeps the screened cutoff count on grid_count_kernel instead of
-// grid_count_lanes_kernel (for comparisons; the counts are the same).
+// grid_count_lanes_kernel, "search" has the latter find every position's segment by
+// stepping instead of by its bits of segment starts (for comparisons and tests; the
+// counts are the same).
 bool lanes_wanted() {
   const char *knob = getenv("GPUML_CUDA_DPC_LANES");
   return !(knob && strcmp(knob, "0") == 0);
+}
+bool lanes_start_bits() {
+  const char *knob = getenv("GPUML_CUDA_DPC_LANES");
+  return !(knob && strcmp(knob, "search") == 0);
 }
 
 // rho of the points of cells first .. last - 1 (by point index, or by sorted position),
@@ -903,6 +935,7 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   const gm_dpc_screen screen =
       screened ? gm_dpc_screen_for(cut, dim, reach) : gm_dpc_screen{0.0f, 0.0f, 0};
   const bool lanes = screen.on && g.n < ((int64_t)1 << 31) && lanes_wanted();
+  const int start_bits = lanes_start_bits();
   if (screened && gm_trace_on()) {
     char note[200];
     snprintf(note, sizeof note,
@@ -926,7 +959,7 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
     const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
     if (lanes) {
       GM_DPC_DIM_SWITCH(dim, grid_count_lanes_kernel, g, cut, screen, rho, item_cell, item_first,
-                        i0, i1, by_position);
+                        i0, i1, by_position, start_bits);
     } else {
       GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, item_cell,
                         item_first, i0, i1, by_position);

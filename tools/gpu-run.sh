@@ -240,6 +240,8 @@ if want tests; then
     [ "$prog" = test_dpc ] && run_tests test_dpc warps-assign GPUML_CUDA_DPC_RINGS=0 GPUML_CUDA_DPC_ASSIGN=all
     # the screened cutoff count one point a step (grid_count_kernel), not across the lanes
     [ "$prog" = test_dpc ] && run_tests test_dpc one-step GPUML_CUDA_DPC_LANES=0
+    # across the lanes, each position's segment found by stepping (the long runs' path)
+    [ "$prog" = test_dpc ] && run_tests test_dpc lanes-search GPUML_CUDA_DPC_LANES=search
   done
 fi
 
