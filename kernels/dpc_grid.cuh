@@ -248,9 +248,9 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
 // points: one coalesced read) and tests it against each of the item's points, read from
 // shared memory. grid_count_kernel instead tests one point a step against the lanes'
 // points (the same address across a group), so that an item of a few points leaves
-// lanes idle and its row walk is serial: at 2.4 x 10^7 x 3 the rho pass took 3.7-3.8 s here
+// lanes idle and its row walk is serial: at 2.4 x 10^7 x 3 the rho pass took 3.5 s here
 // against 6.4 s there (bench/RESULTS.md round 14, where items of 16 points (spills),
-// cells of 8 or 32 points and 2 blocks an SM were slower).
+// cells of 8 or 32 points, 2 blocks an SM and a test of three FMAs a pair were slower).
 constexpr int kLaneQueries = 8;
 constexpr int kStartWords = 128;  // grid_count_lanes_kernel's bits of segment starts a warp
 
