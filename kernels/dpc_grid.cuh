@@ -251,6 +251,7 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
 // lanes idle and its row walk is serial: at 2.4 x 10^7 x 3 the rho pass took 3.5 s here
 // against 6.4 s there (bench/RESULTS.md round 14, where items of 16 points (spills),
 // cells of 8 or 32 points, 2 blocks an SM and a test of three FMAs a pair were slower).
+// Blocks an SM: 3 up to 3-d (80 registers; 2 blocks at 94 were slower), 2 above.
 constexpr int kLaneQueries = 8;
 constexpr int kStartWords = 128;  // grid_count_lanes_kernel's bits of segment starts a warp
 
@@ -283,13 +284,13 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
                             int by_position, int start_bits) {
   constexpr int kStride = screen_stride(DIM);
   constexpr int kWarps = kPassThreads / 32;
-  // the item's points (fp32 copies), and a round's non-empty segments (at most 2 a lane):
-  // their first sorted position and their offset in the round's run, with the run's
-  // length after the last (the host launches this kernel for n < 2^31 only, so that a
-  // run's offsets fit an int)
-  // (the item's box too, read by the rows' walk: registers for the chunks), and where the
-  // run has at most 32 kStartWords positions, a bit for each that starts a segment, so
-  // that a lane finds its position's segment by counting bits
+  // Per warp: the item's points (fp32 copies); the item's box, which only the rows' walk
+  // reads (kept out of the registers the chunks need); a round's non-empty segments (at
+  // most 2 a lane), their first sorted position and their offset in the round's run, with
+  // the run's length after the last (the host launches this kernel for n < 2^31 only, so
+  // that positions and offsets fit an int); and, for a run of at most 32 kStartWords
+  // positions, a bit for each position that starts a segment, so that a lane finds its
+  // position's segment by counting bits.
   __shared__ __align__(16) float query_all[kWarps][kLaneQueries * kStride];
   __shared__ int seg_first_all[kWarps][64];
   __shared__ int seg_off_all[kWarps][65];
