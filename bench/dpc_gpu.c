@@ -244,8 +244,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[a], "--sanitize")) sanitize = 1;
     else if (!strcmp(argv[a], "--fit")) fit = 1;
     else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = atoi(argv[++a]);
-    else if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]) > 0 ? atoi(argv[a]) : 3;
+    else if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]);
   }
+  if (reps < 1) reps = 3;
   gpuml_info info;
   gpuml_backend_info(&info);
   printf("device: %s; CPU threads for the checks: %d\n",

@@ -38,6 +38,22 @@ __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *
   }
 }
 
+// The box of the warp's points (point s of each lane; lanes past an item's points repeat
+// one of them): qa, qb per dimension, in every lane.
+template <int DIM>
+__device__ __forceinline__ void warp_box(const GridDev &g, int64_t s, double *qa, double *qb) {
+#pragma unroll
+  for (int t = 0; t < DIM; t++) {
+    double a = g.coords[(size_t)t * (size_t)g.n + (size_t)s], b = a;
+    for (int off = 16; off > 0; off >>= 1) {
+      a = fmin(a, __shfl_xor_sync(kFullMask, a, off));
+      b = fmax(b, __shfl_xor_sync(kFullMask, b, off));
+    }
+    qa[t] = a;
+    qb[t] = b;
+  }
+}
+
 // The cutoff count's fp32 screen (core/dpc_shared.h's gm_dpc_screen, which derives its
 // margin). Most tested pairs lie far enough from the cut that the squared distance of
 // fp32 copies of the points decides them, and only the pairs in the band around the cut
@@ -181,16 +197,8 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
     const int64_t s = s0 + k0 + (mine ? k : 0);
     double p[DIM], qa[GM_DPC_GRID_MAX_DIM], qb[GM_DPC_GRID_MAX_DIM];
 #pragma unroll
-    for (int t = 0; t < DIM; t++) {
-      p[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)s];
-      double a = p[t], b = p[t];
-      for (int off = 16; off > 0; off >>= 1) {
-        a = fmin(a, __shfl_xor_sync(0xffffffffu, a, off));
-        b = fmax(b, __shfl_xor_sync(0xffffffffu, b, off));
-      }
-      qa[t] = a;
-      qb[t] = b;
-    }
+    for (int t = 0; t < DIM; t++) p[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)s];
+    warp_box<DIM>(g, s, qa, qb);
     int64_t count = 0;
     double weight = 0;
     const bool gauss = inv_dc2 > 0;
@@ -311,17 +319,15 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
   const int mk = left < kLaneQueries ? (int)left : kLaneQueries;
   const bool mine = lane < mk;
   const int64_t s = s0 + (mine ? lane : 0);
+  {
+    double a[DIM], b[DIM];
+    warp_box<DIM>(g, s, a, b);
+    if (lane == 0)
 #pragma unroll
-  for (int t = 0; t < DIM; t++) {
-    double a = g.coords[(size_t)t * (size_t)g.n + (size_t)s], b = a;
-    for (int off = 16; off > 0; off >>= 1) {
-      a = fmin(a, __shfl_xor_sync(kFullMask, a, off));
-      b = fmax(b, __shfl_xor_sync(kFullMask, b, off));
-    }
-    if (lane == 0) {
-      qa[t] = a;
-      qb[t] = b;
-    }
+      for (int t = 0; t < DIM; t++) {
+        qa[t] = a[t];
+        qb[t] = b[t];
+      }
   }
   if (mine) {
     float v[kStride];
@@ -910,13 +916,12 @@ gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t **
 // grid_count_lanes_kernel, "search" has the latter find every position's segment by
 // stepping instead of by its bits of segment starts (for comparisons and tests; the
 // counts are the same).
-bool lanes_wanted() {
+enum class LanesMode { kOff, kBits, kSearch };
+LanesMode lanes_mode() {
   const char *knob = getenv("GPUML_CUDA_DPC_LANES");
-  return !(knob && strcmp(knob, "0") == 0);
-}
-bool lanes_start_bits() {
-  const char *knob = getenv("GPUML_CUDA_DPC_LANES");
-  return !(knob && strcmp(knob, "search") == 0);
+  if (knob && strcmp(knob, "0") == 0) return LanesMode::kOff;
+  if (knob && strcmp(knob, "search") == 0) return LanesMode::kSearch;
+  return LanesMode::kBits;
 }
 
 // rho of the points of cells first .. last - 1 (by point index, or by sorted position),
@@ -935,8 +940,9 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   }
   const gm_dpc_screen screen =
       screened ? gm_dpc_screen_for(cut, dim, reach) : gm_dpc_screen{0.0f, 0.0f, 0};
-  const bool lanes = screen.on && g.n < ((int64_t)1 << 31) && lanes_wanted();
-  const int start_bits = lanes_start_bits();
+  const LanesMode mode = lanes_mode();
+  const bool lanes = screen.on && g.n < ((int64_t)1 << 31) && mode != LanesMode::kOff;
+  const int start_bits = mode == LanesMode::kBits;
   if (screened && gm_trace_on()) {
     char note[200];
     snprintf(note, sizeof note,

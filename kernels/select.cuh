@@ -247,6 +247,16 @@ __device__ __forceinline__ T tile_scale(const T *gscale) {
   else return *gscale;
 }
 
+// The largest |value| of N values read from an fp16 tile, kept in vmax for note_tile_max; nothing
+// for T tiles.
+template <typename T, typename GT, int N>
+__device__ __forceinline__ void track_tile_max(T &vmax, const T *v) {
+  if constexpr (!std::is_same<T, GT>::value) {
+#pragma unroll
+    for (int e = 0; e < N; e++) vmax = fmaxf(vmax, fabsf(v[e]));
+  }
+}
+
 // The largest |value| a warp read from an fp16 tile, into *gmax (float bits; values
 // >= 0 order as their bits do) for the certificate's rounding bound (knn.cu,
 // certify_kernel). Nothing for T tiles, whose bound needs no such maximum.
@@ -350,10 +360,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
           TR::vec(row.g, j0, row.gs, v[u]);
           load_run<T, NV>(nr, j0, nv[u]);
           if constexpr (COL) load_run<T, NV>(feed.thr, j0, tv[u]);
-          if constexpr (!std::is_same<T, GT>::value) {
-#pragma unroll
-            for (int e = 0; e < NV; e++) vmax = fmaxf(vmax, fabsf(v[u][e]));
-          }
+          track_tile_max<T, GT, NV>(vmax, v[u]);
         }
       }
       // Cheap screen: can any of this warp's values beat the current K-th (or, COL, its
@@ -402,7 +409,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       T val = 0;
       if (j < rn && gj != row.self_index) {
         const T gv = TR::one(row.g, j, row.gs);
-        vmax = fmax(vmax, fabs(gv));
+        track_tile_max<T, GT, 1>(vmax, &gv);
         val = gemm_value<T, In>(gv, nr[j], row.nq, xr + (size_t)j * (size_t)d, row.xq, d);
         pass = before(val, gj, L.wd, L.wi);
         if constexpr (COL) {
@@ -495,10 +502,7 @@ __global__ void __launch_bounds__(SmallConfig<KMAX>::warps * 32, 32 / SmallConfi
       if (!last || j0 < rn) {
         TR::vec(row.g, j0, row.gs, v[u]);
         load_run<T, NV>(nr, j0, nv[u]);
-        if constexpr (!std::is_same<T, GT>::value) {
-#pragma unroll
-          for (int e = 0; e < NV; e++) vmax = fmaxf(vmax, fabsf(v[u][e]));
-        }
+        track_tile_max<T, GT, NV>(vmax, v[u]);
       }
     }
     bool pass[U][NV];
