@@ -112,6 +112,11 @@ typedef struct gm_dpc_ops {
   /* 1: the backend sorts the points by cell itself (on the device), so the grids it gets
    * hold the geometry only (gm_dpc_grid_plan; no arrays, no runs, nclusters set). */
   int sorts_index;
+  /* The most cells per point of the cutoff density's own index (gm_dpc_cells SEEN) where
+   * the data are clustered: more, smaller cells test fewer points but walk more rows and
+   * take more memory, and each backend's count has its own balance (bench/RESULTS.md
+   * round 15). */
+  double cells_per_point;
   /* The clusters of a cut, as core's walk in the density order gives them (each point
    * the cluster of its nearest denser point, centres[c] cluster c), from a fit's own
    * order (a permutation): cluster by point index. *done = 0 where the backend leaves

@@ -330,8 +330,10 @@ done:
 static gpuml_status grid_for(const gm_backend *b, const double *x, int64_t n, int64_t d,
                              gm_dpc_cells sizing, const gpuml_options *used, gm_dpc_grid *grid) {
   if (!b->dpc->sorts_index)
-    return gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), sizing, gm_threads(used), grid);
-  gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), sizing, gm_threads(used), grid);
+    return gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), sizing, b->dpc->cells_per_point,
+                             gm_threads(used), grid);
+  gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), sizing, b->dpc->cells_per_point,
+                   gm_threads(used), grid);
   return GPUML_OK;
 }
 
@@ -348,7 +350,8 @@ static int fine_rho_grid(const gm_backend *b, const double *x, int64_t n, int64_
   /* GPUML_DPC_POINTS_PER_CELL=p: another target occupancy, for measurements */
   const char *per = getenv("GPUML_DPC_POINTS_PER_CELL");
   const double per_cell = per && atof(per) > 0 ? atof(per) : gm_dpc_grid_per_cell(d);
-  gm_dpc_grid_plan(x, n, d, per_cell, GM_DPC_CELLS_SEEN, gm_threads(used), fine);
+  gm_dpc_grid_plan(x, n, d, per_cell, GM_DPC_CELLS_SEEN, b->dpc->cells_per_point,
+                   gm_threads(used), fine);
   if (!(fine->geom.h < 0.8 * grid->geom.h) || !gm_dpc_rows_fit(fine, cut, n) ||
       (!b->dpc->sorts_index && gm_dpc_grid_sort(x, fine) != GPUML_OK)) {
     gm_clear_error();
@@ -1096,11 +1099,27 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
   if (!st && use_grid && b->dpc->sorts_index) grid->nclusters = ncentres;
   else if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
   if (!st) st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, border, &used);
+  gm_trace("dpc halo: border densities");
   gm_dpc_grid_free(&own);
   if (!st) {
+    /* each cluster's largest border density: a copy per thread, then merged (one thread
+     * where the clusters are too many for copies, or their memory is not there) */
+    int threads = ncentres <= 65536 && n > 65536 ? gm_threads(&used) : 1;
+    double *copies = threads > 1 ? calloc((size_t)threads * (size_t)ncentres, sizeof *copies) : NULL;
+    if (!copies) threads = 1;
     for (int64_t c = 0; c < ncentres; c++) cluster_border[c] = 0;
-    for (int64_t i = 0; i < n; i++)
-      if (border[i] > cluster_border[cluster[i]]) cluster_border[cluster[i]] = border[i];
+#pragma omp parallel num_threads(threads)
+    {
+      double *own = copies ? copies + (size_t)gm_thread_id() * (size_t)ncentres : cluster_border;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; i++)
+        if (border[i] > own[cluster[i]]) own[cluster[i]] = border[i];
+    }
+    for (int k = 0; copies && k < threads; k++)
+      for (int64_t c = 0; c < ncentres; c++)
+        if (copies[(size_t)k * (size_t)ncentres + (size_t)c] > cluster_border[c])
+          cluster_border[c] = copies[(size_t)k * (size_t)ncentres + (size_t)c];
+    free(copies);
 #pragma omp parallel for schedule(static) num_threads(gm_threads(&used)) if (n > 65536)
     for (int64_t i = 0; i < n; i++) halo[i] = rho[i] < cluster_border[cluster[i]];
     if (result) {
@@ -1142,10 +1161,10 @@ gpuml_status gpuml_dpc_index_build(const double *x, int64_t n, int64_t d, double
   ix->d = d;
   /* Only where the halo walks the index (the rule of halo_impl), the whole index. */
   if (gm_dpc_grid_usable(d)) {
-    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, gm_threads(opt),
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, gm_threads(opt),
                      &ix->grid);
     if (gm_dpc_rows_fit(&ix->grid, gm_dpc_sq_threshold(dc, 0), n))
-      st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN,
+      st = gm_dpc_grid_build(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0,
                              gm_threads(opt), &ix->grid);
     else
       memset(&ix->grid, 0, sizeof ix->grid);

@@ -63,14 +63,16 @@ double gm_dpc_grid_per_cell(int64_t d);
  * bounding box (MEAN: the walks of delta and the halo, whose cost grows with the empty
  * cells of sparse regions), or about per_cell points in the cell of a typical point
  * (SEEN: the cutoff density, whose cost grows with the points of the cells its sphere
- * crosses; smaller cells where the data are clustered, at most 2 a point). */
+ * crosses; smaller cells where the data are clustered, at most per_point cells a point:
+ * the backend's gm_dpc_ops.cells_per_point; 0 for MEAN). */
 typedef enum { GM_DPC_CELLS_MEAN = 0, GM_DPC_CELLS_SEEN = 1 } gm_dpc_cells;
 /* The geometry alone (geom, n, ncells, threads; the arrays NULL), for a backend that
  * sorts the points by cell itself (gm_dpc_ops.sorts_index), then the whole index. */
 void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm_dpc_cells sizing,
-                      int threads, gm_dpc_grid *g);
+                      double per_point, int threads, gm_dpc_grid *g);
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
-                               gm_dpc_cells sizing, int threads, gm_dpc_grid *g);
+                               gm_dpc_cells sizing, double per_point, int threads,
+                               gm_dpc_grid *g);
 /* The arrays of a planned index: the points of x sorted by its cells. */
 gpuml_status gm_dpc_grid_sort(const double *x, gm_dpc_grid *g);
 void gm_dpc_grid_free(gm_dpc_grid *g);

@@ -59,7 +59,8 @@ static const struct {
     {"GPUML_DPC_CELLS", "development: \"mean\" gives density peaks' cutoff density the mean "
                         "density's cells that delta and the halo walk, instead of its own"},
     {"GPUML_DPC_CELLS_PER_POINT", "development: the cap of the cutoff density's own cells, "
-                                  "per point (default 2)"},
+                                  "per point (default: the backend's, 2 on the CPU, 4 on "
+                                  "the GPU)"},
     {"GPUML_DPC_POINTS_PER_CELL", "development: the points in a typical point's cell that "
                                   "the cutoff density's own cells aim at (default 16 up to "
                                   "3-d, 8 above)"},
@@ -68,6 +69,13 @@ static const struct {
                              "across the lanes; \"search\" has the lanes find their points "
                              "by stepping through the segments instead of counting bits "
                              "(the same counts)"},
+    {"GPUML_CUDA_DPC_SUB_CELLS", "development: 0 keeps the points of a cell of the GPU's "
+                                 "cutoff density in index order instead of the Morton "
+                                 "order of its sub-cells (the same counts)"},
+    {"GPUML_CUDA_DPC_DELTA_CELLS", "development: \"mean\" walks density peaks' delta on the "
+                                   "GPU over the mean density's cells from ring 0, instead "
+                                   "of the first rings over the cutoff density's own cells "
+                                   "(the same answers)"},
     {"GPUML_CUDA_DPC_RINGS", "development: the rings a thread walks for density peaks' delta "
                              "before a warp takes the point (0: every point past its cell)"},
     {"GPUML_CUDA_DPC_FP32", "development: 0 turns off the fp32 screen of density peaks' "

@@ -16,7 +16,7 @@ static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density,    gm_cuda_dpc_part_ope
                                      gm_cuda_dpc_part_starts, gm_cuda_dpc_part_rho,
                                      gm_cuda_dpc_part_delta, gm_cuda_dpc_part_close,
                                      gm_cuda_dpc_border,     1,
-                                     gm_cuda_dpc_assign};
+                                     4,                      gm_cuda_dpc_assign};
 static const gm_tsne_ops cuda_tsne = {gm_cuda_tsne_conditional, gm_cuda_tsne_affinities,
                                       gm_cuda_tsne_pca,
                                       gm_cuda_tsne_optimize, gm_cuda_tsne_gradient,

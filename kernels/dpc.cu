@@ -250,13 +250,26 @@ gpuml_status to_host(Context &ctx, T *host, const T *dev, int64_t n, const char 
                    what);
 }
 
+// The bits of a compact index's sub-cells a side: 6 in all (64 sub-cells a cell), fewer
+// where the key would pass 62 bits; none above 6-d. GPUML_CUDA_DPC_SUB_CELLS=0: none (for
+// comparisons; the counts are the same).
+int sub_cell_bits(int dim, int cell_bits) {
+  const char *knob = getenv("GPUML_CUDA_DPC_SUB_CELLS");
+  if (knob && strcmp(knob, "0") == 0) return 0;
+  int sub = 6 / dim;
+  while (sub > 0 && cell_bits + sub * dim > 62) sub--;
+  return sub;
+}
+
 // The cell index of `plan` (core's geometry) built on the device: keys, a stable radix
 // sort, the cell starts and the points gathered into cell order; no host round trip but
 // the data's upload (none when *uploaded holds the data already; else it gets them). The
 // index's arrays in `keep` when given (else in the Context), the data and the sort's
-// work space in the Context.
+// work space in the Context. With `compact`, the points of a cell are in the Morton order
+// of its sub-cells (sub_cell_bits a side) rather than by index, so that the cutoff
+// count's items (consecutive points of a cell) have small boxes.
 gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, GridDev &g,
-                        HeldList *keep, double **uploaded = nullptr) {
+                        HeldList *keep, double **uploaded = nullptr, bool compact = false) {
   const int64_t n = plan->n, dim = plan->geom.dim;
   g.geom = plan->geom;
   g.n = n;
@@ -273,10 +286,12 @@ gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, 
   GM_TRY(keep_alloc(ctx, keep, &start, (size_t)plan->ncells + 1, "the index"));
   GM_TRY(keep_alloc(ctx, keep, &coords, (size_t)(n * dim), "the index's points"));
   const unsigned blocks = grid_1d(n + 1, 256) < 8192u ? grid_1d(n + 1, 256) : 8192u;
-  cell_key_kernel<<<blocks, 256, 0, ctx.stream()>>>(plan->geom, x_d, n, key_in, row_in);
-  GM_TRY(ctx.launched("the cells of the points"));
   int bits = 1;  // the cell ids lie in 0 .. ncells - 1
   while (bits < 63 && ((int64_t)1 << bits) < plan->ncells) bits++;
+  const int sub = compact ? sub_cell_bits((int)dim, bits) : 0;
+  cell_key_kernel<<<blocks, 256, 0, ctx.stream()>>>(plan->geom, x_d, n, sub, key_in, row_in);
+  GM_TRY(ctx.launched("the cells of the points"));
+  bits += sub * (int)dim;
   size_t temp_bytes = 0;
   GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, key_in, key, row_in, order,
                                                    n, 0, bits, ctx.stream()),
@@ -286,6 +301,10 @@ gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, 
   GM_TRY(ctx.check(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key_in, key, row_in, order,
                                                    n, 0, bits, ctx.stream()),
                    "sorting the points by cell (cub::DeviceRadixSort)"));
+  if (sub > 0) {
+    sub_cells_kernel<<<blocks, 256, 0, ctx.stream()>>>(key, n, sub * (int)dim);
+    GM_TRY(ctx.launched("the cells of the points"));
+  }
   cell_start_kernel<<<blocks, 256, 0, ctx.stream()>>>(key, n, plan->ncells, start);
   GM_TRY(ctx.launched("the cell starts"));
   gather_points_kernel<<<blocks, 256, 0, ctx.stream()>>>(x_d, order, n, (int)dim, coords);
@@ -366,18 +385,43 @@ gpuml_status rho_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
                   : all_pairs_pass<kCount>(ctx, ap, n, d, args, first, last, opt);
 }
 
-// delta_d and nearest_d (by point index) of all points from rho_d.
-gpuml_status delta_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
+// GPUML_CUDA_DPC_DELTA_CELLS=mean: delta's first rings on the mean density's cells even
+// where the cutoff density has finer ones (for comparisons; the answers are the same).
+bool delta_on_fine_cells() {
+  const char *knob = getenv("GPUML_CUDA_DPC_DELTA_CELLS");
+  return !(knob && strcmp(knob, "mean") == 0);
+}
+
+// The densities by position of g's points and the densest point of each cell, in the
+// call's Context.
+gpuml_status delta_index(Context &ctx, const GridDev &g, const double *rho_d, DeltaIndex &ix) {
+  double *rho_sorted = nullptr, *cell_max = nullptr;
+  GM_TRY(ctx.alloc(&rho_sorted, (size_t)g.n, "the densities by cell"));
+  GM_TRY(gather(ctx, rho_d, g.order, g.n, rho_sorted));
+  GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
+  ix.g = g;
+  ix.rho_sorted = rho_sorted;
+  ix.cell_max = cell_max;
+  return GPUML_OK;
+}
+
+// delta_d and nearest_d (by point index) of all points from rho_d: on delta's index g,
+// the first rings on fine (the cutoff density's finer cells, where not null): a point's
+// nearest denser point is mostly a few points away, and the mean density's cells of
+// clustered data hold hundreds to thousands (bench/RESULTS.md round 15).
+gpuml_status delta_pass(Context &ctx, const GridDev &g, const GridDev *fine, const AllPairs &ap,
                         const gm_dpc_grid *delta_grid, int64_t n, int64_t d, const double *rho_d,
                         int64_t top, double *delta_d, int64_t *nearest_d,
                         const gpuml_options *opt) {
   if (delta_grid) {
-    double *rho_sorted = nullptr, *cell_max = nullptr;
-    GM_TRY(ctx.alloc(&rho_sorted, (size_t)n, "the densities by cell"));
-    GM_TRY(gather(ctx, rho_d, g.order, n, rho_sorted));
-    GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
-    return grid_delta(ctx, delta_grid->geom.dim, g, rho_sorted, cell_max, top, 0, n, delta_d,
-                      nearest_d, 0, opt);
+    DeltaIndex walk, far;
+    GM_TRY(delta_index(ctx, g, rho_d, far));
+    if (fine && delta_on_fine_cells())
+      GM_TRY(delta_index(ctx, *fine, rho_d, walk));
+    else
+      walk = far;
+    return grid_delta(ctx, delta_grid->geom.dim, walk, far, top, 0, n, delta_d, nearest_d, 0,
+                      opt);
   }
   PassArgs da;
   da.rho = rho_d;
@@ -421,20 +465,21 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, all_pairs && d >= kGemmMinDim));
   // rho, rho by cell, delta_sq, nearest, the index (one upload when rho and delta share it;
-  // a second index when rho has its own cells: core's GM_DPC_CELLS_SEEN)
+  // a second index when rho has its own cells, core's GM_DPC_CELLS_SEEN, with rho by its
+  // cells for delta's first rings)
   const gm_dpc_grid *index = rho_grid ? rho_grid : delta_grid;
   const bool own_rho_grid = rho_grid && delta_grid && rho_grid != delta_grid;
   // and the density order's sort (its keys and values, in and out, when asked for); the
   // cutoff count's fp32 copy of the points (rho's index)
   const bool screen = screens(rho_grid, gaussian);
   const size_t fixed = (size_t)n * 8 * 4 + (index ? grid_bytes(index) : 0) +
-                       (own_rho_grid ? grid_bytes(delta_grid) : 0) +
+                       (own_rho_grid ? grid_bytes(delta_grid) + (size_t)n * 8 : 0) +
                        (order ? (size_t)n * 8 * 5 : 0) + (screen ? screen_bytes(rho_grid) : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, n));
   GM_TRY(ctx.trace("dpc cuda: context"));
   GridDev g, g_delta;
   double *x_d = nullptr;
-  if (index) GM_TRY(sort_index(ctx, x, index, g, nullptr, &x_d));
+  if (index) GM_TRY(sort_index(ctx, x, index, g, nullptr, &x_d, screen));
   if (screen) GM_TRY(screen_index(ctx, g, nullptr));  // g is rho's index
   if (own_rho_grid) GM_TRY(sort_index(ctx, x, delta_grid, g_delta, nullptr, &x_d));
   AllPairs ap;
@@ -451,8 +496,8 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   GM_TRY(download(ctx, rho, rho_d, (size_t)n * sizeof *rho, "copying the densities to the host"));
   const int64_t top = gm_dpc_top(rho, n, gm_threads(opt));
   GM_TRY(ctx.trace("dpc cuda: rho to the host, top point"));
-  GM_TRY(delta_pass(ctx, own_rho_grid ? g_delta : g, ap, delta_grid, n, d, rho_d, top, delta_d,
-                    nearest_d, opt));
+  GM_TRY(delta_pass(ctx, own_rho_grid ? g_delta : g, own_rho_grid ? &g : nullptr, ap,
+                    delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt));
   GM_TRY(ctx.trace("dpc cuda: delta pass"));
   if (order) {
     GM_TRY(density_order(ctx, rho_d, n, order));
@@ -630,8 +675,12 @@ gpuml_status part_delta(PartSession &s, const double *rho, int64_t top, int64_t 
     s.has_rho = true;
   }
   if (s.delta_grid) {
-    GM_TRY(grid_delta(ctx, s.delta_grid->geom.dim, s.g, s.rho_sorted, s.cell_max, top, first,
-                      last, s.delta_d, s.nearest_d, 1, opt));
+    DeltaIndex ix;
+    ix.g = s.g;
+    ix.rho_sorted = s.rho_sorted;
+    ix.cell_max = s.cell_max;
+    GM_TRY(grid_delta(ctx, s.delta_grid->geom.dim, ix, ix, top, first, last, s.delta_d,
+                      s.nearest_d, 1, opt));
     return part_to_host(ctx, s, first, last, s.delta_d, delta_sq, s.nearest_d, nearest, top,
                         opt);
   }
@@ -659,8 +708,9 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
                         const gpuml_options *opt) {
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, !grid && d >= kGemmMinDim));
-  // rho, cluster, border and both by cell; the index with its runs (3 arrays by cell)
-  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) + (size_t)grid->ncells * 24 : 0);
+  // rho, cluster, border and both by cell; the index with its runs (3 arrays by cell) and
+  // its cells near other clusters (a byte each)
+  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) + (size_t)grid->ncells * 25 : 0);
   if (grid && fixed > ctx.budget())
     return gm_fail(GPUML_ERR_NOMEM, "dpc:cuda",
                    "the halo needs %.1f MB of GPU memory for %lld points, more than the budget "
@@ -673,9 +723,11 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
   GM_TRY(to_device(ctx, &rho_d, rho, n, "copying the densities to the GPU"));
   GM_TRY(to_device(ctx, &cluster_d, cluster, n, "copying the clusters to the GPU"));
   GM_TRY(ctx.alloc(&border_d, (size_t)n, "the border densities"));
+  GM_TRY(ctx.trace("dpc cuda halo: densities and clusters uploaded"));
   if (grid) {
     GridDev g;
     GM_TRY(sort_index(ctx, x, grid, g, nullptr));
+    GM_TRY(ctx.trace("dpc cuda halo: points uploaded, index sorted"));
     double *rho_sorted = nullptr, *cell_max = nullptr;
     int64_t *cluster_sorted = nullptr;
     unsigned long long *found = nullptr;
@@ -690,6 +742,17 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
     GM_TRY(gather(ctx, (const int64_t *)cluster_d, g.order, n, cluster_sorted));
     GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
     GM_TRY(cell_runs(ctx, g, cluster_sorted, cell_max));
+    // the cells whose points may have a border density at all
+    unsigned char *reach = nullptr;
+    GM_TRY(ctx.alloc(&reach, (size_t)grid->ncells, "the cells near other clusters"));
+    {
+      const unsigned blocks = grid_1d(grid->ncells, kPassThreads) < 4096u
+                                  ? grid_1d(grid->ncells, kPassThreads)
+                                  : 4096u;
+      GM_DPC_DIM_SWITCH(grid->geom.dim, border_reach_kernel, g, cut, reach);
+      GM_TRY(ctx.launched("the cells near other clusters"));
+    }
+    GM_TRY(ctx.trace("dpc cuda halo: the cells' runs, the cells near other clusters"));
     const double rho_max = rho[gm_dpc_top(rho, n, gm_threads(opt))];
     // The densest points first (about 1%, as on the CPU): they raise each cluster's
     // largest border density early, so that most other points stop at once.
@@ -699,13 +762,14 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
         const int64_t s1 = min64(n, s0 + kGridChunk);
         const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
         GM_DPC_DIM_SWITCH(grid->geom.dim, grid_border_kernel, g, cut, rho_sorted,
-                          cluster_sorted, cell_max, rho_max, found, border_d, seed_rho, seeding,
-                          s0, s1);
+                          cluster_sorted, cell_max, rho_max, found, reach, border_d, seed_rho,
+                          seeding, s0, s1);
         GM_TRY(ctx.launched("density peaks halo (index)"));
         GM_TRY(ctx.sync("density peaks halo (index)"));
         GM_TRY(interrupted(ctx, opt));
         if (!seeding) gm_progress(opt, "dpc halo", s1, n);
       }
+    GM_TRY(ctx.trace("dpc cuda halo: the walks"));
   } else {
     PassArgs args;
     args.cut = cut;

@@ -517,13 +517,38 @@ __global__ void cell_label_kernel(GridDev g, const int64_t *__restrict__ cluster
 // The index sorted on the device from core's geometry (gm_dpc_grid_plan), as the CPU
 // sorts it: each point's cell id by the shared rule (gm_dpc_cell_of), then a stable radix
 // sort of (cell, index) pairs, so that a cell's points keep their index order.
+// With sub > 0 the key is the cell id times 2^(dim sub) plus the point's sub-cell (2^sub
+// a side) in Morton order, so that within a cell nearby points lie together
+// (sub_cells_kernel then takes the cell ids back).
 __global__ void cell_key_kernel(gm_dpc_geom geo, const double *__restrict__ x, int64_t n,
-                                int64_t *__restrict__ key, int64_t *__restrict__ row) {
+                                int sub, int64_t *__restrict__ key, int64_t *__restrict__ row) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    key[i] = gm_dpc_cell_of(&geo, x, n, i);
+    int64_t k = gm_dpc_cell_of(&geo, x, n, i);
+    if (sub > 0) {
+      int64_t id = k, morton = 0;
+      const double side = (double)(1 << sub);
+      for (int t = 0; t < geo.dim; t++) {
+        const int64_t c = id % geo.cells[t];
+        id /= geo.cells[t];
+        // the point's place in its cell, clamped (points clamped into the edge cells)
+        double f = ((x[i + (int64_t)t * n] - geo.lo[t]) * geo.inv_h - (double)c) * side;
+        f = f > 0 ? (f < side - 1 ? f : side - 1) : 0;
+        const int64_t u = (int64_t)f;
+        for (int b = 0; b < sub; b++) morton |= ((u >> b) & 1) << (b * geo.dim + t);
+      }
+      k = (k << (sub * geo.dim)) | morton;
+    }
+    key[i] = k;
     row[i] = i;
   }
+}
+
+// The sorted keys of cell_key_kernel with sub-cells back to cell ids.
+__global__ void sub_cells_kernel(int64_t *__restrict__ key, int64_t n, int shift) {
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x)
+    key[s] >>= shift;
 }
 
 // start[c] = the first sorted position whose cell is >= c (start[ncells] = n): position
@@ -670,26 +695,39 @@ __global__ void __launch_bounds__(kPassThreads)
   nearest[at] = best_j;
 }
 
-// The points grid_delta_kernel left (far[0 .. count - 1], sorted positions), one warp
-// each: the same walk from ring 0, the rows of each ring dealt to the lanes, the lanes'
-// bests merged by the tie rule after each ring before its bound is checked, so the
-// answer is the one-thread walk's.
+// The points grid_delta_kernel left (far[0 .. count - 1], sorted positions of the index
+// it walked, `from`, with from_rho its densities by position), one warp each: the same
+// walk from ring 0 on g (`from` itself, or the mean density's cells when the first rings
+// went over the cutoff density's finer ones), the rows of each ring dealt to the lanes,
+// the lanes' bests merged by the tie rule after each ring before its bound is checked,
+// so the answer is the one-thread walk's.
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
     grid_delta_far_kernel(GridDev g, const double *__restrict__ rho_sorted,
-                          const double *__restrict__ cell_max, const int64_t *__restrict__ far,
+                          const double *__restrict__ cell_max, GridDev from,
+                          const double *__restrict__ from_rho, const int64_t *__restrict__ far,
                           int64_t count, double *__restrict__ delta_sq,
                           int64_t *__restrict__ nearest, int by_position) {
   const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (w >= count) return;  // the whole warp
   const int64_t s = far[w];
-  const int64_t i = g.order[s];
+  const int64_t i = from.order[s];
   double p[GM_DPC_GRID_MAX_DIM];
   int64_t c[GM_DPC_GRID_MAX_DIM];
-  load_point<DIM>(g, s, p, c);
+#pragma unroll
+  for (int t = 0; t < DIM; t++) p[t] = from.coords[(size_t)t * (size_t)from.n + (size_t)s];
+  {
+    // the point's cell in g by the sorts' own rule (p as a matrix of one point)
+    int64_t id = gm_dpc_cell_of(&g.geom, p, 1, 0);
+#pragma unroll
+    for (int t = 0; t < DIM; t++) {
+      c[t] = id % g.geom.cells[t];
+      id /= g.geom.cells[t];
+    }
+  }
+  const double rho_i = from_rho[s];
   const gm_dpc_geom *geo = &g.geom;
-  const double rho_i = rho_sorted[s];
   double best = __longlong_as_double(0x7ff0000000000000LL);
   int64_t best_j = -1;
   for (int64_t r = 0; r < geo->max_cells; r++) {
@@ -724,6 +762,72 @@ __global__ void __launch_bounds__(kPassThreads)
   }
 }
 
+// Calls visit(base, o_lo, o_hi, i_lo, i_hi) (gm_dpc_row_cells' cells of the row at
+// cell id base) for each row of cells within the cut of the box [qa, qb] (a point:
+// qa = qb), until visit returns false.
+template <int DIM, typename Visit>
+__device__ __forceinline__ void rows_within(const gm_dpc_geom *geo, const double *qa,
+                                            const double *qb, double cut, Visit visit) {
+  gm_dpc_rows rows;
+  if (!gm_dpc_rows_ball(geo, DIM, qa, qb, sqrt(cut * GM_DPC_CUT_OUT), &rows)) return;
+  do {
+    double near_sq, far_sq;
+    const int64_t base = gm_dpc_row_base(geo, DIM, &rows, qa, qb, &near_sq, &far_sq);
+    int64_t o_lo, o_hi, i_lo, i_hi;
+    if (gm_dpc_row_cells(geo, qa[0], qb[0], near_sq, far_sq, cut, &o_lo, &o_hi, &i_lo, &i_hi) &&
+        !visit(base, o_lo, o_hi, i_lo, i_hi))
+      return;
+  } while (gm_dpc_rows_next(DIM, &rows));
+}
+
+// reach[c] = 1 where a point of cell c may lie within the cut of a point of another
+// cluster: the cell holds several clusters, or a cell of another cluster meets the ball
+// (radius the cut's) around the box of c's points; else 0, and no point of c has a
+// border density (grid_border_kernel then leaves them at 0 without their walks). One
+// thread a cell, over the halo's runs (own-cluster and empty cells skipped a run at a
+// time).
+template <int DIM>
+__global__ void __launch_bounds__(kPassThreads)
+    border_reach_kernel(GridDev g, double cut, unsigned char *__restrict__ reach) {
+  const gm_dpc_geom *geo = &g.geom;
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
+       c += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t s0 = g.start[c], s1 = g.start[c + 1];
+    const int64_t own = g.run_label[c];  // a non-empty cell's own label (not merged)
+    if (s0 == s1 || own == GM_DPC_MIXED) {
+      reach[c] = s0 < s1;
+      continue;
+    }
+    double qa[DIM], qb[DIM];
+#pragma unroll
+    for (int t = 0; t < DIM; t++) {
+      qa[t] = INFINITY;
+      qb[t] = -INFINITY;
+    }
+    for (int64_t s = s0; s < s1; s++)
+#pragma unroll
+      for (int t = 0; t < DIM; t++) {
+        const double v = g.coords[(size_t)t * (size_t)g.n + (size_t)s];
+        qa[t] = fmin(qa[t], v);
+        qb[t] = fmax(qb[t], v);
+      }
+    unsigned char other = 0;
+    rows_within<DIM>(geo, qa, qb, cut, [&](int64_t base, int64_t o_lo, int64_t o_hi, int64_t,
+                                           int64_t) {
+      for (int64_t q = o_lo; q <= o_hi;) {
+        const int64_t id = base + q, label = g.run_label[id];
+        if (label != own && label != GM_DPC_EMPTY) {
+          other = 1;
+          return false;
+        }
+        q = g.run_end[id] - base + 1;
+      }
+      return true;
+    });
+    reach[c] = other;
+  }
+}
+
 // found[c]: the largest border density written so far for cluster c, as the bits of a
 // non-negative double (ordered as integers).
 __device__ __forceinline__ double found_of(const unsigned long long *found, int64_t c) {
@@ -735,8 +839,9 @@ __global__ void __launch_bounds__(kPassThreads)
     grid_border_kernel(GridDev g, double cut, const double *__restrict__ rho_sorted,
                        const int64_t *__restrict__ cluster_sorted,
                        const double *__restrict__ cell_max, double rho_max,
-                       unsigned long long *found, double *__restrict__ border, double seed_rho,
-                       int seeding, int64_t s0, int64_t s1) {
+                       unsigned long long *found, const unsigned char *__restrict__ reach,
+                       double *__restrict__ border, double seed_rho, int seeding, int64_t s0,
+                       int64_t s1) {
   const int64_t s = s0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= s1) return;
   const int64_t own = cluster_sorted[s];
@@ -744,44 +849,39 @@ __global__ void __launch_bounds__(kPassThreads)
   if ((rho_i >= seed_rho) != (seeding != 0)) return;  // the densest points go first
   double best = 0;
   border[g.order[s]] = 0;
-  if ((rho_i + rho_max) / 2 <= found_of(found, own)) return;
+  if (!reach[g.cell[s]] || (rho_i + rho_max) / 2 <= found_of(found, own)) return;
   double p[GM_DPC_GRID_MAX_DIM];
   int64_t c[GM_DPC_GRID_MAX_DIM];
   load_point<DIM>(g, s, p, c);
-  const gm_dpc_geom *geo = &g.geom;
-  gm_dpc_rows rows;
-  if (gm_dpc_rows_ball(geo, DIM, p, p, sqrt(cut * GM_DPC_CUT_OUT), &rows)) do {
-      double near_sq, far_sq;
-      const int64_t base = gm_dpc_row_base(geo, DIM, &rows, p, p, &near_sq, &far_sq);
-      int64_t o_lo, o_hi, i_lo, i_hi;
-      if (!gm_dpc_row_cells(geo, p[0], p[0], near_sq, far_sq, cut, &o_lo, &o_hi, &i_lo, &i_hi))
+  rows_within<DIM>(&g.geom, p, p, cut, [&](int64_t base, int64_t o_lo, int64_t o_hi,
+                                            int64_t i_lo, int64_t i_hi) {
+    const double seen = found_of(found, own);
+    double bar = best > seen ? best : seen;
+    int64_t q = o_lo;
+    while (q <= o_hi) {
+      const int64_t id = base + q, label = g.run_label[id], end = g.run_end[id] - base;
+      if (label == own || label == GM_DPC_EMPTY || (rho_i + g.run_max[id]) / 2 <= bar) {
+        q = end + 1;
         continue;
-      const double seen = found_of(found, own);
-      double bar = best > seen ? best : seen;
-      int64_t q = o_lo;
-      while (q <= o_hi) {
-        const int64_t id = base + q, label = g.run_label[id], end = g.run_end[id] - base;
-        if (label == own || label == GM_DPC_EMPTY || (rho_i + g.run_max[id]) / 2 <= bar) {
-          q = end + 1;
+      }
+      const int64_t stop = end < o_hi ? end : o_hi;
+      for (; q <= stop; q++) {
+        const int64_t cq = base + q;
+        const double top = cell_max[cq];
+        if (top < 0 || (rho_i + top) / 2 <= bar) continue;
+        if (label >= 0 && q >= i_lo && q <= i_hi) {
+          best = bar = (rho_i + top) / 2;  // another cluster, every point within the cut
           continue;
         }
-        const int64_t stop = end < o_hi ? end : o_hi;
-        for (; q <= stop; q++) {
-          const int64_t cq = base + q;
-          const double top = cell_max[cq];
-          if (top < 0 || (rho_i + top) / 2 <= bar) continue;
-          if (label >= 0 && q >= i_lo && q <= i_hi) {
-            best = bar = (rho_i + top) / 2;  // another cluster, every point within the cut
-            continue;
-          }
-          for (int64_t j = g.start[cq]; j < g.start[cq + 1]; j++) {
-            if (cluster_sorted[j] == own) continue;
-            const double avg = (rho_i + rho_sorted[j]) / 2;
-            if (avg > bar && grid_sq<DIM>(g, p, j) < cut) best = bar = avg;
-          }
+        for (int64_t j = g.start[cq]; j < g.start[cq + 1]; j++) {
+          if (cluster_sorted[j] == own) continue;
+          const double avg = (rho_i + rho_sorted[j]) / 2;
+          if (avg > bar && grid_sq<DIM>(g, p, j) < cut) best = bar = avg;
         }
       }
-    } while (gm_dpc_rows_next(DIM, &rows));
+    }
+    return true;
+  });
   if (best > 0) {
     border[g.order[s]] = best;
     atomicMax(&found[own], (unsigned long long)__double_as_longlong(best));
@@ -982,38 +1082,74 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   return GPUML_OK;
 }
 
-// delta of the points of sorted positions first .. last - 1 (by point index, or by sorted
-// position), with the densest point of each cell (cell_max_fill).
-gpuml_status grid_delta(Context &ctx, int dim, const GridDev &g, const double *rho_sorted,
-                        const double *cell_max, int64_t top, int64_t first, int64_t last,
-                        double *delta_sq, int64_t *nearest, int by_position,
-                        const gpuml_options *opt) {
+// The far points' walks as one index or another (grid_delta): the index itself with its
+// densities by position and densest point of each cell.
+struct DeltaIndex {
+  GridDev g;
+  const double *rho_sorted = nullptr, *cell_max = nullptr;
+};
+
+// delta of the points of sorted positions first .. last - 1 of near.g (by point index, or
+// by sorted position), with the densest point of each cell (cell_max_fill): a thread walks
+// each point's first rings on near, a warp each point left on far (near's positions; by
+// position only where far is near). The far points wait until about kGridChunk of them
+// are queued, so that their warps run together: one peak of the density walking out to
+// the next denser region takes milliseconds on one warp.
+gpuml_status grid_delta(Context &ctx, int dim, const DeltaIndex &near, const DeltaIndex &far_ix,
+                        int64_t top, int64_t first, int64_t last, double *delta_sq,
+                        int64_t *nearest, int by_position, const gpuml_options *opt) {
   int64_t *far = nullptr;
   unsigned long long *far_count = nullptr;
-  GM_TRY(ctx.alloc(&far, (size_t)min64(last - first, kGridChunk), "delta's far points"));
+  // room for a launch's points past the queue's threshold
+  const int64_t room = min64(last - first, 2 * kGridChunk);
+  GM_TRY(ctx.alloc(&far, (size_t)room, "delta's far points"));
   GM_TRY(ctx.alloc(&far_count, 1, "delta's far points"));
+  GM_TRY(ctx.check(cudaMemsetAsync(far_count, 0, sizeof *far_count, ctx.stream()),
+                   "density peaks delta (index)"));
+  // with GPUML_TRACE, the time of each kind of walk and the far points' count
+  double near_s = 0, far_s = 0, t = gm_trace_on() ? gm_seconds() : 0;
+  long long far_total = 0;
   for (int64_t s0 = first; s0 < last; s0 += kGridChunk) {
     const int64_t s1 = min64(last, s0 + kGridChunk);
-    GM_TRY(ctx.check(cudaMemsetAsync(far_count, 0, sizeof *far_count, ctx.stream()),
-                     "density peaks delta (index)"));
     unsigned blocks = grid_1d(s1 - s0, kPassThreads);
-    GM_DPC_DIM_SWITCH(dim, grid_delta_kernel, g, rho_sorted, cell_max, top, delta_sq, nearest,
-                      s0, s1, by_position, delta_thread_rings(dim), far, far_count);
+    GM_DPC_DIM_SWITCH(dim, grid_delta_kernel, near.g, near.rho_sorted, near.cell_max, top,
+                      delta_sq, nearest, s0, s1, by_position, delta_thread_rings(dim), far,
+                      far_count);
     GM_TRY(ctx.launched("density peaks delta (index)"));
     unsigned long long count = 0;
     GM_TRY(ctx.check(cudaMemcpyAsync(&count, far_count, sizeof count, cudaMemcpyDeviceToHost,
                                      ctx.stream()),
                      "density peaks delta (index)"));
     GM_TRY(ctx.sync("density peaks delta (index)"));
-    if (count > 0) {
+    if (gm_trace_on()) {
+      const double now = gm_seconds();
+      near_s += now - t;
+      t = now;
+    }
+    if (count > 0 && (s1 == last || (int64_t)count > room - kGridChunk)) {
       blocks = grid_1d((int64_t)count * 32, kPassThreads);
-      GM_DPC_DIM_SWITCH(dim, grid_delta_far_kernel, g, rho_sorted, cell_max, far,
-                        (int64_t)count, delta_sq, nearest, by_position);
+      GM_DPC_DIM_SWITCH(dim, grid_delta_far_kernel, far_ix.g, far_ix.rho_sorted,
+                        far_ix.cell_max, near.g, near.rho_sorted, far, (int64_t)count,
+                        delta_sq, nearest, by_position);
       GM_TRY(ctx.launched("density peaks delta (index, far points)"));
+      GM_TRY(ctx.check(cudaMemsetAsync(far_count, 0, sizeof *far_count, ctx.stream()),
+                       "density peaks delta (index, far points)"));
       GM_TRY(ctx.sync("density peaks delta (index, far points)"));
+      far_total += (long long)count;
+      if (gm_trace_on()) {
+        const double now = gm_seconds();
+        far_s += now - t;
+        t = now;
+      }
     }
     GM_TRY(interrupted(ctx, opt));
     gm_progress(opt, "dpc delta", s1 - first, last - first);
+  }
+  if (gm_trace_on()) {
+    char note[200];
+    snprintf(note, sizeof note, "dpc cuda: delta walks %.1f ms, far points' %.1f ms (%lld)",
+             near_s * 1e3, far_s * 1e3, far_total);
+    gm_trace(note);
   }
   return GPUML_OK;
 }

@@ -402,6 +402,46 @@ static void test_far_peaks(void) {
   }
 }
 
+static int cmp_double(const void *a, const void *b);
+
+/* Clustered data (Gaussian blobs, sd 0.3, with 10% uniform noise) whose cutoff density
+ * gets cells of its own, at least 1.25 times finer than the mean density's: on the GPU,
+ * delta's first rings walk those cells and the points left go on over the mean
+ * density's (from ring 0), and a cell's points lie in the Morton order of its sub-cells;
+ * every answer is the brute force's, at about 2% neighbours a point. The data are checked
+ * to take that path with both backends' caps of cells per point. */
+static void test_fine_cells(void) {
+  const int64_t dims[] = {2, 3, 5};
+  for (size_t a = 0; a < sizeof dims / sizeof dims[0]; a++) {
+    const int64_t d = dims[a], n = 12000;
+    double *x = malloc(sizeof(double) * n * d);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t t = 0; t < d; t++)
+        x[i + t * n] = i % 10 == 9 ? 20 * uniform() : 4.0 * (double)((i * 3 + t) % 5) + 0.3 * normal();
+    /* dc: the 2% quantile of the distances from 50 points to all */
+    const int64_t m = 50;
+    double *sq = malloc(sizeof(double) * (size_t)(m * n));
+    for (int64_t a2 = 0; a2 < m; a2++)
+      for (int64_t j = 0; j < n; j++) sq[a2 * n + j] = ref_sq(x, n, d, a2 * (n / m), j);
+    qsort(sq, (size_t)(m * n), sizeof *sq, cmp_double);
+    const double dc = sqrt(sq[(m * n) / 50]);
+    free(sq);
+    for (int k = 0; k < 2; k++) {
+      const double cap = k == 0 ? 2 : 4;
+      gm_dpc_grid mean, fine;
+      gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &mean);
+      gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, cap, 1, &fine);
+      CHECK(fine.geom.h < 0.8 * mean.geom.h && gm_dpc_rows_fit(&fine, dc * dc, n),
+            "fine cells, d = %lld, cap %g: cells of side %g against %g (the path untested)",
+            (long long)d, cap, fine.geom.h, mean.geom.h);
+      gm_dpc_grid_free(&mean);
+      gm_dpc_grid_free(&fine);
+    }
+    check_cutoff_fit("fine cells", x, n, d, dc);
+    free(x);
+  }
+}
+
 /* Crowded cells on the index at d = 1 .. 8: integer lattice points (duplicates, and
  * pairs exactly at dc, which the strict cutoff leaves out) in a few cells, alone (40
  * points: a grid of about 3 cells, one cell holding all from d = 2 on) or with two far
@@ -478,7 +518,7 @@ static void test_near_ties(void) {
     int64_t n;
     double *x = near_ties(d, &n);
     gm_dpc_grid plan;
-    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 1, &plan);
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &plan);
     CHECK(gm_dpc_rows_fit(&plan, gm_dpc_sq_threshold(1, 1), n),
           "near ties, d = %lld: rho would not run on the index", (long long)d);
     gm_dpc_grid_free(&plan);
@@ -507,7 +547,7 @@ static void test_screen_margin(void) {
     }
     const double cut = d <= 5 ? 1 : 1e4;
     gm_dpc_grid plan;
-    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 1, &plan);
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &plan);
     float *copy = malloc(sizeof(float) * n * d), reach[GM_DPC_GRID_MAX_DIM] = {0};
     for (int64_t t = 0; t < d; t++) {
       const double origin = gm_dpc_screen_origin(&plan.geom, (int)t);
@@ -568,13 +608,14 @@ static void test_cell_side(void) {
         x[i + t * n] = v;
       }
     gm_dpc_grid g;
-    gpuml_status st = gm_dpc_grid_build(x, n, d, per_cell, GM_DPC_CELLS_SEEN, 2, &g);
+    const double cap = shape == 2 ? 4 : 2; /* cells a point at most (the backends' caps) */
+    gpuml_status st = gm_dpc_grid_build(x, n, d, per_cell, GM_DPC_CELLS_SEEN, cap, 2, &g);
     CHECK(st == GPUML_OK, "cell side, shape %d: the index did not build (%s)", shape,
           gpuml_last_error());
     if (st) continue;
     const double seen = seen_occupancy(&g);
-    CHECK(g.ncells <= 2 * n + 1, "cell side, shape %d: %lld cells for %lld points", shape,
-          (long long)g.ncells, (long long)n);
+    CHECK(g.ncells <= (int64_t)cap * n + 1, "cell side, shape %d: %lld cells for %lld points",
+          shape, (long long)g.ncells, (long long)n);
     if (shape == 0)
       CHECK(seen < 2 * per_cell && g.ncells > n / (int64_t)(4 * per_cell),
             "cell side, uniform: %.1f points in a point's cell, %lld cells", seen,
@@ -1723,6 +1764,7 @@ int main(void) {
     test_gaussian_cutoff();
     test_ties();
     test_far_peaks();
+    test_fine_cells();
     test_crowded_cells();
     test_near_ties();
     test_cell_side();

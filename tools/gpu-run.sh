@@ -242,6 +242,8 @@ if want tests; then
     [ "$prog" = test_dpc ] && run_tests test_dpc one-step GPUML_CUDA_DPC_LANES=0
     # across the lanes, each position's segment found by stepping (the long runs' path)
     [ "$prog" = test_dpc ] && run_tests test_dpc lanes-search GPUML_CUDA_DPC_LANES=search
+    # delta walked over the mean density's cells only, a cell's points in index order
+    [ "$prog" = test_dpc ] && run_tests test_dpc mean-cells GPUML_CUDA_DPC_DELTA_CELLS=mean GPUML_CUDA_DPC_SUB_CELLS=0
   done
 fi
 

@@ -82,8 +82,6 @@ static double geom_cells(gm_dpc_geom *geo, const double *range, double h) {
 
 /* Points sampled (evenly spaced indices) to estimate the occupancy the points see. */
 #define GM_DPC_OCCUPANCY_SAMPLE 32768
-/* The cells may grow to this many per point when the data are clustered. */
-#define GM_DPC_MAX_CELLS_PER_POINT 2
 
 /* The mean number of points in the cell of a point (itself included) with cells of side
  * h over base's box (its dim and lo), estimated from m evenly spaced points: the pairs of
@@ -124,7 +122,7 @@ static double occupancy(const double *x, int64_t n, const gm_dpc_geom *base,
  * changes the speed: every answer is the same at any h. */
 static double cell_side(const double *x, int64_t n, const gm_dpc_geom *base,
                         const double *range, double widest, int spread, double volume,
-                        double per_cell, gm_dpc_cells sizing, int threads) {
+                        double per_cell, gm_dpc_cells sizing, double per_point, int threads) {
   const int dim = base->dim;
   const double mean_total = (double)n / per_cell + 1;
   double h = spread ? pow(volume / mean_total, 1.0 / spread) : 1;
@@ -140,7 +138,8 @@ static double cell_side(const double *x, int64_t n, const gm_dpc_geom *base,
   if (!slots) return h;
   /* GPUML_DPC_CELLS_PER_POINT=c: another cap, for measurements */
   const char *knob = getenv("GPUML_DPC_CELLS_PER_POINT");
-  const double per_point = knob && atof(knob) > 0 ? atof(knob) : GM_DPC_MAX_CELLS_PER_POINT;
+  if (knob && atof(knob) > 0) per_point = atof(knob);
+  if (!(per_point > 1)) per_point = 1;
   const double max_total = (double)n * per_point + 1;
   for (int step = 0; step < 4; step++) {
     const double seen = occupancy(x, n, base, range, h, m, threads, slots + nslots * 2, slots, nslots);
@@ -162,7 +161,7 @@ static double cell_side(const double *x, int64_t n, const gm_dpc_geom *base,
 }
 
 void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm_dpc_cells sizing,
-                      int threads, gm_dpc_grid *g) {
+                      double per_point, int threads, gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
   /* the host loops of the index are memory-bound passes over n: below this many points
    * a parallel region costs more than it saves (and spins on a loaded machine) */
@@ -189,13 +188,14 @@ void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm
     }
   }
   const double h =
-      cell_side(x, n, geo, range, widest, spread, volume, per_cell, sizing, g->threads);
+      cell_side(x, n, geo, range, widest, spread, volume, per_cell, sizing, per_point, g->threads);
   g->ncells = (int64_t)geom_cells(geo, range, h);
 }
 
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
-                               gm_dpc_cells sizing, int threads, gm_dpc_grid *g) {
-  gm_dpc_grid_plan(x, n, d, per_cell, sizing, threads, g);
+                               gm_dpc_cells sizing, double per_point, int threads,
+                               gm_dpc_grid *g) {
+  gm_dpc_grid_plan(x, n, d, per_cell, sizing, per_point, threads, g);
   return gm_dpc_grid_sort(x, g);
 }
 
