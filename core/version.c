@@ -75,7 +75,7 @@ static const struct {
     {"GPUML_CUDA_DPC_DELTA_CELLS", "development: \"mean\" walks density peaks' delta on the "
                                    "GPU over the mean density's cells from ring 0, instead "
                                    "of the first rings over the cutoff density's own cells "
-                                   "(the same answers)"},
+                                   "(up to 6-d; the same answers)"},
     {"GPUML_CUDA_DPC_RINGS", "development: the rings a thread walks for density peaks' delta "
                              "before a warp takes the point (0: every point past its cell)"},
     {"GPUML_CUDA_DPC_FP32", "development: 0 turns off the fp32 screen of density peaks' "

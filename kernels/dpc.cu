@@ -385,11 +385,14 @@ gpuml_status rho_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
                   : all_pairs_pass<kCount>(ctx, ap, n, d, args, first, last, opt);
 }
 
-// GPUML_CUDA_DPC_DELTA_CELLS=mean: delta's first rings on the mean density's cells even
-// where the cutoff density has finer ones (for comparisons; the answers are the same).
-bool delta_on_fine_cells() {
+// Whether delta's first rings take the cutoff density's finer cells, where it has them:
+// up to 6-d. A ring of r has (2r + 1)^d cells, so above that the more rings a point needs
+// on finer cells cost more than their fewer points save (10^6 blobs: 6-d 254 against 577
+// ms, 8-d 819 against 668; bench/RESULTS.md round 15). GPUML_CUDA_DPC_DELTA_CELLS=mean:
+// never (for comparisons; the answers are the same).
+bool delta_on_fine_cells(int dim) {
   const char *knob = getenv("GPUML_CUDA_DPC_DELTA_CELLS");
-  return !(knob && strcmp(knob, "mean") == 0);
+  return !(knob && strcmp(knob, "mean") == 0) && dim <= 6;
 }
 
 // The densities by position of g's points and the densest point of each cell, in the
@@ -416,7 +419,7 @@ gpuml_status delta_pass(Context &ctx, const GridDev &g, const GridDev *fine, con
   if (delta_grid) {
     DeltaIndex walk, far;
     GM_TRY(delta_index(ctx, g, rho_d, far));
-    if (fine && delta_on_fine_cells())
+    if (fine && delta_on_fine_cells((int)d))
       GM_TRY(delta_index(ctx, *fine, rho_d, walk));
     else
       walk = far;
