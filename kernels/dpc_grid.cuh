@@ -9,9 +9,11 @@
 //    else grid_count_kernel);
 //  - delta: rings of cells outwards, skipping rows and cells farther than the best and
 //    cells whose densest point is below the point's density, until the rings' bound
-//    passes the best;
-//  - the halo: runs of cells of the point's own cluster skipped, and runs and cells
-//    that cannot raise the border density past the cluster's largest so far.
+//    passes the best (the first rings over the cutoff density's own cells where it has
+//    them, up to 6-d: kernels/dpc.cu's delta_pass);
+//  - the halo: the cells with no other cluster within the cut skipped whole
+//    (border_reach_kernel), runs of cells of the point's own cluster skipped, and runs
+//    and cells that cannot raise the border density past the cluster's largest so far.
 // Included by kernels/dpc.cu inside its namespace.
 // ---------------------------------------------------------------------------------------
 // Grid kernels
