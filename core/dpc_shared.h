@@ -82,6 +82,15 @@ GM_HD int64_t gm_dpc_cell_of(const gm_dpc_geom *g, const double *x, int64_t n, i
   return id;
 }
 
+/* The coordinates c[0 .. dim - 1] of cell id (gm_dpc_cell_of's ids; dim = g->dim, an
+ * argument as for the walks below, so that a kernel's loop unrolls). */
+GM_HD void gm_dpc_cell_coords(const gm_dpc_geom *g, int dim, int64_t id, int64_t *c) {
+  for (int t = 0; t < dim; t++) {
+    c[t] = id % g->cells[t];
+    id /= g->cells[t];
+  }
+}
+
 /* The cells a .. b along dimension t that can hold a coordinate within w of some point
  * of [qa, qb] (a query point: qa = qb; a query cell: its box); 0 when none. */
 GM_HD int gm_dpc_span(const gm_dpc_geom *g, int t, double qa, double qb, double w, int64_t *a,
@@ -150,6 +159,16 @@ GM_HD int gm_dpc_rows_next(int dim, gm_dpc_rows *r) {
     r->y[t] = r->a[t];
   }
   return 0;
+}
+
+/* Row k of r's odometer (0 .. the product of b - a + 1 over dimensions 1 .. dim - 1, the
+ * first dimension fastest) into r->y: rows dealt to the lanes of a warp. */
+GM_HD void gm_dpc_rows_at(int dim, int64_t k, gm_dpc_rows *r) {
+  for (int t = 1; t < dim; t++) {
+    const int64_t len = r->b[t] - r->a[t] + 1;
+    r->y[t] = r->a[t] + k % len;
+    k /= len;
+  }
 }
 
 /* The first cell id of the current row, and the nearest and farthest squared distance

@@ -31,13 +31,9 @@ __device__ __forceinline__ double grid_sq(const GridDev &g, const double *p, int
 
 template <int DIM>
 __device__ __forceinline__ void load_point(const GridDev &g, int64_t s, double *p, int64_t *c) {
-  int64_t id = g.cell[s];
 #pragma unroll
-  for (int t = 0; t < DIM; t++) {
-    p[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)s];
-    c[t] = id % g.geom.cells[t];
-    id /= g.geom.cells[t];
-  }
+  for (int t = 0; t < DIM; t++) p[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)s];
+  gm_dpc_cell_coords(&g.geom, DIM, g.cell[s], c);
 }
 
 // The box of the warp's points (point s of each lane; lanes past an item's points repeat
@@ -351,12 +347,7 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
   for (int64_t r0 = 0; r0 < nrows; r0 += 32) {
     int64_t a1 = 0, b1 = 0, a2 = 0, b2 = 0;
     if (r0 + lane < nrows) {
-      int64_t rest = r0 + lane;  // row r0 + lane of the odometer
-      for (int t = 1; t < DIM; t++) {
-        const int64_t len = rows.b[t] - rows.a[t] + 1;
-        rows.y[t] = rows.a[t] + rest % len;
-        rest /= len;
-      }
+      gm_dpc_rows_at(DIM, r0 + lane, &rows);
       double near_sq, far_sq;
       const int64_t base = gm_dpc_row_base(geo, DIM, &rows, qa, qb, &near_sq, &far_sq);
       int64_t o_lo, o_hi, i_lo, i_hi;
@@ -528,13 +519,12 @@ __global__ void cell_key_kernel(gm_dpc_geom geo, const double *__restrict__ x, i
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t k = gm_dpc_cell_of(&geo, x, n, i);
     if (sub > 0) {
-      int64_t id = k, morton = 0;
+      int64_t c[GM_DPC_GRID_MAX_DIM], morton = 0;
+      gm_dpc_cell_coords(&geo, geo.dim, k, c);
       const double side = (double)(1 << sub);
       for (int t = 0; t < geo.dim; t++) {
-        const int64_t c = id % geo.cells[t];
-        id /= geo.cells[t];
         // the point's place in its cell, clamped (points clamped into the edge cells)
-        double f = ((x[i + (int64_t)t * n] - geo.lo[t]) * geo.inv_h - (double)c) * side;
+        double f = ((x[i + (int64_t)t * n] - geo.lo[t]) * geo.inv_h - (double)c[t]) * side;
         f = f > 0 ? (f < side - 1 ? f : side - 1) : 0;
         const int64_t u = (int64_t)f;
         for (int b = 0; b < sub; b++) morton |= ((u >> b) & 1) << (b * geo.dim + t);
@@ -719,15 +709,8 @@ __global__ void __launch_bounds__(kPassThreads)
   int64_t c[GM_DPC_GRID_MAX_DIM];
 #pragma unroll
   for (int t = 0; t < DIM; t++) p[t] = from.coords[(size_t)t * (size_t)from.n + (size_t)s];
-  {
-    // the point's cell in g by the sorts' own rule (p as a matrix of one point)
-    int64_t id = gm_dpc_cell_of(&g.geom, p, 1, 0);
-#pragma unroll
-    for (int t = 0; t < DIM; t++) {
-      c[t] = id % g.geom.cells[t];
-      id /= g.geom.cells[t];
-    }
-  }
+  // the point's cell in g by the sorts' own rule (p as a matrix of one point)
+  gm_dpc_cell_coords(&g.geom, DIM, gm_dpc_cell_of(&g.geom, p, 1, 0), c);
   const double rho_i = from_rho[s];
   const gm_dpc_geom *geo = &g.geom;
   double best = __longlong_as_double(0x7ff0000000000000LL);
@@ -736,16 +719,10 @@ __global__ void __launch_bounds__(kPassThreads)
     if (r >= 1 && best < gm_dpc_ring_bound(geo, DIM, c, p, r)) break;
     gm_dpc_rows rows;
     gm_dpc_rows_cube(geo, DIM, c, r, &rows);
-    // row k of the ring: its odometer decoded from k
     int64_t total = 1;
     for (int t = 1; t < DIM; t++) total *= rows.b[t] - rows.a[t] + 1;
     for (int64_t k = lane; k < total; k += 32) {
-      int64_t rest = k;
-      for (int t = 1; t < DIM; t++) {
-        const int64_t len = rows.b[t] - rows.a[t] + 1;
-        rows.y[t] = rows.a[t] + rest % len;
-        rest /= len;
-      }
+      gm_dpc_rows_at(DIM, k, &rows);
       delta_row<DIM>(g, rho_sorted, cell_max, rows, c, r, p, rho_i, i, best, best_j);
     }
     for (int off = 16; off > 0; off >>= 1) {
@@ -1084,8 +1061,8 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   return GPUML_OK;
 }
 
-// The far points' walks as one index or another (grid_delta): the index itself with its
-// densities by position and densest point of each cell.
+// An index a delta walk goes over (grid_delta): the index with its densities by sorted
+// position and the densest point of each cell.
 struct DeltaIndex {
   GridDev g;
   const double *rho_sorted = nullptr, *cell_max = nullptr;

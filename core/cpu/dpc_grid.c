@@ -332,13 +332,6 @@ static void point_of(const gm_dpc_grid *g, int64_t s, double *p) {
   for (int t = 0; t < g->geom.dim; t++) p[t] = g->coords[(size_t)t * (size_t)g->n + (size_t)s];
 }
 
-static void cell_coords(const gm_dpc_grid *g, int64_t id, int64_t *c) {
-  for (int t = 0; t < g->geom.dim; t++) {
-    c[t] = id % g->geom.cells[t];
-    id /= g->geom.cells[t];
-  }
-}
-
 /* The exact squared distance (gm_sqdist's sum) from the point p to sorted position j. */
 static inline double grid_sqdist(const gm_dpc_grid *g, const double *p, int64_t j) {
   double s = 0;
@@ -599,7 +592,7 @@ static void delta_point(const gm_dpc_grid *g, const void *vctx, int64_t s) {
   double p[GM_DPC_GRID_MAX_DIM];
   int64_t c[GM_DPC_GRID_MAX_DIM];
   point_of(g, s, p);
-  cell_coords(g, g->cell[s], c);
+  gm_dpc_cell_coords(&g->geom, g->geom.dim, g->cell[s], c);
   const int64_t m0 = geo->cells[0];
   for (int64_t r = 0; r < geo->max_cells; r++) {
     /* Rings 0 .. r-1 are done: every point not seen is beyond the bound. */
