@@ -236,11 +236,13 @@ GM_HD double gm_dpc_ring_bound(const gm_dpc_geom *g, int dim, const int64_t *c, 
   return bound * bound * GM_DPC_CUT_IN;
 }
 
-/* The cutoff count's fp32 screen on the GPU (kernels/dpc_grid.cuh): the index's points
- * less the grid's centre, rounded to fp32 (gm_dpc_screen_coord); a tested pair whose fp32
- * square (gm_dpc_screen_sq) is below `in` lies within the cut, one at or above `out`
- * beyond it, and the exact fp64 square decides between them, so the counts are the fp64
- * rule's. Shared so that tests/test_dpc.c can check the margin on the host. */
+/* The cutoff count's fp32 screen on both backends (kernels/dpc_grid.cuh,
+ * core/cpu/dpc_grid.c): the index's points less the grid's centre, rounded to fp32
+ * (gm_dpc_screen_coord); a tested pair whose fp32 square (gm_dpc_screen_sq on the GPU;
+ * the products added in dimension order on the CPU, whose vector units may lack FMA) is
+ * below `in` lies within the cut, one at or above `out` beyond it, and the exact fp64
+ * square decides between them, so the counts are the fp64 rule's. Shared so that
+ * tests/test_dpc.c can check the margin on the host. */
 typedef struct gm_dpc_screen {
   float in, out;
   int on; /* 0: no screen, every pair in fp64 */
@@ -272,7 +274,8 @@ GM_HD float gm_dpc_screen_sq(int dim, const float *q, const float *p) {
  *  - D_t = fl32(A - B) = (d_t + e_t)(1 + w_t) with |w_t| <= u and
  *    |e_t| <= 2 (u + 2v) R_t + 3 tiny; Delta = ||e||_2 <= 2 (u + 2v) ||R||_2 + 3 sqrt(dim) tiny.
  *  - The fp32 square is sum D_t^2 within gamma_dim = dim u / (1 - dim u) relative, plus
- *    dim tiny; by Cauchy-Schwarz |sum D_t^2 - S| <= (1 + u)^2 (2 sqrt(S) Delta + Delta^2)
+ *    dim tiny, formed with FMAs or as rounded products added in order (the bound of a
+ *    dot product of dim terms either way); by Cauchy-Schwarz |sum D_t^2 - S| <= (1 + u)^2 (2 sqrt(S) Delta + Delta^2)
  *    + (2u + u^2) S. Together (dim <= 8) |sq32 - S| <= E(S) = (dim + 2.1) u S
  *    + 2.02 sqrt(S) Delta + 1.02 Delta^2 + 2.1 dim tiny.
  *  - The fp64 square (dim + 2 roundings) has |sq64 - S| <= 1e-14 S.

@@ -78,6 +78,8 @@ static const struct {
                                    "(up to 6-d; the same answers)"},
     {"GPUML_CUDA_DPC_RINGS", "development: the rings a thread walks for density peaks' delta "
                              "before a warp takes the point (0: every point past its cell)"},
+    {"GPUML_DPC_FP32", "development: 0 turns off the fp32 screen of density peaks' cutoff "
+                       "count on the CPU (every tested pair in fp64; the same counts)"},
     {"GPUML_CUDA_DPC_FP32", "development: 0 turns off the fp32 screen of density peaks' "
                             "cutoff count on the GPU (every tested pair in fp64; the same "
                             "counts)"},

@@ -464,8 +464,8 @@ static void test_crowded_cells(void) {
     }
 }
 
-/* Near ties at the cut dc = 1, far from the origin, for the CUDA backend's fp32 screen
- * of the cutoff count (core/dpc_shared.h's gm_dpc_screen): a lattice of step dc / 2 (many
+/* Near ties at the cut dc = 1, far from the origin, for the fp32 screen of the cutoff
+ * count (core/dpc_shared.h's gm_dpc_screen): a lattice of step dc / 2 (many
  * pairs exactly at dc, which the strict cutoff leaves out) and as many points at
  * dc (1 -+ eps) from lattice points (axis-aligned and random directions), eps mostly
  * between 3e-5 and 1e-3, where the fp32 copies round, else from 1e-2 down to 1e-9; in
@@ -511,8 +511,8 @@ static double *near_ties(int64_t d, int64_t *n_out) {
   return x;
 }
 
-/* The near ties' counts must be the brute force's (and the CPU's) exactly; rho runs on
- * the index (checked), where the CUDA backend screens the pairs. */
+/* The near ties' counts must be the brute force's exactly; rho runs on the index
+ * (checked), where both backends screen the pairs in fp32. */
 static void test_near_ties(void) {
   for (int64_t d = 1; d <= 5; d++) {
     int64_t n;
@@ -527,8 +527,9 @@ static void test_near_ties(void) {
   }
 }
 
-/* The fp32 screen's margin on the host, with the shared functions the GPU's cutoff count
- * uses (the copy less the grid's centre, its reach, the fp32 square, the thresholds):
+/* The fp32 screen's margin on the host, with the shared functions the cutoff counts use
+ * (the copy less the grid's centre, its reach, the GPU's fp32 square and the CPU's, the
+ * thresholds):
  * over every pair of the near ties (and of 6-d blobs far from the origin), a pair the
  * screen places inside or outside must be there by the exact square; and the near ties'
  * fp32 errors must reach an eighth of the margin, so that they test it. */
@@ -567,6 +568,14 @@ static void test_screen_margin(void) {
         if (sq32 < screen.in) wrong += !(sq < cut);
         else if (sq32 >= screen.out) wrong += sq < cut;
         else band++;
+        /* the CPU's form: rounded products added in dimension order */
+        float plain = 0;
+        for (int64_t t = 0; t < d; t++) {
+          const float diff = copy[j * d + t] - copy[i * d + t];
+          plain += diff * diff;
+        }
+        if (plain < screen.in) wrong += !(sq < cut);
+        else if (plain >= screen.out) wrong += sq < cut;
         if (fabs(sq - cut) < 0.01 * cut && fabs(sq32 - sq) > worst) worst = fabs(sq32 - sq);
       }
     const double margin = ((double)screen.out - (double)screen.in) / 2;

@@ -13,7 +13,9 @@
  *    runs whose densest point cannot raise the border density, and take the cells of
  *    another cluster wholly inside the ball from their densest point.
  * Tested pairs use the exact direct-form squares (gm_sqdist's sum, in dimension order),
- * so the answers are those of the brute force. The GPU walks the same index with the
+ * so the answers are those of the brute force; the cutoff count first screens its pairs
+ * on fp32 copies against a proven margin (core/dpc_shared.h's gm_dpc_screen), and only
+ * the pairs within the margin take those squares. The GPU walks the same index with the
  * same formulas (kernels/dpc_grid.cuh). */
 #include <math.h>
 #include <stdio.h>
@@ -398,6 +400,11 @@ typedef struct {
   double cut;
   double inv_dc2; /* the Gaussian kernel's 1 / dc^2; 0: the cutoff kernel */
   double *rho;
+  /* The fp32 screen (gm_dpc_screen_for) where it is on: the sorted points less the
+   * screen's origin in fp32 (dim x n, as coords), and the screen's bounds as bits. */
+  const float *coords32;
+  uint32_t in_bits, band; /* bits(in), and bits(out) - bits(in) */
+  int wide;                /* the machine has AVX-512: 16 floats a vector */
 } rho_ctx;
 
 /* Adds to acc[k] (k < kn, a multiple of 8 with NaN padding) the points of sorted
@@ -486,6 +493,111 @@ static void count_block(const double *restrict X, int64_t n, int dim, const doub
   }
 }
 
+/* The fp32 screen's pair test for 8 queries (fp32 coordinate t of query k at
+ * q[t * GM_DPC_GRID_BLOCK_CELL + k]) against the point p: the fp32 square (products
+ * added in dimension order, which gm_dpc_screen_for's margin covers as it does the GPU's
+ * FMAs) less the screen's `in` as integer bits, rel, places the pair: rel >= 2^31 (as
+ * unsigned) lies below `in`, inside the cut, counted in hits; rel < band lies in the band
+ * around the cut, where only the fp64 square decides (core/dpc_shared.h); nearest keeps
+ * the least rel. With width 16 the same for 16 queries in one loop (one AVX-512 vector).
+ * The dimension and width are constants where it is inlined, so that its loops unroll. */
+static inline __attribute__((always_inline)) void screen_lanes(
+    const float *p, const int dim, const int width, const float *restrict q, uint32_t in_bits,
+    uint32_t *restrict hits, uint32_t *restrict nearest) {
+#pragma omp simd
+  for (int k = 0; k < width; k++) {
+    float diff = p[0] - q[k];
+    float s = diff * diff;
+    for (int t = 1; t < dim; t++) {
+      diff = p[t] - q[t * GM_DPC_GRID_BLOCK_CELL + k];
+      s += diff * diff;
+    }
+    uint32_t bits;
+    memcpy(&bits, &s, sizeof bits);
+    const uint32_t rel = bits - in_bits;
+    hits[k] += rel >> 31;
+    nearest[k] = rel < nearest[k] ? rel : nearest[k];
+  }
+}
+
+/* screen_lanes over the sorted positions a .. b - 1 for 8 or 16 queries (lanes). 16
+ * take one 16-float loop where the machine has AVX-512 (wide), else two 8-float loops
+ * with their own counts: a 16-float loop on AVX2 keeps its counts in memory. */
+static inline __attribute__((always_inline)) void screen_run(
+    const float *restrict X, int64_t n, const int dim, const int lanes, const int wide,
+    const float *restrict q, int64_t a, int64_t b, uint32_t in_bits, uint32_t *restrict hits,
+    uint32_t *restrict nearest) {
+  uint32_t h0[16], n0[16], h1[8], n1[8];
+  for (int k = 0; k < 16; k++) {
+    h0[k] = 0;
+    n0[k] = UINT32_MAX;
+  }
+  for (int k = 0; k < 8; k++) {
+    h1[k] = 0;
+    n1[k] = UINT32_MAX;
+  }
+  const int one = lanes == 16 && wide ? 16 : 8; /* the first loop's width */
+  for (int64_t j = a; j < b; j++) {
+    float p[GM_DPC_GRID_MAX_DIM];
+    for (int t = 0; t < dim; t++) p[t] = X[(size_t)t * (size_t)n + (size_t)j];
+    screen_lanes(p, dim, one, q, in_bits, h0, n0);
+    if (lanes > one) screen_lanes(p, dim, 8, q + 8, in_bits, h1, n1);
+  }
+  for (int k = 0; k < lanes; k++) {
+    hits[k] = k < one ? h0[k] : h1[k - 8];
+    nearest[k] = k < one ? n0[k] : n1[k - 8];
+  }
+}
+
+/* count_block on the fp32 copy, the queries in groups of 16 and a last group of 8 (kn a
+ * multiple of 8, NaN padding), so that a cell of 17-24 points does not pay for 32. A
+ * group that met a pair in the band takes count_block's fp64 counts over the same points
+ * instead, so that every count is the fp64 rule's. Twice the lanes of the fp64 loop,
+ * and integer counts. */
+GM_VECTOR_CLONES
+static void count_block_screen(const rho_ctx *ctx, const gm_dpc_grid *g, const float *restrict q32,
+                               const double *restrict q, int64_t kn, int64_t a, int64_t b,
+                               double *restrict acc) {
+  const int dim = g->geom.dim, wide = ctx->wide;
+  const int64_t n = g->n;
+  const float *X = ctx->coords32;
+  const uint32_t in = ctx->in_bits;
+  if (b - a > ((int64_t)1 << 30)) { /* the counts are 32-bit: 2^30 points at a time */
+    count_block_screen(ctx, g, q32, q, kn, a, a + ((int64_t)1 << 30), acc);
+    count_block_screen(ctx, g, q32, q, kn, a + ((int64_t)1 << 30), b, acc);
+    return;
+  }
+  for (int64_t k0 = 0; k0 < kn; k0 += 16) {
+    const int lanes = kn - k0 < 16 ? 8 : 16;
+    uint32_t hits[16], nearest[16];
+    const float *qk = q32 + k0;
+    /* the dimension (at most GM_DPC_GRID_MAX_DIM, 8) and the width constants in each
+     * copy of the loops, so that they unroll and vectorise */
+#define GM_SCREEN_RUN(D)                                                      \
+  (lanes == 8 ? screen_run(X, n, D, 8, 0, qk, a, b, in, hits, nearest)       \
+   : wide     ? screen_run(X, n, D, 16, 1, qk, a, b, in, hits, nearest)      \
+              : screen_run(X, n, D, 16, 0, qk, a, b, in, hits, nearest))
+    switch (dim) {
+      case 1: GM_SCREEN_RUN(1); break;
+      case 2: GM_SCREEN_RUN(2); break;
+      case 3: GM_SCREEN_RUN(3); break;
+      case 4: GM_SCREEN_RUN(4); break;
+      case 5: GM_SCREEN_RUN(5); break;
+      case 6: GM_SCREEN_RUN(6); break;
+      case 7: GM_SCREEN_RUN(7); break;
+      default: GM_SCREEN_RUN(8);
+    }
+#undef GM_SCREEN_RUN
+    uint32_t least = UINT32_MAX;
+    for (int k = 0; k < lanes; k++) least = nearest[k] < least ? nearest[k] : least;
+    if (least < ctx->band) {
+      count_block(g->coords, n, dim, q + k0, lanes, a, b, ctx->cut, acc + k0);
+      continue;
+    }
+    for (int k = 0; k < lanes; k++) acc[k0 + k] += (double)hits[k];
+  }
+}
+
 /* Adds to acc[k] (k < mk) the Gaussian weights exp(-s / dc^2) of the sorted positions
  * a .. b - 1 with s < cut from the query k (sorted position self + k, left out: not its
  * own neighbour). Each square sum in dimension order, each point's weights added in
@@ -515,6 +627,7 @@ static void gauss_block(const gm_dpc_grid *g, const double *q, int64_t mk, int64
 static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
   const rho_ctx *ctx = vctx;
   double q[GM_DPC_GRID_MAX_DIM * GM_DPC_GRID_BLOCK_CELL], acc[GM_DPC_GRID_BLOCK_CELL];
+  float q32[GM_DPC_GRID_MAX_DIM * GM_DPC_GRID_BLOCK_CELL];
   const gm_dpc_geom *geo = &g->geom;
   const int64_t *start = g->start, s0 = start[cell], m = start[cell + 1] - s0;
   if (m == 0) return;
@@ -530,6 +643,10 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
         q[t * GM_DPC_GRID_BLOCK_CELL + k] = k < mk ? col[k] : NAN;
         if (k < mk && col[k] < qa[t]) qa[t] = col[k];
         if (k < mk && col[k] > qb[t]) qb[t] = col[k];
+      }
+      if (ctx->coords32) {
+        const float *col32 = ctx->coords32 + (size_t)t * (size_t)g->n + (size_t)(s0 + k0);
+        for (int64_t k = 0; k < kn; k++) q32[t * GM_DPC_GRID_BLOCK_CELL + k] = k < mk ? col32[k] : NAN;
       }
     }
     for (int64_t k = 0; k < kn; k++) acc[k] = 0;
@@ -547,15 +664,21 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
                       ctx->inv_dc2, acc);
           continue;
         }
+        /* the crossed cells: the whole run between the outer bounds, or its two ends
+         * around the cells wholly inside */
+        int64_t ends[2][2] = {{start[base + o_lo], start[base + o_hi + 1]}, {0, 0}};
         if (i_lo <= i_hi) {
           common += start[base + i_hi + 1] - start[base + i_lo];
-          count_block(g->coords, g->n, geo->dim, q, kn, start[base + o_lo], start[base + i_lo],
-                      ctx->cut, acc);
-          count_block(g->coords, g->n, geo->dim, q, kn, start[base + i_hi + 1],
-                      start[base + o_hi + 1], ctx->cut, acc);
-        } else {
-          count_block(g->coords, g->n, geo->dim, q, kn, start[base + o_lo],
-                      start[base + o_hi + 1], ctx->cut, acc);
+          ends[0][1] = start[base + i_lo];
+          ends[1][0] = start[base + i_hi + 1];
+          ends[1][1] = start[base + o_hi + 1];
+        }
+        for (int e = 0; e < 2; e++) {
+          if (ends[e][0] >= ends[e][1]) continue;
+          if (ctx->coords32)
+            count_block_screen(ctx, g, q32, q, kn, ends[e][0], ends[e][1], acc);
+          else
+            count_block(g->coords, g->n, geo->dim, q, kn, ends[e][0], ends[e][1], ctx->cut, acc);
         }
       } while (gm_dpc_rows_next(geo->dim, &rows));
     /* each point itself, at 0 < cut, is counted once: not a neighbour */
@@ -564,11 +687,66 @@ static void rho_cell(const gm_dpc_grid *g, const void *vctx, int64_t cell) {
   }
 }
 
+/* Whether the machine has AVX-512 (16 floats a vector), which the screen's loops take. */
+static int has_avx512(void) {
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return 0;
+#endif
+}
+
+/* Whether the cutoff count takes the fp32 screen: on unless GPUML_DPC_FP32=0 (for
+ * comparisons), and where gm_dpc_screen_for finds it safe for the data's scale. */
+static int screen_wanted(void) {
+  const char *knob = getenv("GPUML_DPC_FP32");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
+/* The fp32 copy of the sorted points less the screen's origin, and the screen's bounds
+ * as bits; NULL where the screen is off (or the copy could not be allocated: the fp64
+ * count then runs alone). */
+static float *screen_copy(const gm_dpc_grid *g, double cut, uint32_t *in_bits, uint32_t *band) {
+  const int dim = g->geom.dim;
+  const int64_t n = g->n;
+  if (!screen_wanted() || n < 1) return NULL;
+  float *c32 = malloc((size_t)n * (size_t)dim * sizeof *c32);
+  if (!c32) return NULL;
+  float reach[GM_DPC_GRID_MAX_DIM];
+  for (int t = 0; t < dim; t++) {
+    const double origin = gm_dpc_screen_origin(&g->geom, t);
+    const double *col = g->coords + (size_t)t * (size_t)n;
+    float *out = c32 + (size_t)t * (size_t)n, most = 0;
+#pragma omp parallel for schedule(static) reduction(max : most) num_threads(g->threads) \
+    if (n >= GM_DPC_GRID_PARALLEL_MIN)
+    for (int64_t s = 0; s < n; s++) {
+      out[s] = gm_dpc_screen_coord(col[s], origin);
+      const float size = fabsf(out[s]);
+      most = size > most ? size : most;
+    }
+    reach[t] = most;
+  }
+  const gm_dpc_screen screen = gm_dpc_screen_for(cut, dim, reach);
+  if (!screen.on) {
+    free(c32);
+    return NULL;
+  }
+  uint32_t out_bits;
+  memcpy(in_bits, &screen.in, sizeof *in_bits);
+  memcpy(&out_bits, &screen.out, sizeof out_bits);
+  *band = out_bits - *in_bits;
+  return c32;
+}
+
 gpuml_status gm_dpc_grid_rho(const gm_dpc_grid *g, int gaussian, double dc, double cut,
                              int64_t first_cell, int64_t last_cell, double *rho,
                              const gpuml_options *opt) {
-  rho_ctx ctx = {cut, gaussian ? 1 / (dc * dc) : 0, rho};
-  return for_items(g, opt, "dpc rho", 1, first_cell, last_cell, rho_cell, &ctx);
+  rho_ctx ctx = {cut, gaussian ? 1 / (dc * dc) : 0, rho, NULL, 0, 0, has_avx512()};
+  float *coords32 = gaussian ? NULL : screen_copy(g, cut, &ctx.in_bits, &ctx.band);
+  ctx.coords32 = coords32;
+  const gpuml_status st = for_items(g, opt, "dpc rho", 1, first_cell, last_cell, rho_cell, &ctx);
+  free(coords32);
+  return st;
 }
 
 /* ---- the nearest denser point ---------------------------------------------------- */
