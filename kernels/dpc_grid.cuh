@@ -257,7 +257,12 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
 // lanes idle and its row walk is serial: at 2.4 x 10^7 x 3 the rho pass took 3.5 s here
 // against 6.4 s there (bench/RESULTS.md round 14, where items of 16 points (spills),
 // cells of 8 or 32 points, 2 blocks an SM and a test of three FMAs a pair were slower).
-// Blocks an SM: 3 up to 3-d (80 registers; 2 blocks at 94 were slower), 2 above.
+// Blocks an SM: 4 up to 3-d (64 registers, a few bytes spilled), 3 at 4-d and 5-d (80,
+// none spilled), 2 above. The pass waits on its loads more than it issues (about 58% of
+// the issue slots used): more warps an SM hide more of that than fewer instructions a
+// pair do. At 2.4 x 10^7 x 3 the pass took 2,985 ms against 3,409 at 3 blocks (80
+// registers) and 3,063 at 5 (48 registers, more spilled); at 10^6 x 5, 91 against 106 ms
+// at 2 blocks (bench/RESULTS.md round 16).
 constexpr int kLaneQueries = 8;
 constexpr int kStartWords = 128;  // grid_count_lanes_kernel's bits of segment starts a warp
 
@@ -283,7 +288,7 @@ __device__ __forceinline__ void lanes_test(const float *q0, const float *q1, con
 }
 
 template <int DIM>
-__global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 3 : 2)
+__global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
     grid_count_lanes_kernel(GridDev g, double cut, gm_dpc_screen screen,
                             double *__restrict__ rho, const int64_t *__restrict__ item_cell,
                             const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
