@@ -339,9 +339,9 @@ static gpuml_status grid_for(const gm_backend *b, const double *x, int64_t n, in
 
 /* The cutoff density's own index (gm_dpc_cells: GM_DPC_CELLS_SEEN) into fine, when its
  * cells are clearly smaller than those of grid (the mean density's, which delta and
- * the halo walk) and a ball still touches few enough rows: 1 when made. On several
- * devices or processes both passes share grid. GPUML_DPC_CELLS=mean: never, for
- * comparisons. */
+ * the halo walk) and a ball still touches few enough rows: 1 when made. On one device
+ * or the shards of several (each session holds both indexes); processes spread over MPI
+ * share grid. GPUML_DPC_CELLS=mean: never, for comparisons. */
 static int fine_rho_grid(const gm_backend *b, const double *x, int64_t n, int64_t d,
                          const gm_dpc_grid *grid, double cut, const gpuml_options *used,
                          gm_dpc_grid *fine) {
@@ -482,9 +482,9 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
     gm_shard_plan plan;
     st = gm_shard_plan_make(&used, n, &plan);
     ordered = !st && plan.count == 1;
-    /* the cutoff counts only: the truncated Gaussian's sums follow the cells' order, and a
-     * fit on shards (which share grid) must give the same bits */
-    if (ordered && rho_on_grid && !gaussian && fine_rho_grid(b, x, n, d, &grid, cut, &used, &fine))
+    /* the cutoff counts only (exact integers on any cells): the truncated Gaussian's sums
+     * follow the cells' order, and a fit on shards must give one device's bits */
+    if (!st && rho_on_grid && !gaussian && fine_rho_grid(b, x, n, d, &grid, cut, &used, &fine))
       rho_grid = &fine;
     gm_trace("dpc: index geometry");
     if (!st)

@@ -532,13 +532,18 @@ struct PartSession {
   const gm_dpc_grid *rho_grid = nullptr, *delta_grid = nullptr;
   int gaussian = 0;
   double dc = 0, cut = 0;
-  GridDev g;    // the index, when either pass runs on it
+  GridDev g;    // the index, when either pass runs on it (delta's, when rho has its own)
+  GridDev gr;   // rho's own index (core's GM_DPC_CELLS_SEEN), when it has one (own_rho)
+  bool own_rho = false, walk_fine = false;  // walk_fine: delta's first rings on gr
   AllPairs ap;  // the resident points, when either pass runs over all pairs
   // rho_d by point index: the parts' rho off the index, then all rho for delta.
-  // rho_sorted by sorted position: the parts' rho on the index, then all rho for delta.
-  double *rho_d = nullptr, *rho_sorted = nullptr;
-  double *cell_max = nullptr;  // delta on the index: the densest point of each cell
-  double *delta_d = nullptr;   // by sorted position on the index, else by point index
+  // rho_sorted by sorted position of g: the parts' rho on it (when rho has no index of
+  // its own), then all rho for delta; rho_sorted_r by position of gr: the parts' rho on
+  // it, then all rho for delta's first rings.
+  double *rho_d = nullptr, *rho_sorted = nullptr, *rho_sorted_r = nullptr;
+  double *cell_max = nullptr;    // delta on the index: the densest point of each cell of g
+  double *cell_max_r = nullptr;  // and of gr, for delta's first rings
+  double *delta_d = nullptr;     // by sorted position of the walked index, else by point index
   int64_t *nearest_d = nullptr;
   bool has_rho = false;        // all rho on the device (taken by the first part_delta)
   // A part's values on the host before they go in place, kept for the next part.
@@ -561,23 +566,30 @@ gpuml_options on_device(const PartSession &s, const gpuml_options *opt) {
   return o;
 }
 
+// The index the rho parts walk: rho's own, or the one both passes share.
+const GridDev &rho_index(const PartSession &s) { return s.own_rho ? s.gr : s.g; }
+
 gpuml_status part_open(PartSession &s, const gpuml_options *opt) {
-  // the parts share one index (core gives rho its own cells on one device only)
-  if (s.rho_grid && s.delta_grid && s.rho_grid != s.delta_grid)
-    return gm_fail(GPUML_ERR_ARG, "dpc:cuda", "the parts of a fit share one cell index");
   const bool all_pairs = !s.rho_grid || !s.delta_grid;
   const gm_dpc_grid *index = s.rho_grid ? s.rho_grid : s.delta_grid;
+  s.own_rho = s.rho_grid && s.delta_grid && s.rho_grid != s.delta_grid;
+  s.walk_fine = s.own_rho && delta_on_fine_cells((int)s.d);
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, all_pairs && s.d >= kGemmMinDim));
   // what density() holds beside the resident points (so that the tiles are one device's
   // under the same budget): rho, rho by cell, delta_sq, nearest and the index, with the
-  // cutoff count's fp32 copy of the points
+  // cutoff count's fp32 copy of the points; rho's own index and rho by its cells
   const bool screen = screens(s.rho_grid, s.gaussian);
   const size_t fixed = (size_t)s.n * 8 * 4 + (index ? grid_bytes(index) : 0) +
+                       (s.own_rho ? grid_bytes(s.delta_grid) + (size_t)s.n * 8 : 0) +
                        (screen ? screen_bytes(s.rho_grid) : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, s.n));
-  if (index) GM_TRY(sort_index(ctx, s.x, index, s.g, &s.held));
-  if (screen) GM_TRY(screen_index(ctx, s.g, &s.held));
+  // as on one device: the screened count's index in the Morton order of its sub-cells
+  double *x_d = nullptr;
+  GridDev &first = s.own_rho ? s.gr : s.g;
+  if (index) GM_TRY(sort_index(ctx, s.x, index, first, &s.held, &x_d, screen));
+  if (screen) GM_TRY(screen_index(ctx, first, &s.held));
+  if (s.own_rho) GM_TRY(sort_index(ctx, s.x, s.delta_grid, s.g, &s.held, &x_d));
   if (all_pairs) {
     GM_TRY(setup_all_pairs(ctx, s.ap, s.x, s.n, s.d, fixed, &s.held));
     s.ap.sg = Staging<double>();  // the staging buffer was the Context's
@@ -585,9 +597,14 @@ gpuml_status part_open(PartSession &s, const gpuml_options *opt) {
   GM_TRY(keep_alloc(ctx, &s.held, &s.rho_d, (size_t)s.n, "the densities"));
   if (index) {
     GM_TRY(keep_alloc(ctx, &s.held, &s.rho_sorted, (size_t)s.n, "the densities by cell"));
-    GM_TRY(keep_alloc(ctx, &s.held, &s.cell_max, (size_t)index->ncells,
+    GM_TRY(keep_alloc(ctx, &s.held, &s.cell_max, (size_t)s.g.ncells,
                       "the densest point of each cell"));
   }
+  if (s.own_rho)
+    GM_TRY(keep_alloc(ctx, &s.held, &s.rho_sorted_r, (size_t)s.n, "the densities by cell"));
+  if (s.walk_fine)
+    GM_TRY(keep_alloc(ctx, &s.held, &s.cell_max_r, (size_t)s.gr.ncells,
+                      "the densest point of each cell"));
   GM_TRY(keep_alloc(ctx, &s.held, &s.delta_d, (size_t)s.n, "the distances to denser points"));
   GM_TRY(keep_alloc(ctx, &s.held, &s.nearest_d, (size_t)s.n, "the nearest denser points"));
   return ctx.sync("building the density peaks index");
@@ -597,9 +614,10 @@ gpuml_status part_open(PartSession &s, const gpuml_options *opt) {
 // null) into the host arrays at their points' original indices, all but `skip` (-1:
 // none): the spans of the index's order and of the values copied as they lie, then put in
 // place on the options' threads.
-gpuml_status part_to_host(Context &ctx, PartSession &s, int64_t s0, int64_t s1,
-                          const double *values, double *host_values, const int64_t *indices,
-                          int64_t *host_indices, int64_t skip, const gpuml_options *opt) {
+gpuml_status part_to_host(Context &ctx, PartSession &s, const GridDev &g, int64_t s0,
+                          int64_t s1, const double *values, double *host_values,
+                          const int64_t *indices, int64_t *host_indices, int64_t skip,
+                          const gpuml_options *opt) {
   const int64_t count = s1 - s0;
   if (count <= 0) return GPUML_OK;
   if (count > s.cap) {
@@ -614,7 +632,7 @@ gpuml_status part_to_host(Context &ctx, PartSession &s, int64_t s0, int64_t s1,
       return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for a part's values",
                      (double)count * 24 / 1e6);
   }
-  GM_TRY(to_host(ctx, s.rows, s.g.order + s0, count, "copying a part's points to the host"));
+  GM_TRY(to_host(ctx, s.rows, g.order + s0, count, "copying a part's points to the host"));
   GM_TRY(to_host(ctx, s.values, values + s0, count, "copying a part's values to the host"));
   if (indices)
     GM_TRY(to_host(ctx, s.indices, indices + s0, count, "copying a part's values to the host"));
@@ -625,11 +643,12 @@ gpuml_status part_to_host(Context &ctx, PartSession &s, int64_t s0, int64_t s1,
 }
 
 gpuml_status part_starts(PartSession &s, int64_t *start, const gpuml_options *opt) {
-  if (!s.g.start)
+  const GridDev &g = rho_index(s);  // the rho parts are runs of its cells
+  if (!g.start)
     return gm_fail(GPUML_ERR_CUDA, "dpc:cuda", "internal: the density peaks session has no index");
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, 0));
-  GM_TRY(to_host(ctx, start, s.g.start, s.g.ncells + 1, "copying the index's cell starts"));
+  GM_TRY(to_host(ctx, start, g.start, g.ncells + 1, "copying the index's cell starts"));
   return ctx.sync("copying the index's cell starts");
 }
 
@@ -649,14 +668,16 @@ gpuml_status part_rho(PartSession &s, int64_t first, int64_t last, double *rho,
                    "copying a part's densities to the host"));
     return ctx.sync("copying a part's densities to the host");
   }
-  GM_TRY(grid_rho(ctx, s.rho_grid->geom.dim, s.g, s.cut, s.gaussian ? inv_dc2 : 0, first, last,
-                  s.rho_sorted, 1, opt));
+  const GridDev &g = rho_index(s);
+  double *by_cell = s.own_rho ? s.rho_sorted_r : s.rho_sorted;
+  GM_TRY(grid_rho(ctx, s.rho_grid->geom.dim, g, s.cut, s.gaussian ? inv_dc2 : 0, first, last,
+                  by_cell, 1, opt));
   // the cells' points are sorted positions start[first] .. start[last] - 1
   int64_t span[2];
-  GM_TRY(to_host(ctx, &span[0], s.g.start + first, 1, "copying the part's cell starts"));
-  GM_TRY(to_host(ctx, &span[1], s.g.start + last, 1, "copying the part's cell starts"));
+  GM_TRY(to_host(ctx, &span[0], g.start + first, 1, "copying the part's cell starts"));
+  GM_TRY(to_host(ctx, &span[1], g.start + last, 1, "copying the part's cell starts"));
   GM_TRY(ctx.sync("copying the part's cell starts"));
-  return part_to_host(ctx, s, span[0], span[1], s.rho_sorted, rho, nullptr, nullptr, -1, opt);
+  return part_to_host(ctx, s, g, span[0], span[1], by_cell, rho, nullptr, nullptr, -1, opt);
 }
 
 gpuml_status part_delta(PartSession &s, const double *rho, int64_t top, int64_t first,
@@ -674,18 +695,30 @@ gpuml_status part_delta(PartSession &s, const double *rho, int64_t top, int64_t 
       GM_TRY(gather(ctx, (const double *)s.rho_d, s.g.order, s.n, s.rho_sorted));
       GM_TRY(cell_max_fill(ctx, s.g, s.rho_sorted, s.cell_max));
     }
+    if (s.walk_fine) {
+      GM_TRY(gather(ctx, (const double *)s.rho_d, s.gr.order, s.n, s.rho_sorted_r));
+      GM_TRY(cell_max_fill(ctx, s.gr, s.rho_sorted_r, s.cell_max_r));
+    }
     GM_TRY(ctx.sync("copying the densities to the GPU"));
     s.has_rho = true;
   }
   if (s.delta_grid) {
-    DeltaIndex ix;
-    ix.g = s.g;
-    ix.rho_sorted = s.rho_sorted;
-    ix.cell_max = s.cell_max;
-    GM_TRY(grid_delta(ctx, s.delta_grid->geom.dim, ix, ix, top, first, last, s.delta_d,
+    // as on one device (delta_pass): the first rings over rho's own cells where walk_fine,
+    // the points left over g; the part is positions first .. last - 1 of the walked index
+    DeltaIndex far, walk;
+    far.g = s.g;
+    far.rho_sorted = s.rho_sorted;
+    far.cell_max = s.cell_max;
+    walk = far;
+    if (s.walk_fine) {
+      walk.g = s.gr;
+      walk.rho_sorted = s.rho_sorted_r;
+      walk.cell_max = s.cell_max_r;
+    }
+    GM_TRY(grid_delta(ctx, s.delta_grid->geom.dim, walk, far, top, first, last, s.delta_d,
                       s.nearest_d, 1, opt));
-    return part_to_host(ctx, s, first, last, s.delta_d, delta_sq, s.nearest_d, nearest, top,
-                        opt);
+    return part_to_host(ctx, s, walk.g, first, last, s.delta_d, delta_sq, s.nearest_d, nearest,
+                        top, opt);
   }
   PassArgs da;
   da.rho = s.rho_d;

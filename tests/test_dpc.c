@@ -410,22 +410,29 @@ static int cmp_double(const void *a, const void *b);
  * density's (from ring 0), and a cell's points lie in the Morton order of its sub-cells;
  * every answer is the brute force's, at about 2% neighbours a point. The data are checked
  * to take that path with both backends' caps of cells per point. */
+/* test_fine_cells' data: n points in d dimensions, 90% in 5 tight blobs, and its dc (the
+ * 2% quantile of the distances from 50 points to all). */
+static double *fine_cells_data(int64_t n, int64_t d, double *dc) {
+  double *x = malloc(sizeof(double) * n * d);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t t = 0; t < d; t++)
+      x[i + t * n] = i % 10 == 9 ? 20 * uniform() : 4.0 * (double)((i * 3 + t) % 5) + 0.3 * normal();
+  const int64_t m = 50;
+  double *sq = malloc(sizeof(double) * (size_t)(m * n));
+  for (int64_t a = 0; a < m; a++)
+    for (int64_t j = 0; j < n; j++) sq[a * n + j] = ref_sq(x, n, d, a * (n / m), j);
+  qsort(sq, (size_t)(m * n), sizeof *sq, cmp_double);
+  *dc = sqrt(sq[(m * n) / 50]);
+  free(sq);
+  return x;
+}
+
 static void test_fine_cells(void) {
   const int64_t dims[] = {2, 3, 5};
   for (size_t a = 0; a < sizeof dims / sizeof dims[0]; a++) {
     const int64_t d = dims[a], n = 12000;
-    double *x = malloc(sizeof(double) * n * d);
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t t = 0; t < d; t++)
-        x[i + t * n] = i % 10 == 9 ? 20 * uniform() : 4.0 * (double)((i * 3 + t) % 5) + 0.3 * normal();
-    /* dc: the 2% quantile of the distances from 50 points to all */
-    const int64_t m = 50;
-    double *sq = malloc(sizeof(double) * (size_t)(m * n));
-    for (int64_t a2 = 0; a2 < m; a2++)
-      for (int64_t j = 0; j < n; j++) sq[a2 * n + j] = ref_sq(x, n, d, a2 * (n / m), j);
-    qsort(sq, (size_t)(m * n), sizeof *sq, cmp_double);
-    const double dc = sqrt(sq[(m * n) / 50]);
-    free(sq);
+    double dc;
+    double *x = fine_cells_data(n, d, &dc);
     for (int k = 0; k < 2; k++) {
       const double cap = k == 0 ? 2 : 4;
       gm_dpc_grid mean, fine;
@@ -1604,6 +1611,32 @@ static void check_sharded(const char *what, const double *x, int64_t n, int64_t 
 }
 
 static void test_shards(void) {
+  /* rho on its own cells (test_fine_cells' data, checked to take them there), delta's
+   * first rings over them; from a stream of its own, so that the other data stay as they
+   * were */
+  {
+    const uint64_t other = rng_state;
+    rng_state = 20261127;
+    for (int64_t d = 2; d <= 3; d++) {
+      double dc;
+      double *y = fine_cells_data(12000, d, &dc);
+      for (int k = 0; k < 2; k++) {
+        gm_dpc_grid mean, fine;
+        gm_dpc_grid_plan(y, 12000, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &mean);
+        gm_dpc_grid_plan(y, 12000, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, k ? 4 : 2, 1,
+                         &fine);
+        CHECK(fine.geom.h < 0.8 * mean.geom.h && gm_dpc_rows_fit(&fine, dc * dc, 12000),
+              "fine cells on shards, d = %lld: cells of side %g against %g (the path untested)",
+              (long long)d, fine.geom.h, mean.geom.h);
+        gm_dpc_grid_free(&mean);
+        gm_dpc_grid_free(&fine);
+      }
+      check_sharded("fine cells, cutoff", y, 12000, d, dc, 0, 0, 4, "3", NULL);
+      check_sharded("fine cells, threaded runner", y, 12000, d, dc, 0, 0, 4, "4", "2");
+      free(y);
+    }
+    rng_state = other;
+  }
   /* the cell index (rho and delta on it; rho on the tiles with a large dc), blobs */
   for (int64_t d = 1; d <= 3; d++) {
     const int64_t n = 3001;
