@@ -18,6 +18,7 @@
  * come from the same GEMM tile as on one device; fewer parts then get work below a few
  * thousand rows a part). Any split gives the same answers; every process of an MPI job
  * makes the same one from the same points. */
+#include <stdio.h>
 #include <stdlib.h>
 #include "backend.h"
 #include "shards.h"
@@ -95,8 +96,15 @@ static gpuml_status parts_of_slot(const dpc_job *job, int slot, int delta,
   for (int p = slot; p < job->parts; p += job->slots) {
     if (gm_interrupted(opt))
       return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
+    const double t0 = gm_trace_on() ? gm_seconds() : 0;
     GM_TRY(delta ? delta_of_part(job, job->sessions[slot], p, opt)
                  : rho_of_part(job, job->sessions[slot], p, opt));
+    if (gm_trace_on()) { /* each part's own time: the devices' steps interleave */
+      char note[160];
+      snprintf(note, sizeof note, "dpc shards: %s part %d of %d in session %d took %.1f ms",
+               delta ? "delta" : "rho", p, job->parts, slot, (gm_seconds() - t0) * 1e3);
+      gm_trace(note);
+    }
   }
   return GPUML_OK;
 }
@@ -184,12 +192,16 @@ gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, cons
   gm_shard_pool *pool = NULL;
   if (!st) st = gm_shard_pool_open(&per_device, used, &pool);
   if (!st) st = gm_shard_pool_run(pool, open_slot, &job, NULL);
+  if (!st) gm_trace("dpc shards: sessions open");
   if (!st) st = job_bounds(&job, used);
+  if (!st) gm_trace("dpc shards: the rho parts' cells");
   if (!st) st = gm_shard_pool_run(pool, rho_of_slot, &job, "dpc rho");
+  if (!st) gm_trace("dpc shards: rho parts");
   if (!st) {
     job.top = gm_dpc_top(rho, n, gm_threads(used));
     st = gm_shard_pool_run(pool, delta_of_slot, &job, "dpc delta");
   }
+  if (!st) gm_trace("dpc shards: delta parts");
   gm_shard_pool_close(pool);
   job_free(&job);
   return st;
