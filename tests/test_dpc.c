@@ -404,12 +404,6 @@ static void test_far_peaks(void) {
 
 static int cmp_double(const void *a, const void *b);
 
-/* Clustered data (Gaussian blobs, sd 0.3, with 10% uniform noise) whose cutoff density
- * gets cells of its own, at least 1.25 times finer than the mean density's: on the GPU,
- * delta's first rings walk those cells and the points left go on over the mean
- * density's (from ring 0), and a cell's points lie in the Morton order of its sub-cells;
- * every answer is the brute force's, at about 2% neighbours a point. The data are checked
- * to take that path with both backends' caps of cells per point. */
 /* test_fine_cells' data: n points in d dimensions, 90% in 5 tight blobs, and its dc (the
  * 2% quantile of the distances from 50 points to all). */
 static double *fine_cells_data(int64_t n, int64_t d, double *dc) {
@@ -427,23 +421,36 @@ static double *fine_cells_data(int64_t n, int64_t d, double *dc) {
   return x;
 }
 
+/* Whether x takes the cutoff density's own cells with both backends' caps of cells a
+ * point (finer than the mean density's, a ball touching few enough rows): the path
+ * test_fine_cells and test_shards mean to test. */
+static void check_fine_cells(const char *what, const double *x, int64_t n, int64_t d, double dc) {
+  for (int k = 0; k < 2; k++) {
+    const double cap = k == 0 ? 2 : 4;
+    gm_dpc_grid mean, fine;
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &mean);
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, cap, 1, &fine);
+    CHECK(fine.geom.h < 0.8 * mean.geom.h && gm_dpc_rows_fit(&fine, dc * dc, n),
+          "%s, d = %lld, cap %g: cells of side %g against %g (the path untested)", what,
+          (long long)d, cap, fine.geom.h, mean.geom.h);
+    gm_dpc_grid_free(&mean);
+    gm_dpc_grid_free(&fine);
+  }
+}
+
+/* Clustered data (Gaussian blobs, sd 0.3, with 10% uniform noise) whose cutoff density
+ * gets cells of its own, at least 1.25 times finer than the mean density's: on the GPU,
+ * delta's first rings walk those cells and the points left go on over the mean
+ * density's (from ring 0), and a cell's points lie in the Morton order of its sub-cells;
+ * every answer is the brute force's, at about 2% neighbours a point. The data are checked
+ * to take that path with both backends' caps of cells per point. */
 static void test_fine_cells(void) {
   const int64_t dims[] = {2, 3, 5};
   for (size_t a = 0; a < sizeof dims / sizeof dims[0]; a++) {
     const int64_t d = dims[a], n = 12000;
     double dc;
     double *x = fine_cells_data(n, d, &dc);
-    for (int k = 0; k < 2; k++) {
-      const double cap = k == 0 ? 2 : 4;
-      gm_dpc_grid mean, fine;
-      gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &mean);
-      gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, cap, 1, &fine);
-      CHECK(fine.geom.h < 0.8 * mean.geom.h && gm_dpc_rows_fit(&fine, dc * dc, n),
-            "fine cells, d = %lld, cap %g: cells of side %g against %g (the path untested)",
-            (long long)d, cap, fine.geom.h, mean.geom.h);
-      gm_dpc_grid_free(&mean);
-      gm_dpc_grid_free(&fine);
-    }
+    check_fine_cells("fine cells", x, n, d, dc);
     check_cutoff_fit("fine cells", x, n, d, dc);
     free(x);
   }
@@ -1620,17 +1627,7 @@ static void test_shards(void) {
     for (int64_t d = 2; d <= 3; d++) {
       double dc;
       double *y = fine_cells_data(12000, d, &dc);
-      for (int k = 0; k < 2; k++) {
-        gm_dpc_grid mean, fine;
-        gm_dpc_grid_plan(y, 12000, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &mean);
-        gm_dpc_grid_plan(y, 12000, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, k ? 4 : 2, 1,
-                         &fine);
-        CHECK(fine.geom.h < 0.8 * mean.geom.h && gm_dpc_rows_fit(&fine, dc * dc, 12000),
-              "fine cells on shards, d = %lld: cells of side %g against %g (the path untested)",
-              (long long)d, fine.geom.h, mean.geom.h);
-        gm_dpc_grid_free(&mean);
-        gm_dpc_grid_free(&fine);
-      }
+      check_fine_cells("fine cells on shards", y, 12000, d, dc);
       check_sharded("fine cells, cutoff", y, 12000, d, dc, 0, 0, 4, "3", NULL);
       check_sharded("fine cells, threaded runner", y, 12000, d, dc, 0, 0, 4, "4", "2");
       free(y);
