@@ -69,6 +69,10 @@ static const struct {
                              "across the lanes; \"search\" has the lanes find their points "
                              "by stepping through the segments instead of counting bits "
                              "(the same counts)"},
+    {"GPUML_CUDA_DPC_LOCKSTEP", "development: 0 has each warp of the GPU's screened cutoff "
+                                "count walk its own item's rows instead of the block's "
+                                "warps walking the rows of their items' boxes together "
+                                "(the same counts)"},
     {"GPUML_CUDA_DPC_SUB_CELLS", "development: 0 keeps the points of a cell of the GPU's "
                                  "cutoff density in index order instead of the Morton "
                                  "order of its sub-cells (the same counts)"},

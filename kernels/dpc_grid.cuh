@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
     grid_count_lanes_kernel(GridDev g, double cut, gm_dpc_screen screen,
                             double *__restrict__ rho, const int64_t *__restrict__ item_cell,
                             const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
-                            int by_position, int start_bits) {
+                            int by_position, int start_bits, int lockstep) {
   constexpr int kStride = screen_stride(DIM);
   constexpr int kWarps = kPassThreads / 32;
   // Per warp: the item's points (fp32 copies); the item's box, which only the rows' walk
@@ -314,15 +314,20 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
   double *const qa = box_all[warp][0], *const qb = box_all[warp][1];
   unsigned *const starts = starts_all[warp];
   const int64_t item = i0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  if (item >= i1) return;  // the whole warp
+  // lockstep: the block's warps walk the rows of the union of their items' boxes together,
+  // a round of 32 rows at a time, so that the points one warp loads are still in L1 when
+  // the others (items of the same or the next cells) load them; a warp without an item
+  // stays for the barriers
+  const bool active = item < i1;
+  if (!active && (!lockstep || i0 + (int64_t)blockIdx.x * kWarps >= i1)) return;
   const gm_dpc_geom *geo = &g.geom;
-  const int64_t cell = item_cell[item];
-  const int64_t s0 = g.start[cell] + (item - item_first[cell]) * kLaneQueries;
-  const int64_t left = g.start[cell + 1] - s0;
+  const int64_t cell = active ? item_cell[item] : 0;
+  const int64_t s0 = active ? g.start[cell] + (item - item_first[cell]) * kLaneQueries : 0;
+  const int64_t left = active ? g.start[cell + 1] - s0 : 0;
   const int mk = left < kLaneQueries ? (int)left : kLaneQueries;
   const bool mine = lane < mk;
   const int64_t s = s0 + (mine ? lane : 0);
-  {
+  if (active) {
     double a[DIM], b[DIM];
     warp_box<DIM>(g, s, a, b);
     if (lane == 0)
@@ -331,6 +336,12 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
         qa[t] = a[t];
         qb[t] = b[t];
       }
+  } else if (lane == 0) {
+#pragma unroll
+    for (int t = 0; t < DIM; t++) {
+      qa[t] = INFINITY;
+      qb[t] = -INFINITY;
+    }
   }
   if (mine) {
     float v[kStride];
@@ -345,13 +356,27 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
   int64_t whole = 0;  // this lane's rows' cells wholly inside, for every point of the item
   gm_dpc_rows rows;
   int64_t nrows = 0;
-  if (gm_dpc_rows_ball(geo, DIM, qa, qb, sqrt(cut * GM_DPC_CUT_OUT), &rows)) {
-    nrows = 1;
-    for (int t = 1; t < DIM; t++) nrows *= rows.b[t] - rows.a[t] + 1;
+  {
+    double ua[DIM], ub[DIM];  // the rows' box: the item's, or in lockstep the block's
+    if (lockstep) __syncthreads();  // every warp's box written
+#pragma unroll
+    for (int t = 0; t < DIM; t++) {
+      ua[t] = qa[t];
+      ub[t] = qb[t];
+      if (lockstep)
+        for (int w = 0; w < kWarps; w++) {
+          ua[t] = fmin(ua[t], box_all[w][0][t]);
+          ub[t] = fmax(ub[t], box_all[w][1][t]);
+        }
+    }
+    if (gm_dpc_rows_ball(geo, DIM, ua, ub, sqrt(cut * GM_DPC_CUT_OUT), &rows)) {
+      nrows = 1;
+      for (int t = 1; t < DIM; t++) nrows *= rows.b[t] - rows.a[t] + 1;
+    }
   }
   for (int64_t r0 = 0; r0 < nrows; r0 += 32) {
     int64_t a1 = 0, b1 = 0, a2 = 0, b2 = 0;
-    if (r0 + lane < nrows) {
+    if (active && r0 + lane < nrows) {
       gm_dpc_rows_at(DIM, r0 + lane, &rows);
       double near_sq, far_sq;
       const int64_t base = gm_dpc_row_base(geo, DIM, &rows, qa, qb, &near_sq, &far_sq);
@@ -374,88 +399,90 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
       if (lane >= off) end += v;
     }
     const int run = __shfl_sync(kFullMask, end, 31);
-    if (run == 0) continue;
-    const int words = (run + 31) >> 5;
-    const bool by_bits = start_bits && words <= kStartWords;
-    if (by_bits)
-      for (int w = lane; w < words; w += 32) starts[w] = 0;
-    __syncwarp();
-    const unsigned has1 = __ballot_sync(kFullMask, len1 > 0), has2 = __ballot_sync(kFullMask, len2 > 0);
-    int at = __popc(has1 & below) + __popc(has2 & below);
-    if (len1 > 0) {
-      seg_first[at] = (int)a1;
-      seg_off[at++] = end - len;
-      if (by_bits) atomicOr(&starts[(end - len) >> 5], 1u << ((end - len) & 31));
-    }
-    if (len2 > 0) {
-      seg_first[at] = (int)a2;
-      seg_off[at] = end - len2;
-      if (by_bits) atomicOr(&starts[(end - len2) >> 5], 1u << ((end - len2) & 31));
-    }
-    if (lane == 0) seg_off[__popc(has1) + __popc(has2)] = run;
-    __syncwarp();
-    // two chunks of 32 positions at a time, their loads in flight together; a position's
-    // segment k: the segments starting at or before it less one (by_bits: `before` those
-    // before the chunk), else found by stepping (positions grow, so k does)
-    int k = 0, before = 0;
-    auto fetch = [&](int pos, float *v) {
-      if (by_bits) {
-        if (pos - lane < run) {  // the whole warp: one word of starts for the chunk
-          const unsigned w = starts[(pos - lane) >> 5];
-          k = before + __popc(w & upto) - 1;
-          before += __popc(w);
+    if (run > 0) {
+      const int words = (run + 31) >> 5;
+      const bool by_bits = start_bits && words <= kStartWords;
+      if (by_bits)
+        for (int w = lane; w < words; w += 32) starts[w] = 0;
+      __syncwarp();
+      const unsigned has1 = __ballot_sync(kFullMask, len1 > 0), has2 = __ballot_sync(kFullMask, len2 > 0);
+      int at = __popc(has1 & below) + __popc(has2 & below);
+      if (len1 > 0) {
+        seg_first[at] = (int)a1;
+        seg_off[at++] = end - len;
+        if (by_bits) atomicOr(&starts[(end - len) >> 5], 1u << ((end - len) & 31));
+      }
+      if (len2 > 0) {
+        seg_first[at] = (int)a2;
+        seg_off[at] = end - len2;
+        if (by_bits) atomicOr(&starts[(end - len2) >> 5], 1u << ((end - len2) & 31));
+      }
+      if (lane == 0) seg_off[__popc(has1) + __popc(has2)] = run;
+      __syncwarp();
+      // two chunks of 32 positions at a time, their loads in flight together; a position's
+      // segment k: the segments starting at or before it less one (by_bits: `before` those
+      // before the chunk), else found by stepping (positions grow, so k does)
+      int k = 0, before = 0;
+      auto fetch = [&](int pos, float *v) {
+        if (by_bits) {
+          if (pos - lane < run) {  // the whole warp: one word of starts for the chunk
+            const unsigned w = starts[(pos - lane) >> 5];
+            k = before + __popc(w & upto) - 1;
+            before += __popc(w);
+          }
+        } else if (pos < run) {
+          while (seg_off[k + 1] <= pos) k++;
         }
-      } else if (pos < run) {
-        while (seg_off[k + 1] <= pos) k++;
-      }
-      if (pos < run) {
-        load32<DIM>(g.coords32, (int64_t)(seg_first[k] + (pos - seg_off[k])), v);
-      } else {
+        if (pos < run) {
+          load32<DIM>(g.coords32, (int64_t)(seg_first[k] + (pos - seg_off[k])), v);
+        } else {
 #pragma unroll
-        for (int u = 0; u < kStride; u++) v[u] = 1e18f;  // far from every point: counts nothing
-      }
-      return k;
-    };
-    for (int pos = lane; pos - lane < run; pos += 64) {
-      float q0[kStride], q1[kStride];
-      const int k0 = fetch(pos, q0), k1 = fetch(pos + 32, q1);
-      unsigned nearest = 0xffffffffu;
-      switch (mk) {  // warp-uniform: one branch for both chunks
-        case 8: lanes_test<DIM, 8>(q0, q1, query, bits, hits, nearest); break;
-        case 7: lanes_test<DIM, 7>(q0, q1, query, bits, hits, nearest); break;
-        case 6: lanes_test<DIM, 6>(q0, q1, query, bits, hits, nearest); break;
-        case 5: lanes_test<DIM, 5>(q0, q1, query, bits, hits, nearest); break;
-        case 4: lanes_test<DIM, 4>(q0, q1, query, bits, hits, nearest); break;
-        case 3: lanes_test<DIM, 3>(q0, q1, query, bits, hits, nearest); break;
-        case 2: lanes_test<DIM, 2>(q0, q1, query, bits, hits, nearest); break;
-        default: lanes_test<DIM, 1>(q0, q1, query, bits, hits, nearest); break;
-      }
-      if (__any_sync(kFullMask, nearest < bits.width)) {
-        // a pair in the band around the cut: the fp64 square decides
+          for (int u = 0; u < kStride; u++) v[u] = 1e18f;  // far from every point: counts nothing
+        }
+        return k;
+      };
+      for (int pos = lane; pos - lane < run; pos += 64) {
+        float q0[kStride], q1[kStride];
+        const int k0 = fetch(pos, q0), k1 = fetch(pos + 32, q1);
+        unsigned nearest = 0xffffffffu;
+        switch (mk) {  // warp-uniform: one branch for both chunks
+          case 8: lanes_test<DIM, 8>(q0, q1, query, bits, hits, nearest); break;
+          case 7: lanes_test<DIM, 7>(q0, q1, query, bits, hits, nearest); break;
+          case 6: lanes_test<DIM, 6>(q0, q1, query, bits, hits, nearest); break;
+          case 5: lanes_test<DIM, 5>(q0, q1, query, bits, hits, nearest); break;
+          case 4: lanes_test<DIM, 4>(q0, q1, query, bits, hits, nearest); break;
+          case 3: lanes_test<DIM, 3>(q0, q1, query, bits, hits, nearest); break;
+          case 2: lanes_test<DIM, 2>(q0, q1, query, bits, hits, nearest); break;
+          default: lanes_test<DIM, 1>(q0, q1, query, bits, hits, nearest); break;
+        }
+        if (__any_sync(kFullMask, nearest < bits.width)) {
+          // a pair in the band around the cut: the fp64 square decides
 #pragma unroll
-        for (int c = 0; c < 2; c++) {  // unrolled: q0 and q1 stay in registers
-          const int at = pos + 32 * c, kc = c ? k1 : k0;
-          if (at >= run) continue;
-          const int64_t j = seg_first[kc] + (at - seg_off[kc]);  // < n < 2^31
-          for (int p = 0; p < mk; p++) {
-            float pf[kStride];
+          for (int c = 0; c < 2; c++) {  // unrolled: q0 and q1 stay in registers
+            const int at = pos + 32 * c, kc = c ? k1 : k0;
+            if (at >= run) continue;
+            const int64_t j = seg_first[kc] + (at - seg_off[kc]);  // < n < 2^31
+            for (int p = 0; p < mk; p++) {
+              float pf[kStride];
 #pragma unroll
-            for (int u = 0; u < kStride; u++) pf[u] = query[p * kStride + u];
-            const unsigned rel = __float_as_uint(gm_dpc_screen_sq(DIM, c ? q1 : q0, pf)) - bits.in;
-            if (rel < bits.width) {
-              double pp[DIM];
+              for (int u = 0; u < kStride; u++) pf[u] = query[p * kStride + u];
+              const unsigned rel = __float_as_uint(gm_dpc_screen_sq(DIM, c ? q1 : q0, pf)) - bits.in;
+              if (rel < bits.width) {
+                double pp[DIM];
 #pragma unroll
-              for (int t = 0; t < DIM; t++)
-                pp[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)(s0 + p)];
-              const unsigned in = grid_sq<DIM>(g, pp, j) < cut;
+                for (int t = 0; t < DIM; t++)
+                  pp[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)(s0 + p)];
+                const unsigned in = grid_sq<DIM>(g, pp, j) < cut;
 #pragma unroll
-              for (int r = 0; r < kLaneQueries; r++) hits[r] += r == p ? in : 0;
+                for (int r = 0; r < kLaneQueries; r++) hits[r] += r == p ? in : 0;
+              }
             }
           }
         }
       }
+      __syncwarp();  // the segments are read before the next round writes them
     }
-    __syncwarp();  // the segments are read before the next round writes them
+    if (lockstep) __syncthreads();
   }
   for (int off = 16; off > 0; off >>= 1) whole += __shfl_xor_sync(kFullMask, whole, off);
   int64_t mine_count = 0;
@@ -1027,6 +1054,8 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   const LanesMode mode = lanes_mode();
   const bool lanes = screen.on && g.n < ((int64_t)1 << 31) && mode != LanesMode::kOff;
   const int start_bits = mode == LanesMode::kBits;
+  const char *lockstep_knob = getenv("GPUML_CUDA_DPC_LOCKSTEP");
+  const int lockstep = !(lockstep_knob && strcmp(lockstep_knob, "0") == 0);
   if (screened && gm_trace_on()) {
     char note[200];
     snprintf(note, sizeof note,
@@ -1050,7 +1079,7 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
     const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
     if (lanes) {
       GM_DPC_DIM_SWITCH(dim, grid_count_lanes_kernel, g, cut, screen, rho, item_cell, item_first,
-                        i0, i1, by_position, start_bits);
+                        i0, i1, by_position, start_bits, lockstep);
     } else {
       GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, item_cell,
                         item_first, i0, i1, by_position);
