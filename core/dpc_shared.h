@@ -311,4 +311,93 @@ GM_HD gm_dpc_screen gm_dpc_screen_for(double cut, int dim, const float *reach) {
   return screen;
 }
 
+/* The GPU's lanes count takes the screen in a form relative to its item (the up to 8
+ * points of one cell it counts together): with o the fp32 copy of the item's first
+ * point, a tested point's copy t gives t' = t - o and w = |t'|^2 (gm_dpc_rel_square),
+ * once for all the item's points, and each of the item's points q gives m = -2 q' and
+ * c = |q'|^2 - in (gm_dpc_rel_query, q' = q - o), so that a pair takes
+ * r = c + w + m . t' (gm_dpc_rel_value): one add and dim FMAs instead of dim
+ * differences, a product and dim - 1 FMAs, and r's sign bit places it. r < 0: within the
+ * cut; r >= band: beyond it; the exact fp64 square decides between. Shared so that
+ * tests/test_dpc.c checks the margin on the host with the device's arithmetic. */
+typedef struct gm_dpc_screen_rel {
+  double in;  /* cut - M */
+  float band; /* at or above M + E (below) */
+  int on;     /* 0: the direct form (gm_dpc_screen) instead */
+} gm_dpc_screen_rel;
+
+/* t' = t - o (fp32) for the dim coordinates. */
+GM_HD void gm_dpc_rel_point(int dim, const float *t, const float *o, float *rel) {
+  for (int k = 0; k < dim; k++) rel[k] = t[k] - o[k];
+}
+
+/* w = |t'|^2: a product, then FMAs in dimension order. */
+GM_HD float gm_dpc_rel_square(int dim, const float *rel) {
+  float w = rel[0] * rel[0];
+  for (int k = 1; k < dim; k++) w = fmaf(rel[k], rel[k], w);
+  return w;
+}
+
+/* A query's m = -2 q' (m[0 .. dim - 1]) and c = |q'|^2 - in (m[dim]), |q'|^2 in fp64. */
+GM_HD void gm_dpc_rel_query(int dim, const float *rel, double in, float *m) {
+  double qq = 0;
+  for (int k = 0; k < dim; k++) {
+    m[k] = -2 * rel[k];
+    qq += (double)rel[k] * (double)rel[k];
+  }
+  m[dim] = (float)(qq - in);
+}
+
+/* r = c + w + m . t': the add, then FMAs from the last dimension down. */
+GM_HD float gm_dpc_rel_value(int dim, const float *rel, float w, const float *m) {
+  float r = w + m[dim];
+  for (int k = dim - 1; k >= 0; k--) r = fmaf(rel[k], m[k], r);
+  return r;
+}
+
+/* The relative form's bounds for s < cut, from reach[t] (as gm_dpc_screen_for) and side:
+ * a bound on |q_t - o_t| for two points of one cell (the cell's side with its slack). The
+ * error of r against S - in, S the exact square of the fp64 points: with u, v, tiny and
+ * Delta (the copies' error) as in gm_dpc_screen_for, and e = sqrt(dim) (side + 2 Delta_1)
+ * (1 + u) bounding |q'| (Delta_1: one copy's error in one dimension),
+ *  - t' and q' are the differences of the copies rounded once more, so the fp32 points
+ *    t', q' lie within Delta' = 1.001 (Delta + 1.01 u (sqrt(S) + 2 e)) of the exact
+ *    difference, and | |t' - q'|^2 - S | <= 2 sqrt(S) Delta' + Delta'^2;
+ *  - r computes |t'|^2 - 2 q'.t' + |q'|^2 - in (= |t' - q'|^2 - in exactly) with w a dot
+ *    product of dim terms (gamma_dim), c rounded once from fp64 (u + 2^-50 relative to
+ *    |q'|^2 + in), one add and dim FMAs (u each), every partial sum below
+ *    B = (|t'| + |q'|)^2 + in <= (sqrt(S) + Delta' + 2 e)^2 + in: at most
+ *    (2 dim + 2.1) u B + (dim + 2) tiny;
+ *  - the fp64 square is within 1e-14 S of S.
+ * E(S) is the sum; it and S - E(S) grow with S (M <= cut / 64 keeps Delta' well below
+ * sqrt(S)), so with M = 2 E(S1), S1 = cut (1 + 1e-14): r < 0 means sq64 < cut, and
+ * r >= band >= M + E(S1) means sq64 >= cut. Off where fp32 could overflow or lose the
+ * cut's scale, or where M > cut / 64. */
+GM_HD gm_dpc_screen_rel gm_dpc_screen_rel_for(double cut, int dim, const float *reach, double side) {
+  const double u = 0x1p-24, v = 0x1p-53, tiny = 0x1p-126;
+  gm_dpc_screen_rel rel = {0, 0, 0};
+  if (!(cut >= 0x1p-60 && cut <= 0x1p60) || !(side >= 0 && side <= 0x1p50)) return rel;
+  double r2 = 0, one = 0;
+  for (int t = 0; t < dim; t++) {
+    if (!(reach[t] <= 0x1p50f)) return rel; /* also inf and NaN */
+    const double rt = (double)reach[t] * (1 + 0x1p-20) + 2 * tiny;
+    r2 += rt * rt;
+    one = rt > one ? rt : one;
+  }
+  const double delta = 2 * (u + 2 * v) * sqrt(r2) + 3 * sqrt((double)dim) * tiny;
+  const double e = sqrt((double)dim) * (side + 2 * ((u + 2 * v) * one + tiny)) * (1 + 2 * u);
+  const double s1 = cut * (1 + 1e-14), root = sqrt(s1);
+  const double dp = 1.001 * (delta + 1.01 * u * (root + 2 * e));
+  const double b = (root + dp + 2 * e) * (root + dp + 2 * e) + cut;
+  const double err = 1e-14 * cut + 2 * root * dp + dp * dp + (2 * dim + 2.1) * u * b +
+                     (dim + 2) * tiny;
+  const double margin = 2 * err;
+  if (!(margin <= cut / 64)) return rel;
+  rel.in = cut - margin;
+  rel.band = (float)(2 * margin);
+  if ((double)rel.band < 2 * margin) rel.band = nextafterf(rel.band, INFINITY);
+  rel.on = 1;
+  return rel;
+}
+
 #endif

@@ -266,49 +266,69 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
 constexpr int kLaneQueries = 8;
 constexpr int kStartWords = 128;  // grid_count_lanes_kernel's bits of segment starts a warp
 
-// Two chunks' points q0, q1 (this lane's) against the item's first Q points (from shared
-// memory, each read once for both): hits[p] counts the pairs the screen places inside,
-// nearest keeps the least `rel`, so that one test after the chunks finds a pair in the
-// band.
+// Floats of a query's record in the relative form (core/dpc_shared.h's gm_dpc_rel_query:
+// m, then c), padded to whole 16-byte loads from 2-d on.
+__host__ __device__ constexpr int rel_stride(int dim) {
+  return dim == 1 ? 2 : dim <= 3 ? 4 : dim <= 7 ? 8 : 12;
+}
+
+// A tested point's relative form from its copy v (screen_stride(DIM) floats): t' = v - o
+// in v[0 .. DIM - 1], and its w after them (kept apart: v[DIM] is a padding lane only
+// below 4-d).
+template <int DIM>
+__device__ __forceinline__ float rel_target(float *v, const float *o) {
+  gm_dpc_rel_point(DIM, v, o, v);
+  return gm_dpc_rel_square(DIM, v);
+}
+
+// Two chunks' points t0, t1 (this lane's, relative to the item's origin, with their
+// squares w0, w1) against the item's first Q points (their records from shared memory,
+// each read once for both): hits[p] counts the pairs whose r is negative (inside),
+// nearest keeps the least r as unsigned bits (a negative r's bits lie above every
+// band), so that one test after the chunks finds a pair in the band.
 template <int DIM, int Q>
-__device__ __forceinline__ void lanes_test(const float *q0, const float *q1, const float *query,
-                                           ScreenBits bits, unsigned (&hits)[kLaneQueries],
+__device__ __forceinline__ void lanes_test(const float *t0, float w0, const float *t1, float w1,
+                                           const float *records, unsigned (&hits)[kLaneQueries],
                                            unsigned &nearest) {
-  constexpr int kStride = screen_stride(DIM);
+  constexpr int kRec = rel_stride(DIM);
 #pragma unroll
   for (int p = 0; p < Q; p++) {
-    float pf[kStride];
+    float m[kRec];
 #pragma unroll
-    for (int u = 0; u < kStride; u++) pf[u] = query[p * kStride + u];
-    const unsigned rel0 = __float_as_uint(gm_dpc_screen_sq(DIM, q0, pf)) - bits.in;
-    const unsigned rel1 = __float_as_uint(gm_dpc_screen_sq(DIM, q1, pf)) - bits.in;
-    hits[p] += (rel0 >> 31) + (rel1 >> 31);
-    nearest = min(nearest, min(rel0, rel1));
+    for (int u = 0; u < kRec; u++) m[u] = records[p * kRec + u];
+    const unsigned r0 = __float_as_uint(gm_dpc_rel_value(DIM, t0, w0, m));
+    const unsigned r1 = __float_as_uint(gm_dpc_rel_value(DIM, t1, w1, m));
+    hits[p] += (r0 >> 31) + (r1 >> 31);
+    nearest = min(nearest, min(r0, r1));
   }
 }
 
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
-    grid_count_lanes_kernel(GridDev g, double cut, gm_dpc_screen screen,
+    grid_count_lanes_kernel(GridDev g, double cut, gm_dpc_screen_rel rel,
                             double *__restrict__ rho, const int64_t *__restrict__ item_cell,
                             const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
                             int by_position, int start_bits, int lockstep) {
   constexpr int kStride = screen_stride(DIM);
+  constexpr int kRec = rel_stride(DIM);
   constexpr int kWarps = kPassThreads / 32;
-  // Per warp: the item's points (fp32 copies); the item's box, which only the rows' walk
-  // reads (kept out of the registers the chunks need); a round's non-empty segments (at
-  // most 2 a lane), their first sorted position and their offset in the round's run, with
-  // the run's length after the last (the host launches this kernel for n < 2^31 only, so
-  // that positions and offsets fit an int); and, for a run of at most 32 kStartWords
-  // positions, a bit for each position that starts a segment, so that a lane finds its
-  // position's segment by counting bits.
-  __shared__ __align__(16) float query_all[kWarps][kLaneQueries * kStride];
+  // Per warp: the item's records (the relative form's m and c of its points) and its
+  // origin o (the fp32 copy of its first point); the item's box, which only the rows'
+  // walk reads (kept out of the registers the chunks need); a round's non-empty segments
+  // (at most 2 a lane), their first sorted position and their offset in the round's run,
+  // with the run's length after the last (the host launches this kernel for n < 2^31
+  // only, so that positions and offsets fit an int); and, for a run of at most 32
+  // kStartWords positions, a bit for each position that starts a segment, so that a lane
+  // finds its position's segment by counting bits.
+  __shared__ __align__(16) float records_all[kWarps][kLaneQueries * kRec];
+  __shared__ __align__(16) float origin_all[kWarps][kStride];
   __shared__ int seg_first_all[kWarps][64];
   __shared__ int seg_off_all[kWarps][65];
   __shared__ double box_all[kWarps][2][DIM];
   __shared__ unsigned starts_all[kWarps][kStartWords];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float *const query = query_all[warp];
+  float *const records = records_all[warp];
+  float *const origin = origin_all[warp];
   int *const seg_first = seg_first_all[warp];
   int *const seg_off = seg_off_all[warp];
   double *const qa = box_all[warp][0], *const qb = box_all[warp][1];
@@ -343,14 +363,27 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
       qb[t] = -INFINITY;
     }
   }
-  if (mine) {
+  {
+    // the item's origin (lane 0's point, which every lane loads: s is s0 past the item's
+    // points), then each point's record
     float v[kStride];
     load32<DIM>(g.coords32, s, v);
+    if (lane == 0)
 #pragma unroll
-    for (int u = 0; u < kStride; u++) query[lane * kStride + u] = v[u];
+      for (int u = 0; u < kStride; u++) origin[u] = v[u];
+    __syncwarp();
+    if (mine) {
+      float q[DIM], m[kRec];
+      gm_dpc_rel_point(DIM, v, origin, q);
+      gm_dpc_rel_query(DIM, q, rel.in, m);
+#pragma unroll
+      for (int u = DIM + 1; u < kRec; u++) m[u] = 0;
+#pragma unroll
+      for (int u = 0; u < kRec; u++) records[lane * kRec + u] = m[u];
+    }
   }
   __syncwarp();
-  const ScreenBits bits = screen_bits(screen);
+  const unsigned band = __float_as_uint(rel.band);
   const unsigned below = (1u << lane) - 1, upto = below | (1u << lane);  // lanes before (and this)
   unsigned hits[kLaneQueries] = {};
   int64_t whole = 0;  // this lane's rows' cells wholly inside, for every point of the item
@@ -442,32 +475,35 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
         return k;
       };
       for (int pos = lane; pos - lane < run; pos += 64) {
-        float q0[kStride], q1[kStride];
-        const int k0 = fetch(pos, q0), k1 = fetch(pos + 32, q1);
+        float t0[kStride], t1[kStride], o[DIM];
+        const int k0 = fetch(pos, t0), k1 = fetch(pos + 32, t1);
+#pragma unroll
+        for (int u = 0; u < DIM; u++) o[u] = origin[u];
+        const float w0 = rel_target<DIM>(t0, o), w1 = rel_target<DIM>(t1, o);
         unsigned nearest = 0xffffffffu;
         switch (mk) {  // warp-uniform: one branch for both chunks
-          case 8: lanes_test<DIM, 8>(q0, q1, query, bits, hits, nearest); break;
-          case 7: lanes_test<DIM, 7>(q0, q1, query, bits, hits, nearest); break;
-          case 6: lanes_test<DIM, 6>(q0, q1, query, bits, hits, nearest); break;
-          case 5: lanes_test<DIM, 5>(q0, q1, query, bits, hits, nearest); break;
-          case 4: lanes_test<DIM, 4>(q0, q1, query, bits, hits, nearest); break;
-          case 3: lanes_test<DIM, 3>(q0, q1, query, bits, hits, nearest); break;
-          case 2: lanes_test<DIM, 2>(q0, q1, query, bits, hits, nearest); break;
-          default: lanes_test<DIM, 1>(q0, q1, query, bits, hits, nearest); break;
+          case 8: lanes_test<DIM, 8>(t0, w0, t1, w1, records, hits, nearest); break;
+          case 7: lanes_test<DIM, 7>(t0, w0, t1, w1, records, hits, nearest); break;
+          case 6: lanes_test<DIM, 6>(t0, w0, t1, w1, records, hits, nearest); break;
+          case 5: lanes_test<DIM, 5>(t0, w0, t1, w1, records, hits, nearest); break;
+          case 4: lanes_test<DIM, 4>(t0, w0, t1, w1, records, hits, nearest); break;
+          case 3: lanes_test<DIM, 3>(t0, w0, t1, w1, records, hits, nearest); break;
+          case 2: lanes_test<DIM, 2>(t0, w0, t1, w1, records, hits, nearest); break;
+          default: lanes_test<DIM, 1>(t0, w0, t1, w1, records, hits, nearest); break;
         }
-        if (__any_sync(kFullMask, nearest < bits.width)) {
+        if (__any_sync(kFullMask, nearest < band)) {
           // a pair in the band around the cut: the fp64 square decides
 #pragma unroll
-          for (int c = 0; c < 2; c++) {  // unrolled: q0 and q1 stay in registers
+          for (int c = 0; c < 2; c++) {  // unrolled: t0 and t1 stay in registers
             const int at = pos + 32 * c, kc = c ? k1 : k0;
             if (at >= run) continue;
             const int64_t j = seg_first[kc] + (at - seg_off[kc]);  // < n < 2^31
             for (int p = 0; p < mk; p++) {
-              float pf[kStride];
+              float m[kRec];
 #pragma unroll
-              for (int u = 0; u < kStride; u++) pf[u] = query[p * kStride + u];
-              const unsigned rel = __float_as_uint(gm_dpc_screen_sq(DIM, c ? q1 : q0, pf)) - bits.in;
-              if (rel < bits.width) {
+              for (int u = 0; u < kRec; u++) m[u] = records[p * kRec + u];
+              const unsigned r = __float_as_uint(gm_dpc_rel_value(DIM, c ? t1 : t0, c ? w1 : w0, m));
+              if (r < band) {
                 double pp[DIM];
 #pragma unroll
                 for (int t = 0; t < DIM; t++)
@@ -1051,16 +1087,25 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   }
   const gm_dpc_screen screen =
       screened ? gm_dpc_screen_for(cut, dim, reach) : gm_dpc_screen{0.0f, 0.0f, 0};
+  // the lanes count's relative form: two points of one cell lie within a side of the
+  // cell's box, its slack included, in each dimension
+  double slack = 0;
+  for (int t = 0; t < dim; t++) slack = fmax(slack, g.geom.slack[t]);
+  const gm_dpc_screen_rel rel = screened
+                                    ? gm_dpc_screen_rel_for(cut, dim, reach, g.geom.h * (1 + 2 * slack))
+                                    : gm_dpc_screen_rel{0, 0.0f, 0};
   const LanesMode mode = lanes_mode();
-  const bool lanes = screen.on && g.n < ((int64_t)1 << 31) && mode != LanesMode::kOff;
+  const bool lanes = rel.on && g.n < ((int64_t)1 << 31) && mode != LanesMode::kOff;
   const int start_bits = mode == LanesMode::kBits;
   const char *lockstep_knob = getenv("GPUML_CUDA_DPC_LOCKSTEP");
   const int lockstep = !(lockstep_knob && strcmp(lockstep_knob, "0") == 0);
   if (screened && gm_trace_on()) {
-    char note[200];
+    char note[240];
     snprintf(note, sizeof note,
-             "dpc cuda: fp32 screen %s, band %.9g .. %.9g around the cut %.9g, points %s",
+             "dpc cuda: fp32 screen %s, band %.9g .. %.9g around the cut %.9g; relative form "
+             "%s, band %.9g .. %.9g; points %s",
              screen.on ? "on" : "off", (double)screen.in, (double)screen.out, cut,
+             rel.on ? "on" : "off", rel.in, rel.in + (double)rel.band,
              lanes ? "across the lanes" : "one a step");
     gm_trace(note);
   }
@@ -1078,7 +1123,7 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
     const int64_t i1 = min64(span[1], i0 + kGridItemChunk);
     const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
     if (lanes) {
-      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_kernel, g, cut, screen, rho, item_cell, item_first,
+      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_kernel, g, cut, rel, rho, item_cell, item_first,
                         i0, i1, by_position, start_bits, lockstep);
     } else {
       GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, item_cell,

@@ -482,19 +482,20 @@ static void test_crowded_cells(void) {
  * count (core/dpc_shared.h's gm_dpc_screen): a lattice of step dc / 2 (many
  * pairs exactly at dc, which the strict cutoff leaves out) and as many points at
  * dc (1 -+ eps) from lattice points (axis-aligned and random directions), eps mostly
- * between 3e-5 and 1e-3, where the fp32 copies round, else from 1e-2 down to 1e-9; in
- * two copies 3000 apart near 1e4, so that the copies round by about 1e-4. *n: the
- * points. Drawn from a stream of their own, so that the other tests' data stay as they
- * were. */
-static double *near_ties(int64_t d, int64_t *n_out) {
+ * between 3e-5 and 1e-3, where the fp32 copies round, else from 1e-2 down to 1e-9; near
+ * 1e4, in two copies 3000 apart (copies = 2), so that the copies round by about 1e-4,
+ * or one (copies = 1), whose cutoff count cells stay small (the GPU's lanes count then
+ * takes the screen's relative form). *n: the points. Drawn from a stream of their own,
+ * so that the other tests' data stay as they were. */
+static double *near_ties(int64_t d, int copies, int64_t *n_out) {
   const uint64_t other = rng_state;
   rng_state = 20250611 + (uint64_t)d;
   const int64_t side = d == 1 ? 300 : d == 2 ? 18 : d == 3 ? 7 : d == 4 ? 5 : 4;
   int64_t lattice = 1;
   for (int64_t t = 0; t < d; t++) lattice *= side;
-  const int64_t per_copy = 2 * lattice, n = 2 * per_copy;
+  const int64_t per_copy = 2 * lattice, n = copies * per_copy;
   double *x = malloc(sizeof(double) * n * d);
-  for (int copy = 0; copy < 2; copy++) {
+  for (int copy = 0; copy < copies; copy++) {
     const double base = 1e4 + 3000.0 * copy;
     const int64_t first = copy * per_copy;
     for (int64_t k = 0; k < lattice; k++) {
@@ -526,33 +527,55 @@ static double *near_ties(int64_t d, int64_t *n_out) {
 }
 
 /* The near ties' counts must be the brute force's exactly; rho runs on the index
- * (checked), where both backends screen the pairs in fp32. */
+ * (checked), where both backends screen the pairs in fp32; with one copy the GPU's
+ * count index keeps the relative form on (checked). */
 static void test_near_ties(void) {
-  for (int64_t d = 1; d <= 5; d++) {
-    int64_t n;
-    double *x = near_ties(d, &n);
-    gm_dpc_grid plan;
-    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &plan);
-    CHECK(gm_dpc_rows_fit(&plan, gm_dpc_sq_threshold(1, 1), n),
-          "near ties, d = %lld: rho would not run on the index", (long long)d);
-    gm_dpc_grid_free(&plan);
-    check_cutoff_fit("near ties at 1e4", x, n, d, 1);
-    free(x);
-  }
+  for (int copies = 2; copies >= 1; copies--)
+    for (int64_t d = 1; d <= 5; d++) {
+      int64_t n;
+      double *x = near_ties(d, copies, &n);
+      gm_dpc_grid plan;
+      gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &plan);
+      CHECK(gm_dpc_rows_fit(&plan, gm_dpc_sq_threshold(1, 1), n),
+            "near ties, d = %lld: rho would not run on the index", (long long)d);
+      gm_dpc_grid_free(&plan);
+      if (copies == 1) {
+        gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, 4, 1, &plan);
+        float reach[GM_DPC_GRID_MAX_DIM];
+        for (int64_t t = 0; t < d; t++) {
+          reach[t] = 0;
+          for (int64_t i = 0; i < n; i++) {
+            const float c = fabsf(gm_dpc_screen_coord(x[i + t * n], gm_dpc_screen_origin(&plan.geom, (int)t)));
+            reach[t] = c > reach[t] ? c : reach[t];
+          }
+        }
+        double slack = 0;
+        for (int64_t t = 0; t < d; t++) slack = fmax(slack, plan.geom.slack[t]);
+        CHECK(gm_dpc_screen_rel_for(gm_dpc_sq_threshold(1, 1), (int)d, reach,
+                                    plan.geom.h * (1 + 2 * slack)).on,
+              "near ties, one copy, d = %lld: the relative form would be off", (long long)d);
+        gm_dpc_grid_free(&plan);
+      }
+      check_cutoff_fit(copies == 2 ? "near ties at 1e4" : "near ties at 1e4, one copy", x, n, d, 1);
+      free(x);
+    }
 }
 
 /* The fp32 screen's margin on the host, with the shared functions the cutoff counts use
  * (the copy less the grid's centre, its reach, the GPU's fp32 square and the CPU's, the
- * thresholds):
- * over every pair of the near ties (and of 6-d blobs far from the origin), a pair the
- * screen places inside or outside must be there by the exact square; and the near ties'
- * fp32 errors must reach an eighth of the margin, so that they test it. */
+ * thresholds, and the GPU lanes count's relative form with each point's origin the first
+ * point of its cell): over every pair of the near ties (and of 6-d blobs far from the
+ * origin), a pair the screen places inside or outside must be there by the exact square;
+ * and the two far copies' fp32 errors must reach an eighth of the margin, so that they
+ * test it. */
 static void test_screen_margin(void) {
-  for (int64_t d = 1; d <= 6; d++) {
+  for (int64_t run = 0; run < 11; run++) {
+    const int64_t d = run < 10 ? run % 5 + 1 : 6;
+    const int copies = run < 5 ? 2 : 1;
     int64_t n;
     double *x;
     if (d <= 5) {
-      x = near_ties(d, &n);
+      x = near_ties(d, copies, &n);
     } else {
       const uint64_t other = rng_state;
       n = 3000;
@@ -562,7 +585,8 @@ static void test_screen_margin(void) {
     }
     const double cut = d <= 5 ? 1 : 1e4;
     gm_dpc_grid plan;
-    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_MEAN, 0, 1, &plan);
+    /* the cells of the cutoff count's own index on the GPU (its cap, 4 a point) */
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, 4, 1, &plan);
     float *copy = malloc(sizeof(float) * n * d), reach[GM_DPC_GRID_MAX_DIM] = {0};
     for (int64_t t = 0; t < d; t++) {
       const double origin = gm_dpc_screen_origin(&plan.geom, (int)t);
@@ -571,13 +595,39 @@ static void test_screen_margin(void) {
         if (fabsf(copy[i * d + t]) > reach[t]) reach[t] = fabsf(copy[i * d + t]);
       }
     }
+    /* the relative form's items lie in one cell: each point's origin is the first point
+     * of its cell */
+    double slack = 0;
+    for (int64_t t = 0; t < d; t++) slack = fmax(slack, plan.geom.slack[t]);
+    const gm_dpc_screen_rel rel =
+        gm_dpc_screen_rel_for(cut, (int)d, reach, plan.geom.h * (1 + 2 * slack));
+    int64_t *first = malloc(sizeof(int64_t) * n), *cell = malloc(sizeof(int64_t) * n);
+    for (int64_t i = 0; i < n; i++) {
+      cell[i] = gm_dpc_cell_of(&plan.geom, x, n, i);
+      first[i] = i;
+      for (int64_t j = 0; j < i; j++)
+        if (cell[j] == cell[i]) {
+          first[i] = j;
+          break;
+        }
+    }
     gm_dpc_grid_free(&plan);
     const gm_dpc_screen screen = gm_dpc_screen_for(cut, (int)d, reach);
-    int64_t wrong = 0, band = 0;
+    int64_t wrong = 0, band = 0, rel_wrong = 0, rel_band = 0;
     double worst = 0;
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
+      float q[GM_DPC_GRID_MAX_DIM], m[GM_DPC_GRID_MAX_DIM + 1];
+      const float *o = copy + first[i] * d;
+      gm_dpc_rel_point((int)d, copy + i * d, o, q);
+      gm_dpc_rel_query((int)d, q, rel.in, m);
       for (int64_t j = 0; j < n; j++) {
         const double sq = ref_sq(x, n, d, j, i);
+        float t[GM_DPC_GRID_MAX_DIM];
+        gm_dpc_rel_point((int)d, copy + j * d, o, t);
+        const float r = gm_dpc_rel_value((int)d, t, gm_dpc_rel_square((int)d, t), m);
+        if (r < 0) rel_wrong += !(sq < cut);
+        else if (r >= rel.band) rel_wrong += sq < cut;
+        else rel_band++;
         const float sq32 = gm_dpc_screen_sq((int)d, copy + j * d, copy + i * d);
         if (sq32 < screen.in) wrong += !(sq < cut);
         else if (sq32 >= screen.out) wrong += sq < cut;
@@ -592,11 +642,21 @@ static void test_screen_margin(void) {
         else if (plain >= screen.out) wrong += sq < cut;
         if (fabs(sq - cut) < 0.01 * cut && fabs(sq32 - sq) > worst) worst = fabs(sq32 - sq);
       }
+    }
     const double margin = ((double)screen.out - (double)screen.in) / 2;
-    CHECK(screen.on && wrong == 0 && (d > 5 || (band > 0 && worst > margin / 8)),
+    CHECK(screen.on && wrong == 0 && (d > 5 || (band > 0 && (copies == 1 || worst > margin / 8))),
           "fp32 screen, d = %lld: on %d, %lld pairs wrong, %lld in the band, largest fp32 "
           "error near the cut %g, margin %g",
           (long long)d, screen.on, (long long)wrong, (long long)band, worst, margin);
+    /* two far copies make the count's cells coarse, which may turn the relative form off */
+    CHECK((copies == 2 && d <= 5 && !rel.on) ||
+              (rel.on && rel_wrong == 0 && (d > 5 || rel_band > 0)),
+          "fp32 screen's relative form, d = %lld, %d copies: on %d, %lld pairs wrong, %lld in "
+          "the band (band %g above %g)",
+          (long long)d, copies, rel.on, (long long)rel_wrong, (long long)rel_band,
+          (double)rel.band, rel.in);
+    free(first);
+    free(cell);
     free(copy);
     free(x);
   }
