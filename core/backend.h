@@ -92,10 +92,11 @@ typedef struct gm_dpc_ops {
   gpuml_status (*part_open)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                             const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                             const gpuml_options *opt, void **session);
-  /* The start[] of the session's index (ncells + 1 values: the points before each cell),
-   * for a backend that sorts the points itself (sorts_index), whose grids hold none; NULL
-   * for one whose grids do. */
-  gpuml_status (*part_starts)(void *session, int64_t *start, const gpuml_options *opt);
+  /* The rho parts' bounds (parts + 1 cells: gm_dpc_part_bound over the squared counts of
+   * the cells of the session's rho index), for a backend that sorts the points itself
+   * (sorts_index), whose grids hold no start[]; NULL for one whose grids do. */
+  gpuml_status (*part_bounds)(void *session, int parts, int64_t *bounds,
+                              const gpuml_options *opt);
   gpuml_status (*part_rho)(void *session, int64_t first, int64_t last, double *rho,
                            const gpuml_options *opt);
   gpuml_status (*part_delta)(void *session, const double *rho, int64_t top, int64_t first,

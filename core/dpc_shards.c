@@ -45,26 +45,22 @@ typedef struct {
  * of its count, so the parts are runs of cells of about equal sums of squared counts. On
  * the CPU, 10^6 points in 20 blobs: the slowest of 4 parts took 1.04-1.07x the mean time
  * of a part (1.20-1.42x with equal counts), of 8 parts 1.07-1.14x (1.39-1.56x). The GPU's
- * rho kernel takes a cell per warp, so its cost per cell grows less than the square. */
-static void cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bounds) {
-  double total = 0;
+ * rho kernel takes a cell per warp, so its cost per cell grows less than the square. The
+ * rule is core/dpc_shared.h's gm_dpc_part_bound, which a backend that sorts on the device
+ * applies there (part_bounds). */
+static gpuml_status cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bounds) {
+  double *incl = gm_alloc((size_t)(nc > 0 ? nc : 1), sizeof *incl);
+  if (!incl)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to split the cells",
+                   (double)nc * 8 / 1e6);
+  double sum = 0;
   for (int64_t c = 0; c < nc; c++) {
     const double count = (double)(start[c + 1] - start[c]);
-    total += count * count;
+    incl[c] = sum += count * count;
   }
-  int64_t c = 0;
-  double reached = 0; /* the weight of the cells before cell c */
-  bounds[0] = 0;
-  for (int p = 1; p < parts; p++) {
-    const double target = total * p / parts;
-    while (c < nc && reached < target) {
-      const double count = (double)(start[c + 1] - start[c]);
-      reached += count * count;
-      c++;
-    }
-    bounds[p] = c;
-  }
-  bounds[parts] = nc;
+  for (int p = 0; p <= parts; p++) bounds[p] = gm_dpc_part_bound(incl, nc, parts, p);
+  free(incl);
+  return GPUML_OK;
 }
 
 static gpuml_status rho_of_part(const dpc_job *job, void *session, int part,
@@ -150,22 +146,11 @@ static gpuml_status job_bounds(dpc_job *job, const gpuml_options *opt) {
     }
     return GPUML_OK;
   }
-  if (g->start) {
-    cell_bounds(g->start, g->ncells, parts, bounds);
-    return GPUML_OK;
-  }
-  int64_t *start = gm_alloc((size_t)g->ncells + 1, sizeof *start);
-  if (!start)
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to split the cells",
-                   (double)g->ncells * 8 / 1e6);
-  const gpuml_status st =
-      job->b->dpc->part_starts
-          ? job->b->dpc->part_starts(job->sessions[0], start, opt)
-          : gm_fail(GPUML_ERR_CUDA, "internal", "a backend that sorts on the device without "
-                                                "part_starts");
-  if (!st) cell_bounds(start, g->ncells, parts, bounds);
-  free(start);
-  return st;
+  if (g->start) return cell_bounds(g->start, g->ncells, parts, bounds);
+  return job->b->dpc->part_bounds
+             ? job->b->dpc->part_bounds(job->sessions[0], parts, bounds, opt)
+             : gm_fail(GPUML_ERR_CUDA, "internal", "a backend that sorts on the device without "
+                                                   "part_bounds");
 }
 
 /* Closes the sessions (on the calling thread, outside any call of the backend) and frees

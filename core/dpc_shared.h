@@ -236,6 +236,25 @@ GM_HD double gm_dpc_ring_bound(const gm_dpc_geom *g, int dim, const int64_t *c, 
   return bound * bound * GM_DPC_CUT_IN;
 }
 
+/* The rho parts of a fit over several devices or processes (core/dpc_shards.c): runs of
+ * whole cells of about equal sums of squared counts. incl[c]: the squared counts of
+ * cells 0 .. c summed (integers, exact in doubles below 2^53, so in any order). Part p of
+ * `parts` starts at the first cell whose cells before it weigh at least total p / parts
+ * (nc for the end). */
+GM_HD int64_t gm_dpc_part_bound(const double *incl, int64_t nc, int parts, int p) {
+  if (p <= 0) return 0;
+  if (p >= parts || nc <= 0) return nc;
+  const double target = incl[nc - 1] * p / parts;
+  if (!(target > 0)) return 0;
+  int64_t lo = 0, hi = nc; /* the first c with incl[c] >= target */
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (incl[mid] >= target) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo + 1 < nc ? lo + 1 : nc;
+}
+
 /* The cutoff count's fp32 screen on both backends (kernels/dpc_grid.cuh,
  * core/cpu/dpc_grid.c): the index's points less the grid's centre, rounded to fp32
  * (gm_dpc_screen_coord); a tested pair whose fp32 square (gm_dpc_screen_sq on the GPU;

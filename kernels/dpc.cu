@@ -642,14 +642,55 @@ gpuml_status part_to_host(Context &ctx, PartSession &s, const GridDev &g, int64_
   return GPUML_OK;
 }
 
-gpuml_status part_starts(PartSession &s, int64_t *start, const gpuml_options *opt) {
+// The squared counts of g's cells (incl[c]: of cells 0 .. c, once cub has summed them).
+__global__ void cell_weight_kernel(const int64_t *__restrict__ start, int64_t nc,
+                                   double *__restrict__ weight) {
+  for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < nc;
+       c += (int64_t)gridDim.x * blockDim.x) {
+    const double count = (double)(start[c + 1] - start[c]);
+    weight[c] = count * count;
+  }
+}
+
+__global__ void part_bound_kernel(const double *__restrict__ incl, int64_t nc, int parts,
+                                  int64_t *__restrict__ bounds) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p <= parts) bounds[p] = gm_dpc_part_bound(incl, nc, parts, p);
+}
+
+// The rho parts' bounds (core's gm_dpc_part_bound) on the device: the rho index's start[]
+// stays there (it was copied to the host whole: 1 s of a 3 s fit of 2.4 x 10^7 points on
+// 2 H100s, bench/RESULTS.md round 16).
+gpuml_status part_bounds(PartSession &s, int parts, int64_t *bounds, const gpuml_options *opt) {
   const GridDev &g = rho_index(s);  // the rho parts are runs of its cells
   if (!g.start)
     return gm_fail(GPUML_ERR_CUDA, "dpc:cuda", "internal: the density peaks session has no index");
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, 0));
-  GM_TRY(to_host(ctx, start, g.start, g.ncells + 1, "copying the index's cell starts"));
-  return ctx.sync("copying the index's cell starts");
+  const int64_t nc = g.ncells;
+  double *weight = nullptr, *incl = nullptr;
+  int64_t *bounds_d = nullptr;
+  GM_TRY(ctx.alloc(&weight, (size_t)(nc > 0 ? nc : 1), "splitting the cells"));
+  GM_TRY(ctx.alloc(&incl, (size_t)(nc > 0 ? nc : 1), "splitting the cells"));
+  GM_TRY(ctx.alloc(&bounds_d, (size_t)parts + 1, "splitting the cells"));
+  if (nc > 0) {
+    const unsigned blocks = grid_1d(nc, 256) < 8192u ? grid_1d(nc, 256) : 8192u;
+    cell_weight_kernel<<<blocks, 256, 0, ctx.stream()>>>(g.start, nc, weight);
+    GM_TRY(ctx.launched("splitting the cells"));
+    size_t temp_bytes = 0;
+    GM_TRY(ctx.check(cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, weight, incl, nc,
+                                                   ctx.stream()),
+                     "splitting the cells (cub::DeviceScan)"));
+    unsigned char *temp = nullptr;
+    GM_TRY(ctx.alloc(&temp, temp_bytes, "splitting the cells"));
+    GM_TRY(ctx.check(cub::DeviceScan::InclusiveSum(temp, temp_bytes, weight, incl, nc,
+                                                   ctx.stream()),
+                     "splitting the cells (cub::DeviceScan)"));
+  }
+  part_bound_kernel<<<grid_1d(parts + 1, 64), 64, 0, ctx.stream()>>>(incl, nc, parts, bounds_d);
+  GM_TRY(ctx.launched("splitting the cells"));
+  GM_TRY(to_host(ctx, bounds, bounds_d, parts + 1, "copying the parts' cells"));
+  return ctx.sync("copying the parts' cells");
 }
 
 gpuml_status part_rho(PartSession &s, int64_t first, int64_t last, double *rho,
@@ -995,11 +1036,11 @@ extern "C" gpuml_status gm_cuda_dpc_part_open(const double *x, int64_t n, int64_
   return GPUML_OK;
 }
 
-extern "C" gpuml_status gm_cuda_dpc_part_starts(void *session, int64_t *start,
+extern "C" gpuml_status gm_cuda_dpc_part_bounds(void *session, int parts, int64_t *bounds,
                                                 const gpuml_options *opt) {
   gm::PartSession &s = *static_cast<gm::PartSession *>(session);
   const gpuml_options o = gm::on_device(s, opt);
-  return gm::part_starts(s, start, &o);
+  return gm::part_bounds(s, parts, bounds, &o);
 }
 
 extern "C" gpuml_status gm_cuda_dpc_part_rho(void *session, int64_t first, int64_t last,

@@ -45,7 +45,8 @@ gpuml_status gm_cuda_dpc_part_open(const double *x, int64_t n, int64_t d,
                                    const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                    int gaussian, double dc, double cut, const gpuml_options *opt,
                                    void **session);
-gpuml_status gm_cuda_dpc_part_starts(void *session, int64_t *start, const gpuml_options *opt);
+gpuml_status gm_cuda_dpc_part_bounds(void *session, int parts, int64_t *bounds,
+                                      const gpuml_options *opt);
 gpuml_status gm_cuda_dpc_part_rho(void *session, int64_t first, int64_t last, double *rho,
                                   const gpuml_options *opt);
 gpuml_status gm_cuda_dpc_part_delta(void *session, const double *rho, int64_t top,
