@@ -257,12 +257,16 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
 // lanes idle and its row walk is serial: at 2.4 x 10^7 x 3 the rho pass took 3.5 s here
 // against 6.4 s there (bench/RESULTS.md round 14, where items of 16 points (spills),
 // cells of 8 or 32 points, 2 blocks an SM and a test of three FMAs a pair were slower).
-// Blocks an SM: 4 up to 3-d (64 registers, a few bytes spilled), 3 at 4-d and 5-d (80,
-// none spilled), 2 above. The pass waits on its loads more than it issues (about 58% of
-// the issue slots used): more warps an SM hide more of that than fewer instructions a
-// pair do. At 2.4 x 10^7 x 3 the pass took 2,985 ms against 3,409 at 3 blocks (80
+// Blocks an SM: 4 up to 3-d (64 registers, a few bytes spilled), 3 at 4-d and 5-d (80),
+// 2 above: at 2.4 x 10^7 x 3 the pass took 2,985 ms against 3,409 at 3 blocks (80
 // registers) and 3,063 at 5 (48 registers, more spilled); at 10^6 x 5, 91 against 106 ms
-// at 2 blocks (bench/RESULTS.md round 16).
+// at 2 blocks (bench/RESULTS.md round 16). The block's warps (consecutive items: the
+// same or the next cells) walk the rows of their boxes' union in lockstep, so that most
+// of a round's points come from L1 (70% of the sectors against 18% for warps on their
+// own rows; L2's reads 2.8 times fewer); the pass then issues in about 74% of its
+// cycles, and the relative form's fewer instructions a pair pay: rho 2,690 ms at
+// 2.4 x 10^7 x 3 against 2,910 with the square form and 3,006 without the lockstep
+// (bench/RESULTS.md round 17, where the pairs on the fp64 tensor cores were slower).
 constexpr int kLaneQueries = 8;
 constexpr int kStartWords = 128;  // grid_count_lanes_kernel's bits of segment starts a warp
 
