@@ -102,6 +102,10 @@ typedef struct gm_dpc_ops {
   gpuml_status (*part_delta)(void *session, const double *rho, int64_t top, int64_t first,
                              int64_t last, double *delta_sq, int64_t *nearest,
                              const gpuml_options *opt);
+  /* The density order (gm_dpc_density_order's) of the rho of all points that the
+   * session's part_delta took, made where the session holds it; NULL for a backend that
+   * leaves the order to the host. */
+  gpuml_status (*part_order)(void *session, int64_t *order, const gpuml_options *opt);
   void (*part_close)(void *session);
   /* border[i] = the largest (rho_i + rho_j) / 2 over the j of other clusters with
    * s_ij < cut, 0 when there is none; on the index (grid with its runs, or NULL for the

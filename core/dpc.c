@@ -489,7 +489,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
     gm_trace("dpc: index geometry");
     if (!st)
       st = plan.count > 1 ? gm_dpc_sharded(b, &plan, x, n, d, rho_grid, delta_grid, gaussian, dc,
-                                           cut, rho, delta, nearest, &used)
+                                           cut, rho, delta, nearest, order, &ordered, &used)
                           : b->dpc->density(x, n, d, rho_grid, delta_grid, gaussian, dc, cut,
                                             rho, delta, nearest, order, &used);
   }

@@ -97,12 +97,14 @@ void gm_dpc_grid_merge_runs(int64_t nc, int64_t *label, int64_t *end, double *to
 struct gm_backend;
 struct gm_shard_plan;
 
-/* Over the shards of `plan` (several devices, GPUML_SHARDS), in one process. */
+/* Over the shards of `plan` (several devices, GPUML_SHARDS), in one process. With order
+ * (n values) and a backend with part_order, the density order too (*ordered = 1; else 0,
+ * and the caller makes it). */
 gpuml_status gm_dpc_sharded(const struct gm_backend *b, const struct gm_shard_plan *plan,
                             const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                             const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
-                            double *rho, double *delta_sq, int64_t *nearest,
-                            const gpuml_options *used);
+                            double *rho, double *delta_sq, int64_t *nearest, int64_t *order,
+                            int *ordered, const gpuml_options *used);
 
 /* Parts spread over processes (the MPI entry point, core/mpi/dpc_mpi.c), each holding all
  * the points and computing one part. */

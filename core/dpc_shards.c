@@ -165,8 +165,8 @@ static void job_free(dpc_job *job) {
 gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, const double *x,
                             int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                             const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
-                            double *rho, double *delta_sq, int64_t *nearest,
-                            const gpuml_options *used) {
+                            double *rho, double *delta_sq, int64_t *nearest, int64_t *order,
+                            int *ordered, const gpuml_options *used) {
   /* one slot per device of the plan (one per thread of GPUML_SHARD_THREADS), each looping
    * over its parts */
   gm_shard_plan per_device = *plan;
@@ -187,6 +187,14 @@ gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, cons
     st = gm_shard_pool_run(pool, delta_of_slot, &job, "dpc delta");
   }
   if (!st) gm_trace("dpc shards: delta parts");
+  /* the density order where the first session holds all rho (the host's sort of 2.4 x 10^7
+   * points took about 0.2 s of a two-device fit on a 32-core host) */
+  *ordered = 0;
+  if (!st && order && b->dpc->part_order) {
+    st = b->dpc->part_order(job.sessions[0], order, used);
+    *ordered = !st;
+    if (!st) gm_trace("dpc shards: the density order");
+  }
   gm_shard_pool_close(pool);
   job_free(&job);
   return st;

@@ -14,7 +14,8 @@ static const gm_neighbour_ops cuda_neighbours = {gm_cuda_dist, gm_cuda_knn,
                                                   gm_cuda_knn_resident_free, 1};
 static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density,    gm_cuda_dpc_part_open,
                                      gm_cuda_dpc_part_bounds, gm_cuda_dpc_part_rho,
-                                     gm_cuda_dpc_part_delta, gm_cuda_dpc_part_close,
+                                     gm_cuda_dpc_part_delta, gm_cuda_dpc_part_order,
+                                     gm_cuda_dpc_part_close,
                                      gm_cuda_dpc_border,     1,
                                      4,                      gm_cuda_dpc_assign};
 static const gm_tsne_ops cuda_tsne = {gm_cuda_tsne_conditional, gm_cuda_tsne_affinities,

@@ -721,6 +721,18 @@ gpuml_status part_rho(PartSession &s, int64_t first, int64_t last, double *rho,
   return part_to_host(ctx, s, g, span[0], span[1], by_cell, rho, nullptr, nullptr, -1, opt);
 }
 
+// The density order of all rho, which the session took with its first part_delta: sorted
+// where it lies (density_order), instead of on the host (2.4 x 10^7 points: about 1.5 s
+// on 2 cores).
+gpuml_status part_order(PartSession &s, int64_t *order, const gpuml_options *opt) {
+  if (!s.has_rho)
+    return gm_fail(GPUML_ERR_CUDA, "dpc:cuda", "internal: the density order before the densities");
+  Context ctx("dpc:cuda");
+  GM_TRY(ctx.init(opt, 0));
+  GM_TRY(density_order(ctx, s.rho_d, s.n, order));
+  return ctx.sync("the density order");
+}
+
 gpuml_status part_delta(PartSession &s, const double *rho, int64_t top, int64_t first,
                         int64_t last, double *delta_sq, int64_t *nearest,
                         const gpuml_options *opt) {
@@ -729,9 +741,8 @@ gpuml_status part_delta(PartSession &s, const double *rho, int64_t top, int64_t 
   if (!s.has_rho) {
     // all rho, by point index and (for the index) by sorted position with each cell's
     // densest point: the same for every part of the session
-    GM_TRY(ctx.check(cudaMemcpyAsync(s.rho_d, rho, (size_t)s.n * sizeof(double),
-                                     cudaMemcpyHostToDevice, ctx.stream()),
-                     "copying the densities to the GPU"));
+    GM_TRY(upload(ctx, s.rho_d, rho, (size_t)s.n * sizeof(double),
+                  "copying the densities to the GPU"));
     if (s.delta_grid) {
       GM_TRY(gather(ctx, (const double *)s.rho_d, s.g.order, s.n, s.rho_sorted));
       GM_TRY(cell_max_fill(ctx, s.g, s.rho_sorted, s.cell_max));
@@ -1041,6 +1052,13 @@ extern "C" gpuml_status gm_cuda_dpc_part_bounds(void *session, int parts, int64_
   gm::PartSession &s = *static_cast<gm::PartSession *>(session);
   const gpuml_options o = gm::on_device(s, opt);
   return gm::part_bounds(s, parts, bounds, &o);
+}
+
+extern "C" gpuml_status gm_cuda_dpc_part_order(void *session, int64_t *order,
+                                               const gpuml_options *opt) {
+  gm::PartSession &s = *static_cast<gm::PartSession *>(session);
+  const gpuml_options o = gm::on_device(s, opt);
+  return gm::part_order(s, order, &o);
 }
 
 extern "C" gpuml_status gm_cuda_dpc_part_rho(void *session, int64_t first, int64_t last,

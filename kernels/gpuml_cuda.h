@@ -52,6 +52,7 @@ gpuml_status gm_cuda_dpc_part_rho(void *session, int64_t first, int64_t last, do
 gpuml_status gm_cuda_dpc_part_delta(void *session, const double *rho, int64_t top,
                                     int64_t first, int64_t last, double *delta_sq,
                                     int64_t *nearest, const gpuml_options *opt);
+gpuml_status gm_cuda_dpc_part_order(void *session, int64_t *order, const gpuml_options *opt);
 void gm_cuda_dpc_part_close(void *session);
 gpuml_status gm_cuda_dpc_assign(const int64_t *order, const int64_t *nearest, int64_t n,
                                 const int64_t *centres, int64_t k, int64_t *cluster, int *done,
