@@ -47,20 +47,26 @@ typedef struct {
  * of a part (1.20-1.42x with equal counts), of 8 parts 1.07-1.14x (1.39-1.56x). The GPU's
  * rho kernel takes a cell per warp, so its cost per cell grows less than the square. The
  * rule is core/dpc_shared.h's gm_dpc_part_bound, which a backend that sorts on the device
- * applies there (part_bounds). */
-static gpuml_status cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bounds) {
-  double *incl = gm_alloc((size_t)(nc > 0 ? nc : 1), sizeof *incl);
-  if (!incl)
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to split the cells",
-                   (double)nc * 8 / 1e6);
-  double sum = 0;
+ * applies there (part_bounds) and the host in one walk over the cells here. */
+static void cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bounds) {
+  double total = 0;
   for (int64_t c = 0; c < nc; c++) {
     const double count = (double)(start[c + 1] - start[c]);
-    incl[c] = sum += count * count;
+    total += count * count;
   }
-  for (int p = 0; p <= parts; p++) bounds[p] = gm_dpc_part_bound(incl, nc, parts, p);
-  free(incl);
-  return GPUML_OK;
+  int64_t c = 0;
+  double reached = 0; /* the weight of cells 0 .. c - 1 */
+  bounds[0] = 0;
+  for (int p = 1; p < parts; p++) {
+    const double target = gm_dpc_part_target(total, parts, p);
+    while (c < nc && reached < target) {
+      const double count = (double)(start[c + 1] - start[c]);
+      reached += count * count;
+      c++;
+    }
+    bounds[p] = c;
+  }
+  bounds[parts] = nc;
 }
 
 static gpuml_status rho_of_part(const dpc_job *job, void *session, int part,
@@ -146,7 +152,10 @@ static gpuml_status job_bounds(dpc_job *job, const gpuml_options *opt) {
     }
     return GPUML_OK;
   }
-  if (g->start) return cell_bounds(g->start, g->ncells, parts, bounds);
+  if (g->start) {
+    cell_bounds(g->start, g->ncells, parts, bounds);
+    return GPUML_OK;
+  }
   return job->b->dpc->part_bounds
              ? job->b->dpc->part_bounds(job->sessions[0], parts, bounds, opt)
              : gm_fail(GPUML_ERR_CUDA, "internal", "a backend that sorts on the device without "

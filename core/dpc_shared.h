@@ -237,14 +237,18 @@ GM_HD double gm_dpc_ring_bound(const gm_dpc_geom *g, int dim, const int64_t *c, 
 }
 
 /* The rho parts of a fit over several devices or processes (core/dpc_shards.c): runs of
- * whole cells of about equal sums of squared counts. incl[c]: the squared counts of
- * cells 0 .. c summed (integers, exact in doubles below 2^53, so in any order). Part p of
- * `parts` starts at the first cell whose cells before it weigh at least total p / parts
- * (nc for the end). */
+ * whole cells of about equal sums of squared counts (integers, exact in doubles below
+ * 2^53, so in any order). Part p of `parts` (0 < p < parts) starts past the first cell c
+ * whose cells 0 .. c weigh at least gm_dpc_part_target of their total (cell 0 where
+ * that is 0). */
+GM_HD double gm_dpc_part_target(double total, int parts, int p) { return total * p / parts; }
+
+/* That bound from incl[c], the squared counts of cells 0 .. c summed (the device's form;
+ * the host walks the cells once instead): 0 for p = 0, nc for p = parts. */
 GM_HD int64_t gm_dpc_part_bound(const double *incl, int64_t nc, int parts, int p) {
   if (p <= 0) return 0;
   if (p >= parts || nc <= 0) return nc;
-  const double target = incl[nc - 1] * p / parts;
+  const double target = gm_dpc_part_target(incl[nc - 1], parts, p);
   if (!(target > 0)) return 0;
   int64_t lo = 0, hi = nc; /* the first c with incl[c] >= target */
   while (lo < hi) {
