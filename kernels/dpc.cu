@@ -17,6 +17,8 @@
 // to its delta parts.
 #include <new>
 #include <cub/cub.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 #include "gpuml_cuda.h"
 #include "distance_tiles.cuh"
 #include "dpc.h"
@@ -642,15 +644,14 @@ gpuml_status part_to_host(Context &ctx, PartSession &s, const GridDev &g, int64_
   return GPUML_OK;
 }
 
-// The squared counts of g's cells (incl[c]: of cells 0 .. c, once cub has summed them).
-__global__ void cell_weight_kernel(const int64_t *__restrict__ start, int64_t nc,
-                                   double *__restrict__ weight) {
-  for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < nc;
-       c += (int64_t)gridDim.x * blockDim.x) {
+// A cell's squared count, read by cub's scan as it goes (no array of them).
+struct CellWeight {
+  const int64_t *start;
+  __host__ __device__ double operator()(int64_t c) const {
     const double count = (double)(start[c + 1] - start[c]);
-    weight[c] = count * count;
+    return count * count;
   }
-}
+};
 
 __global__ void part_bound_kernel(const double *__restrict__ incl, int64_t nc, int parts,
                                   int64_t *__restrict__ bounds) {
@@ -668,15 +669,13 @@ gpuml_status part_bounds(PartSession &s, int parts, int64_t *bounds, const gpuml
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, 0));
   const int64_t nc = g.ncells;
-  double *weight = nullptr, *incl = nullptr;
+  double *incl = nullptr;
   int64_t *bounds_d = nullptr;
-  GM_TRY(ctx.alloc(&weight, (size_t)(nc > 0 ? nc : 1), "splitting the cells"));
   GM_TRY(ctx.alloc(&incl, (size_t)(nc > 0 ? nc : 1), "splitting the cells"));
   GM_TRY(ctx.alloc(&bounds_d, (size_t)parts + 1, "splitting the cells"));
   if (nc > 0) {
-    const unsigned blocks = grid_1d(nc, 256) < 8192u ? grid_1d(nc, 256) : 8192u;
-    cell_weight_kernel<<<blocks, 256, 0, ctx.stream()>>>(g.start, nc, weight);
-    GM_TRY(ctx.launched("splitting the cells"));
+    const auto weight = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0),
+                                                        CellWeight{g.start});
     size_t temp_bytes = 0;
     GM_TRY(ctx.check(cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, weight, incl, nc,
                                                    ctx.stream()),

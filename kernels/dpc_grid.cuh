@@ -1075,6 +1075,13 @@ LanesMode lanes_mode() {
   return LanesMode::kBits;
 }
 
+// GPUML_CUDA_DPC_LOCKSTEP=0 has each warp of the lanes count walk its own item's rows (for
+// comparisons; the counts are the same).
+bool lockstep_wanted() {
+  const char *knob = getenv("GPUML_CUDA_DPC_LOCKSTEP");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
 // rho of the points of cells first .. last - 1 (by point index, or by sorted position),
 // in launches of kGridItemChunk items between interrupt checks.
 gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
@@ -1101,8 +1108,7 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   const LanesMode mode = lanes_mode();
   const bool lanes = rel.on && g.n < ((int64_t)1 << 31) && mode != LanesMode::kOff;
   const int start_bits = mode == LanesMode::kBits;
-  const char *lockstep_knob = getenv("GPUML_CUDA_DPC_LOCKSTEP");
-  const int lockstep = !(lockstep_knob && strcmp(lockstep_knob, "0") == 0);
+  const int lockstep = lockstep_wanted();
   if (screened && gm_trace_on()) {
     char note[240];
     snprintf(note, sizeof note,
