@@ -214,6 +214,50 @@ GM_HD int gm_dpc_row_cells(const gm_dpc_geom *g, double q0a, double q0b, double 
   return 1;
 }
 
+/* The cell pairs' rule of the symmetric cutoff count (kernels/dpc_grid.cuh): a pair of
+ * cells is classified from the offsets |Delta_t| of their coordinates alone, whole
+ * (every pair of their points within the cut), apart (none) or crossed, so that both
+ * cells of a pair classify it alike and the crossed pairs' points can be tested once,
+ * from the lower cell, for both. Conservative as gm_dpc_row_cells: the boxes carry the
+ * slack, the cut its margins, the square roots a relative 1e-12.
+ *
+ * The nearest and farthest distance along dimension t between a point of a cell and a
+ * point of a cell delta >= 0 cells away. */
+GM_HD void gm_dpc_pair_gap(const gm_dpc_geom *g, int t, int64_t delta, double *near,
+                           double *far) {
+  const double e2 = 2 * g->slack[t] * g->h;
+  const double gap = (double)(delta - 1) * g->h - e2;
+  *near = delta > 0 && gap > 0 ? gap : 0;
+  *far = (double)(delta + 1) * g->h + e2;
+}
+
+/* The largest offset along dimension t at which a cell can hold a point within the cut
+ * of a point of the other. */
+GM_HD int64_t gm_dpc_pair_reach(const gm_dpc_geom *g, int t, double cut) {
+  const double w = sqrt(cut * GM_DPC_CUT_OUT) * (1 + 1e-12) + 2 * g->slack[t] * g->h;
+  return (int64_t)gm_dpc_floor(w * g->inv_h) + 1;
+}
+
+/* For cells whose offsets along dimensions 1 .. dim - 1 give squared distances near_sq ..
+ * far_sq (the sums of gm_dpc_pair_gap's squares in dimension order): the largest offset
+ * along dimension 0 of a pair not apart (k_out) and of a whole pair (k_in), -1 where
+ * none. */
+GM_HD void gm_dpc_pair_row(const gm_dpc_geom *g, double near_sq, double far_sq, double cut,
+                           int64_t *k_in, int64_t *k_out) {
+  const double e2 = 2 * g->slack[0] * g->h;
+  const double out = cut * GM_DPC_CUT_OUT - near_sq;
+  *k_out = -1;
+  *k_in = -1;
+  if (!(out > 0)) return;
+  /* apart beyond: (k - 1) h - e2 > sqrt(out) */
+  *k_out = (int64_t)gm_dpc_floor((sqrt(out) * (1 + 1e-12) + e2) * g->inv_h) + 1;
+  const double in = cut * GM_DPC_CUT_IN - far_sq;
+  if (!(in > 0)) return;
+  /* whole up to: (k + 1) h + e2 < sqrt(in) */
+  const int64_t k = (int64_t)gm_dpc_ceil((sqrt(in) * (1 - 1e-12) - e2) * g->inv_h) - 2;
+  *k_in = k < -1 ? -1 : (k < *k_out ? k : *k_out);
+}
+
 /* The squared distance beyond which no point outside the cells within Chebyshev
  * distance ring - 1 of cell c can lie (INFINITY when those cells cover the grid):
  * the nearest face of their box that is not the grid's edge. */

@@ -5,8 +5,8 @@
 // per point for the others:
 //  - the cutoff density: the rows of cells the ball of the item's points touches; cells
 //    wholly inside are counted from the prefix counts start[], the points of the cells
-//    the sphere crosses are tested (grid_count_lanes_kernel where the fp32 screen is on,
-//    else grid_count_kernel);
+//    the sphere crosses are tested (grid_count_lanes where the fp32 screen is on, on one
+//    device each crossed pair of cells once for both, else grid_count_kernel);
 //  - delta: rings of cells outwards, skipping rows and cells farther than the best and
 //    cells whose densest point is below the point's density, until the rings' bound
 //    passes the best (the first rings over the cutoff density's own cells where it has
@@ -164,7 +164,7 @@ __device__ __forceinline__ int64_t count_screened(const GridDev &g, const double
 // sum the weights exp(-s inv_dc2) of every point within the cut but themselves instead
 // (no cell taken whole); sums in another order than the CPU's, so equal to rounding.
 // Without it, the pairs go through the fp32 screen when screen.on (above), to the same
-// counts; grid_count_lanes_kernel (below) takes those counts instead unless
+// counts; grid_count_lanes (below) takes those counts instead unless
 // GPUML_CUDA_DPC_LANES=0.
 // rho by point index, or by sorted position when by_position (a part's values in one span).
 // A cell of more than 32 points is several items (grid_items). Blocks an SM: 4 up to 3-d
@@ -267,8 +267,20 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
 // cycles, and the relative form's fewer instructions a pair pay: rho 2,690 ms at
 // 2.4 x 10^7 x 3 against 2,910 with the square form and 3,006 without the lockstep
 // (bench/RESULTS.md round 17, where the pairs on the fp64 tensor cores were slower).
+// On one device (all cells, every cell whole to itself) the count is symmetric (kSym):
+// the cells are classified by core/dpc_shared.h's pair rule, from their offsets alone, so
+// a pair of cells is crossed for both or for neither, and an item tests the crossed cells
+// past its own in cell order only, adding each tested point's pairs inside to that point
+// too (one atomic a lane and chunk into `counts`); the cells before it test its cell. A
+// pair is tested once instead of twice, against boxes of whole cells instead of the
+// item's points: 2,076 against 2,690 ms at 2.4 x 10^7 x 3 (items of 8), 1,969 against
+// 2,788 with items of 16 on another H100 (bench/RESULTS.md round 18).
 constexpr int kLaneQueries = 8;
-constexpr int kStartWords = 128;  // grid_count_lanes_kernel's bits of segment starts a warp
+// The symmetric count's items (its rule classifies whole cells, so an item's box costs
+// no tests): 16 points up to 3-d, 8 above (at 2.4 x 10^7 x 3 rho 1,969 against 2,160 ms
+// with 8; at 10^6 x 5 84 against 67 ms; bench/RESULTS.md round 18).
+__host__ __device__ constexpr int sym_queries(int dim) { return dim <= 3 ? 16 : 8; }
+constexpr int kStartWords = 128;  // grid_count_lanes's bits of segment starts a warp
 
 // Floats of a query's record in the relative form (core/dpc_shared.h's gm_dpc_rel_query:
 // m, then c), padded to whole 16-byte loads from 2-d on.
@@ -289,11 +301,12 @@ __device__ __forceinline__ float rel_target(float *v, const float *o) {
 // squares w0, w1) against the item's first Q points (their records from shared memory,
 // each read once for both): hits[p] counts the pairs whose r is negative (inside),
 // nearest keeps the least r as unsigned bits (a negative r's bits lie above every
-// band), so that one test after the chunks finds a pair in the band.
-template <int DIM, int Q>
+// band), so that one test after the chunks finds a pair in the band. kSym: the pairs
+// inside are counted for the tested points too (pc0, pc1).
+template <int DIM, int Q, bool kSym, int N>
 __device__ __forceinline__ void lanes_test(const float *t0, float w0, const float *t1, float w1,
-                                           const float *records, unsigned (&hits)[kLaneQueries],
-                                           unsigned &nearest) {
+                                           const float *records, unsigned (&hits)[N],
+                                           unsigned &nearest, unsigned &pc0, unsigned &pc1) {
   constexpr int kRec = rel_stride(DIM);
 #pragma unroll
   for (int p = 0; p < Q; p++) {
@@ -303,19 +316,27 @@ __device__ __forceinline__ void lanes_test(const float *t0, float w0, const floa
     const unsigned r0 = __float_as_uint(gm_dpc_rel_value(DIM, t0, w0, m));
     const unsigned r1 = __float_as_uint(gm_dpc_rel_value(DIM, t1, w1, m));
     hits[p] += (r0 >> 31) + (r1 >> 31);
+    if constexpr (kSym) {
+      pc0 += r0 >> 31;
+      pc1 += r1 >> 31;
+    }
     nearest = min(nearest, min(r0, r1));
   }
 }
 
-template <int DIM>
-__global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
-    grid_count_lanes_kernel(GridDev g, double cut, gm_dpc_screen_rel rel,
-                            double *__restrict__ rho, const int64_t *__restrict__ item_cell,
-                            const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
-                            int by_position, int start_bits, int lockstep) {
+template <int DIM, bool kSym>
+__device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
+                                                 const gm_dpc_screen_rel &rel,
+                                                 double *__restrict__ rho,
+                                                 unsigned *__restrict__ counts,
+                                                 const int64_t *__restrict__ item_cell,
+                                                 const int64_t *__restrict__ item_first,
+                                                 int64_t i0, int64_t i1, int by_position,
+                                                 int start_bits, int lockstep) {
   constexpr int kStride = screen_stride(DIM);
   constexpr int kRec = rel_stride(DIM);
   constexpr int kWarps = kPassThreads / 32;
+  constexpr int kQ = kSym ? sym_queries(DIM) : kLaneQueries;
   // Per warp: the item's records (the relative form's m and c of its points) and its
   // origin o (the fp32 copy of its first point); the item's box, which only the rows'
   // walk reads (kept out of the registers the chunks need); a round's non-empty segments
@@ -324,11 +345,12 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
   // only, so that positions and offsets fit an int); and, for a run of at most 32
   // kStartWords positions, a bit for each position that starts a segment, so that a lane
   // finds its position's segment by counting bits.
-  __shared__ __align__(16) float records_all[kWarps][kLaneQueries * kRec];
+  __shared__ __align__(16) float records_all[kWarps][kQ * kRec];
   __shared__ __align__(16) float origin_all[kWarps][kStride];
   __shared__ int seg_first_all[kWarps][64];
   __shared__ int seg_off_all[kWarps][65];
   __shared__ double box_all[kWarps][2][DIM];
+  __shared__ int64_t cell_all[kSym ? kWarps : 1][DIM];  // kSym: each warp's cell (-1: none)
   __shared__ unsigned starts_all[kWarps][kStartWords];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float *const records = records_all[warp];
@@ -346,12 +368,22 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
   if (!active && (!lockstep || i0 + (int64_t)blockIdx.x * kWarps >= i1)) return;
   const gm_dpc_geom *geo = &g.geom;
   const int64_t cell = active ? item_cell[item] : 0;
-  const int64_t s0 = active ? g.start[cell] + (item - item_first[cell]) * kLaneQueries : 0;
+  const int64_t s0 = active ? g.start[cell] + (item - item_first[cell]) * kQ : 0;
   const int64_t left = active ? g.start[cell + 1] - s0 : 0;
-  const int mk = left < kLaneQueries ? (int)left : kLaneQueries;
+  const int mk = left < kQ ? (int)left : kQ;
   const bool mine = lane < mk;
   const int64_t s = s0 + (mine ? lane : 0);
-  if (active) {
+  // kSym: the item's cell, read from shared memory where needed (kept out of the registers
+  // the chunks need)
+  const int64_t *const own = cell_all[kSym ? warp : 0];
+  if constexpr (kSym) {
+    if (lane == 0) {
+      int64_t c[DIM];
+      gm_dpc_cell_coords(geo, DIM, cell, c);
+#pragma unroll
+      for (int t = 0; t < DIM; t++) cell_all[warp][t] = active ? c[t] : -1;
+    }
+  } else if (active) {
     double a[DIM], b[DIM];
     warp_box<DIM>(g, s, a, b);
     if (lane == 0)
@@ -389,11 +421,31 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
   __syncwarp();
   const unsigned band = __float_as_uint(rel.band);
   const unsigned below = (1u << lane) - 1, upto = below | (1u << lane);  // lanes before (and this)
-  unsigned hits[kLaneQueries] = {};
+  unsigned hits[kQ] = {};
   int64_t whole = 0;  // this lane's rows' cells wholly inside, for every point of the item
   gm_dpc_rows rows;
   int64_t nrows = 0;
-  {
+  if constexpr (kSym) {
+    // the rows within reach of the item's cell, or in lockstep of the block's cells
+    if (lockstep) __syncthreads();  // every warp's cell written
+    else __syncwarp();
+    nrows = 1;
+#pragma unroll
+    for (int t = 1; t < DIM; t++) {
+      int64_t lo = active ? own[t] : INT64_MAX, hi = active ? own[t] : -1;
+      if (lockstep)
+        for (int w = 0; w < kWarps; w++)
+          if (cell_all[w][0] >= 0) {
+            lo = min(lo, cell_all[w][t]);
+            hi = max(hi, cell_all[w][t]);
+          }
+      const int64_t reach = gm_dpc_pair_reach(geo, t, cut);
+      rows.a[t] = lo - reach > 0 ? lo - reach : 0;
+      rows.b[t] = hi + reach < geo->cells[t] - 1 ? hi + reach : geo->cells[t] - 1;
+      rows.y[t] = rows.a[t];
+      nrows *= rows.b[t] - rows.a[t] + 1;
+    }
+  } else {
     double ua[DIM], ub[DIM];  // the rows' box: the item's, or in lockstep the block's
     if (lockstep) __syncthreads();  // every warp's box written
 #pragma unroll
@@ -413,7 +465,48 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
   }
   for (int64_t r0 = 0; r0 < nrows; r0 += 32) {
     int64_t a1 = 0, b1 = 0, a2 = 0, b2 = 0;
-    if (active && r0 + lane < nrows) {
+    if (kSym && active && r0 + lane < nrows) {
+      // the symmetric rule (gm_dpc_pair_row): whole cells counted, crossed ones tested
+      // only past the item's cell in cell order (the rows above it, the cells after it in
+      // its own row); the cells below test this item's cell for both
+      gm_dpc_rows_at(DIM, r0 + lane, &rows);
+      double near_sq = 0, far_sq = 0;
+      int64_t base = 0;
+      int side = 0;
+#pragma unroll
+      for (int t = 1; t < DIM; t++) {
+        const int64_t delta = rows.y[t] - own[t];
+        double nr, fr;
+        gm_dpc_pair_gap(geo, t, delta < 0 ? -delta : delta, &nr, &fr);
+        near_sq += nr * nr;
+        far_sq += fr * fr;
+        base += rows.y[t] * geo->stride[t];
+        if (delta != 0) side = delta > 0 ? 1 : -1;  // the highest dimension's decides
+      }
+      int64_t k_in, k_out;
+      gm_dpc_pair_row(geo, near_sq, far_sq, cut, &k_in, &k_out);
+      if (k_out >= 0) {
+        const int64_t x = own[0], last = geo->cells[0] - 1;
+        const int64_t lo = x - k_out > 0 ? x - k_out : 0, hi = x + k_out < last ? x + k_out : last;
+        // the whole cells wl .. wh (none: wl = hi + 1 > wh = lo - 1, so that the crossed
+        // ones lo .. hi fall on the right)
+        int64_t wl = hi + 1, wh = lo - 1;
+        if (k_in >= 0) {
+          wl = x - k_in > 0 ? x - k_in : 0;
+          wh = x + k_in < last ? x + k_in : last;
+          whole += g.start[base + wh + 1] - g.start[base + wl];
+        }
+        if (side > 0) {
+          a1 = g.start[base + lo];
+          b1 = g.start[base + (wl < hi + 1 ? wl : hi + 1)];
+        }
+        if (side >= 0) {
+          a2 = g.start[base + (wh + 1 > lo ? wh + 1 : lo)];
+          b2 = g.start[base + hi + 1];
+          if (k_in < 0) b1 = a1;  // lo .. hi once, on the right
+        }
+      }
+    } else if (!kSym && active && r0 + lane < nrows) {
       gm_dpc_rows_at(DIM, r0 + lane, &rows);
       double near_sq, far_sq;
       const int64_t base = gm_dpc_row_base(geo, DIM, &rows, qa, qb, &near_sq, &far_sq);
@@ -484,16 +577,26 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
 #pragma unroll
         for (int u = 0; u < DIM; u++) o[u] = origin[u];
         const float w0 = rel_target<DIM>(t0, o), w1 = rel_target<DIM>(t1, o);
-        unsigned nearest = 0xffffffffu;
+        unsigned nearest = 0xffffffffu, pc0 = 0, pc1 = 0;
         switch (mk) {  // warp-uniform: one branch for both chunks
-          case 8: lanes_test<DIM, 8>(t0, w0, t1, w1, records, hits, nearest); break;
-          case 7: lanes_test<DIM, 7>(t0, w0, t1, w1, records, hits, nearest); break;
-          case 6: lanes_test<DIM, 6>(t0, w0, t1, w1, records, hits, nearest); break;
-          case 5: lanes_test<DIM, 5>(t0, w0, t1, w1, records, hits, nearest); break;
-          case 4: lanes_test<DIM, 4>(t0, w0, t1, w1, records, hits, nearest); break;
-          case 3: lanes_test<DIM, 3>(t0, w0, t1, w1, records, hits, nearest); break;
-          case 2: lanes_test<DIM, 2>(t0, w0, t1, w1, records, hits, nearest); break;
-          default: lanes_test<DIM, 1>(t0, w0, t1, w1, records, hits, nearest); break;
+#define GM_LANES_TEST(Q) lanes_test<DIM, (Q <= kQ ? Q : kQ), kSym>(t0, w0, t1, w1, records, hits, nearest, pc0, pc1)
+          case 16: GM_LANES_TEST(16); break;
+          case 15: GM_LANES_TEST(15); break;
+          case 14: GM_LANES_TEST(14); break;
+          case 13: GM_LANES_TEST(13); break;
+          case 12: GM_LANES_TEST(12); break;
+          case 11: GM_LANES_TEST(11); break;
+          case 10: GM_LANES_TEST(10); break;
+          case 9: GM_LANES_TEST(9); break;
+          case 8: GM_LANES_TEST(8); break;
+          case 7: GM_LANES_TEST(7); break;
+          case 6: GM_LANES_TEST(6); break;
+          case 5: GM_LANES_TEST(5); break;
+          case 4: GM_LANES_TEST(4); break;
+          case 3: GM_LANES_TEST(3); break;
+          case 2: GM_LANES_TEST(2); break;
+          default: GM_LANES_TEST(1); break;
+#undef GM_LANES_TEST
         }
         if (__any_sync(kFullMask, nearest < band)) {
           // a pair in the band around the cut: the fp64 square decides
@@ -514,10 +617,18 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
                   pp[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)(s0 + p)];
                 const unsigned in = grid_sq<DIM>(g, pp, j) < cut;
 #pragma unroll
-                for (int r = 0; r < kLaneQueries; r++) hits[r] += r == p ? in : 0;
+                for (int r = 0; r < kQ; r++) hits[r] += r == p ? in : 0;
+                if constexpr (kSym) (c ? pc1 : pc0) += in;
               }
             }
           }
+        }
+        if constexpr (kSym) {
+          // the tested points' pairs inside, for them (consecutive positions mostly: few
+          // sectors a warp)
+          if (pos < run && pc0 > 0) atomicAdd(counts + seg_first[k0] + (pos - seg_off[k0]), pc0);
+          if (pos + 32 < run && pc1 > 0)
+            atomicAdd(counts + seg_first[k1] + (pos + 32 - seg_off[k1]), pc1);
         }
       }
       __syncwarp();  // the segments are read before the next round writes them
@@ -527,14 +638,44 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)
   for (int off = 16; off > 0; off >>= 1) whole += __shfl_xor_sync(kFullMask, whole, off);
   int64_t mine_count = 0;
 #pragma unroll
-  for (int p = 0; p < kLaneQueries; p++) {
+  for (int p = 0; p < kQ; p++) {
     uint64_t h = hits[p];
     for (int off = 16; off > 0; off >>= 1) h += __shfl_xor_sync(kFullMask, h, off);
     if (lane == p) mine_count = (int64_t)h;
   }
-  // each point itself, at 0 < cut, is counted once: not a neighbour
-  if (mine) rho[by_position ? s : g.order[s]] = (double)(whole + mine_count - 1);
+  // each point itself, at 0 < cut, is counted once: not a neighbour (kSym:
+  // counts_to_rho takes it off once every item has added its pairs)
+  if constexpr (kSym) {
+    if (mine) atomicAdd(counts + s, (unsigned)(whole + mine_count));
+  } else if (mine) {
+    rho[by_position ? s : g.order[s]] = (double)(whole + mine_count - 1);
+  }
 }
+
+// rho from the symmetric count's counts (each point counted itself once).
+__global__ void counts_to_rho_kernel(const unsigned *__restrict__ counts,
+                                     const int64_t *__restrict__ order, int64_t n,
+                                     int by_position, double *__restrict__ rho) {
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n;
+       s += (int64_t)gridDim.x * blockDim.x)
+    rho[by_position ? s : order[s]] = (double)counts[s] - 1;
+}
+
+// The lanes count's kernels, as GM_DPC_DIM_SWITCH takes them: each item's pairs for
+// itself (_own), or each crossed pair once (_sym). Blocks an SM as above.
+#define GM_DPC_LANES_KERNEL(NAME, SYM)                                                        \
+  template <int DIM>                                                                          \
+  __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)            \
+      NAME(GridDev g, double cut, gm_dpc_screen_rel rel, double *__restrict__ rho,           \
+           unsigned *__restrict__ counts, const int64_t *__restrict__ item_cell,              \
+           const int64_t *__restrict__ item_first, int64_t i0, int64_t i1, int by_position,  \
+           int start_bits, int lockstep) {                                                    \
+    grid_count_lanes<DIM, SYM>(g, cut, rel, rho, counts, item_cell, item_first, i0, i1,      \
+                               by_position, start_bits, lockstep);                            \
+  }
+GM_DPC_LANES_KERNEL(grid_count_lanes_own, false)
+GM_DPC_LANES_KERNEL(grid_count_lanes_sym, true)
+#undef GM_DPC_LANES_KERNEL
 
 // The cutoff count's items: a cell of m points is ceil(m / per_item) of them (items[c]),
 // laid out cell by cell (item_first: their exclusive prefix sum, then item_cell names each
@@ -1064,7 +1205,7 @@ gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t **
 }
 
 // GPUML_CUDA_DPC_LANES=0 keeps the screened cutoff count on grid_count_kernel instead of
-// grid_count_lanes_kernel, "search" has the latter find every position's segment by
+// grid_count_lanes, "search" has the latter find every position's segment by
 // stepping instead of by its bits of segment starts (for comparisons and tests; the
 // counts are the same).
 enum class LanesMode { kOff, kBits, kSearch };
@@ -1080,6 +1221,28 @@ LanesMode lanes_mode() {
 bool lockstep_wanted() {
   const char *knob = getenv("GPUML_CUDA_DPC_LOCKSTEP");
   return !(knob && strcmp(knob, "0") == 0);
+}
+
+// GPUML_CUDA_DPC_SYM=0 has the lanes count test every crossed pair from both of its
+// points' items instead of once (for comparisons; the counts are the same).
+bool sym_wanted() {
+  const char *knob = getenv("GPUML_CUDA_DPC_SYM");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
+// Whether the symmetric count's rule calls every cell whole to itself (its row's k_in >= 0),
+// as it needs: a cell's own points are counted, not tested, by each of them.
+bool cells_whole_to_themselves(const gm_dpc_geom &geo, double cut) {
+  double near_sq = 0, far_sq = 0;
+  for (int t = 1; t < geo.dim; t++) {
+    double nr, fr;
+    gm_dpc_pair_gap(&geo, t, 0, &nr, &fr);
+    near_sq += nr * nr;
+    far_sq += fr * fr;
+  }
+  int64_t k_in, k_out;
+  gm_dpc_pair_row(&geo, near_sq, far_sq, cut, &k_in, &k_out);
+  return k_in >= 0;
 }
 
 // rho of the points of cells first .. last - 1 (by point index, or by sorted position),
@@ -1109,18 +1272,29 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   const bool lanes = rel.on && g.n < ((int64_t)1 << 31) && mode != LanesMode::kOff;
   const int start_bits = mode == LanesMode::kBits;
   const int lockstep = lockstep_wanted();
+  // the symmetric count: all cells on this device, each crossed pair tested once, from
+  // its lower cell, for both points (their counts added up in `counts`)
+  const bool sym = lanes && first == 0 && last == g.ncells && sym_wanted() &&
+                   cells_whole_to_themselves(g.geom, cut);
+  unsigned *counts = nullptr;
+  if (sym) {
+    GM_TRY(ctx.alloc(&counts, (size_t)(g.n > 0 ? g.n : 1), "the density pass's counts"));
+    GM_TRY(ctx.check(cudaMemsetAsync(counts, 0, (size_t)g.n * sizeof *counts, ctx.stream()),
+                     "the density pass's counts"));
+  }
   if (screened && gm_trace_on()) {
     char note[240];
     snprintf(note, sizeof note,
              "dpc cuda: fp32 screen %s, band %.9g .. %.9g around the cut %.9g; relative form "
-             "%s, band %.9g .. %.9g; points %s",
+             "%s, band %.9g .. %.9g; points %s%s",
              screen.on ? "on" : "off", (double)screen.in, (double)screen.out, cut,
              rel.on ? "on" : "off", rel.in, rel.in + (double)rel.band,
-             lanes ? "across the lanes" : "one a step");
+             lanes ? "across the lanes" : "one a step", sym ? ", each crossed pair once" : "");
     gm_trace(note);
   }
   int64_t *item_first = nullptr, *item_cell = nullptr, total = 0;
-  GM_TRY(grid_items(ctx, g, lanes ? kLaneQueries : 32, &item_first, &item_cell, &total));
+  const int per_item = sym ? sym_queries(dim) : lanes ? kLaneQueries : 32;
+  GM_TRY(grid_items(ctx, g, per_item, &item_first, &item_cell, &total));
   int64_t span[2];  // the items of cells first and last
   GM_TRY(ctx.check(cudaMemcpyAsync(&span[0], item_first + first, sizeof span[0],
                                    cudaMemcpyDeviceToHost, ctx.stream()),
@@ -1132,9 +1306,12 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   for (int64_t i0 = span[0]; i0 < span[1]; i0 += kGridItemChunk) {
     const int64_t i1 = min64(span[1], i0 + kGridItemChunk);
     const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
-    if (lanes) {
-      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_kernel, g, cut, rel, rho, item_cell, item_first,
-                        i0, i1, by_position, start_bits, lockstep);
+    if (sym) {
+      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_sym, g, cut, rel, rho, counts, item_cell,
+                        item_first, i0, i1, by_position, start_bits, lockstep);
+    } else if (lanes) {
+      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_own, g, cut, rel, rho, counts, item_cell,
+                        item_first, i0, i1, by_position, start_bits, lockstep);
     } else {
       GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, item_cell,
                         item_first, i0, i1, by_position);
@@ -1146,6 +1323,12 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
     gm_progress(opt, "dpc rho",
                 (int64_t)((double)g.n * (double)(i1 - span[0]) / (double)(span[1] - span[0])),
                 g.n);
+  }
+  if (sym) {
+    const unsigned blocks = grid_1d(g.n, 256) < 4096u ? grid_1d(g.n, 256) : 4096u;
+    counts_to_rho_kernel<<<blocks, 256, 0, ctx.stream()>>>(counts, g.order, g.n, by_position, rho);
+    GM_TRY(ctx.launched("density peaks rho (index)"));
+    GM_TRY(ctx.sync("density peaks rho (index)"));
   }
   return GPUML_OK;
 }

@@ -662,6 +662,85 @@ static void test_screen_margin(void) {
   }
 }
 
+/* The symmetric count's rule for pairs of cells (core/dpc_shared.h's gm_dpc_pair_row, the
+ * GPU's one-device cutoff count): on blobs at d = 1 .. 5 and the cells of the count's own
+ * index, every pair of points whose cells the rule calls whole is within the cut and
+ * every pair it calls apart is not; the boxes' farthest (nearest) corners of every offset
+ * within reach too, in long double; and the rule calls some pairs whole, some apart and
+ * some crossed. */
+static int64_t pair_class(const gm_dpc_geom *geo, const int64_t *delta, double cut) {
+  double near_sq = 0, far_sq = 0;
+  for (int t = 1; t < geo->dim; t++) {
+    double nr, fr;
+    gm_dpc_pair_gap(geo, t, delta[t] < 0 ? -delta[t] : delta[t], &nr, &fr);
+    near_sq += nr * nr;
+    far_sq += fr * fr;
+  }
+  int64_t k_in, k_out;
+  gm_dpc_pair_row(geo, near_sq, far_sq, cut, &k_in, &k_out);
+  const int64_t x = delta[0] < 0 ? -delta[0] : delta[0];
+  return x <= k_in ? 1 : x <= k_out ? 0 : -1; /* whole, crossed, apart */
+}
+
+static void test_pair_rule(void) {
+  for (int64_t d = 1; d <= 5; d++) {
+    const uint64_t other = rng_state;
+    const int64_t n = 3000;
+    double *x = blobs(n, d, 4, 0.4, NULL);
+    rng_state = other;
+    gm_dpc_grid plan;
+    gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, 4, 1, &plan);
+    const gm_dpc_geom *geo = &plan.geom;
+    const double cut = 36 * geo->h * geo->h; /* dc = 6 cells */
+    int64_t wrong = 0, seen[3] = {0, 0, 0}, corner_wrong = 0, crossed = 0;
+    int64_t *cell = malloc(sizeof(int64_t) * n * GM_DPC_GRID_MAX_DIM);
+    for (int64_t i = 0; i < n; i++)
+      gm_dpc_cell_coords(geo, (int)d, gm_dpc_cell_of(geo, x, n, i), cell + i * GM_DPC_GRID_MAX_DIM);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        int64_t delta[GM_DPC_GRID_MAX_DIM];
+        for (int64_t t = 0; t < d; t++)
+          delta[t] = cell[j * GM_DPC_GRID_MAX_DIM + t] - cell[i * GM_DPC_GRID_MAX_DIM + t];
+        const int64_t c = pair_class(geo, delta, cut);
+        const double sq = ref_sq(x, n, d, j, i);
+        seen[c + 1]++;
+        if ((c == 1 && !(sq < cut)) || (c == -1 && sq < cut)) wrong++;
+      }
+    /* every offset within reach, from cell 0: the boxes' extremes */
+    int64_t reach = 0, count = 1;
+    for (int64_t t = 0; t < d; t++) {
+      const int64_t r = gm_dpc_pair_reach(geo, (int)t, cut) + 1;
+      reach = r > reach ? r : reach;
+      count *= 2 * r + 1;
+    }
+    for (int64_t k = 0; k < count; k++) {
+      int64_t delta[GM_DPC_GRID_MAX_DIM], r = k;
+      long double near_sq = 0, far_sq = 0;
+      for (int64_t t = 0; t < d; t++) {
+        delta[t] = r % (2 * reach + 1) - reach;
+        r /= 2 * reach + 1;
+        const long double e = (long double)geo->slack[t] * geo->h, h = geo->h;
+        const long double a0 = -e, a1 = h + e, b0 = delta[t] * h - e, b1 = (delta[t] + 1) * h + e;
+        const long double gap = b0 > a1 ? b0 - a1 : a0 > b1 ? a0 - b1 : 0;
+        const long double span = (b1 - a0 > a1 - b0) ? b1 - a0 : a1 - b0;
+        near_sq += gap * gap;
+        far_sq += span * span;
+      }
+      const int64_t c = pair_class(geo, delta, cut);
+      if ((c == 1 && !(far_sq < cut)) || (c == -1 && !(near_sq >= cut))) corner_wrong++;
+      crossed += c == 0;
+    }
+    CHECK(wrong == 0 && corner_wrong == 0 && seen[0] > 0 && seen[2] > 0 && crossed > 0,
+          "cell pairs' rule, d = %lld: %lld pairs and %lld offsets' corners wrong; pairs %lld "
+          "apart, %lld crossed, %lld whole; %lld offsets crossed",
+          (long long)d, (long long)wrong, (long long)corner_wrong, (long long)seen[0],
+          (long long)seen[1], (long long)seen[2], (long long)crossed);
+    free(cell);
+    gm_dpc_grid_free(&plan);
+    free(x);
+  }
+}
+
 /* The mean, over points, of the count of their cell, from a built index. */
 static double seen_occupancy(const gm_dpc_grid *g) {
   double sum = 0;
@@ -1854,6 +1933,7 @@ int main(void) {
   harness_init();
   test_precision = harness_precision;
   test_screen_margin(); /* no backend: the screen's arithmetic on the host */
+  test_pair_rule();
   HARNESS_FOR_EACH_BACKEND(b) {
     if (!harness_runs(b, "density peaks")) continue;
     test_backend = b->id;
