@@ -99,6 +99,18 @@ typedef struct gm_dpc_ops {
                               const gpuml_options *opt);
   gpuml_status (*part_rho)(void *session, int64_t first, int64_t last, double *rho,
                            const gpuml_options *opt);
+  /* The cutoff count over parts from both sides of each pair (the GPU's symmetric count),
+   * NULL where there is none. part_counts_on: 1 where the session counts so (the same
+   * answer for every session of the same points and cut), else 0 and part_rho for every
+   * part. part_counts then tests each crossed pair of cells once, from the lower cell, for
+   * the cells first .. last - 1 against their own and the later cells, and counts each
+   * pair inside for both points (every point counts itself once, in the part of its
+   * cell); with counts (by original index, all n points) it adds there what the session
+   * counted since the last such call, with NULL it keeps that for the next. Over all
+   * parts, rho = counts - 1, bit for bit density()'s. */
+  int (*part_counts_on)(void *session, const gpuml_options *opt);
+  gpuml_status (*part_counts)(void *session, int64_t first, int64_t last, uint32_t *counts,
+                              const gpuml_options *opt);
   gpuml_status (*part_delta)(void *session, const double *rho, int64_t top, int64_t first,
                              int64_t last, double *delta_sq, int64_t *nearest,
                              const gpuml_options *opt);

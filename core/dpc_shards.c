@@ -13,7 +13,9 @@
  * and both passes), its parts in turn; the sessions close on the calling thread.
  *
  * The parts: on the cell index, rho by runs of whole cells of about equal work
- * (cell_bounds), and delta by runs of sorted positions; over all pairs, rows (the
+ * (cell_bounds; with the backend's symmetric count, GM_DPC_SYM_PARTS runs a session, each
+ * crossed pair counted once for both points and the sessions' counts summed), and delta
+ * in one part on the first device (its walk is short); over all pairs, rows (the
  * Gaussian density in multiples of GM_DPC_GAUSS_PART_ROWS, so that every point's weights
  * come from the same GEMM tile as on one device; fewer parts then get work below a few
  * thousand rows a part). Any split gives the same answers; every process of an MPI job
@@ -30,13 +32,15 @@ typedef struct {
   const gm_dpc_grid *rho_grid, *delta_grid;
   int gaussian;
   double dc, cut;
-  int parts;
-  int64_t *rho_bounds; /* parts + 1: the cells (or rows) of each part's rho */
+  int parts;            /* delta's, and rho's but with the symmetric count */
+  int rho_parts;        /* rho's */
+  int64_t *rho_bounds; /* rho_parts + 1: the cells (or rows) of each part's rho */
   int slots;           /* the sessions; part p runs in session p % slots */
   void **sessions;
   int64_t top;
   double *rho, *delta_sq;
   int64_t *nearest;
+  uint32_t *counts; /* the symmetric count's (part_counts): n a session, else NULL */
 } dpc_job;
 
 /* bounds[p] .. bounds[p + 1] - 1: the cells of part p, from the points before each cell
@@ -69,10 +73,18 @@ static void cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bo
   bounds[parts] = nc;
 }
 
-static gpuml_status rho_of_part(const dpc_job *job, void *session, int part,
+/* A rho part in the session of `slot`: its points' rho, or with the symmetric count its
+ * pairs counted on the session's device, and with the slot's last part all of them added
+ * into the slot's counts (the slots' counts are summed after the pass). */
+static gpuml_status rho_of_part(const dpc_job *job, int slot, int part,
                                 const gpuml_options *opt) {
   const int64_t first = job->rho_bounds[part], last = job->rho_bounds[part + 1];
-  if (first == last) return GPUML_OK;
+  const int slot_last = part + job->slots >= job->rho_parts;
+  if (first == last && !(job->counts && slot_last)) return GPUML_OK;
+  void *session = job->sessions[slot];
+  if (job->counts)
+    return job->b->dpc->part_counts(
+        session, first, last, slot_last ? job->counts + (size_t)slot * (size_t)job->n : NULL, opt);
   return job->b->dpc->part_rho(session, first, last, job->rho, opt);
 }
 
@@ -95,16 +107,17 @@ static gpuml_status open_slot(void *ctx, int slot, const gpuml_options *opt) {
 
 static gpuml_status parts_of_slot(const dpc_job *job, int slot, int delta,
                                   const gpuml_options *opt) {
-  for (int p = slot; p < job->parts; p += job->slots) {
+  for (int p = slot; p < (delta ? job->parts : job->rho_parts); p += job->slots) {
     if (gm_interrupted(opt))
       return gm_fail(GPUML_ERR_INTERRUPTED, "interrupted", "density peaks interrupted");
     const double t0 = gm_trace_on() ? gm_seconds() : 0;
     GM_TRY(delta ? delta_of_part(job, job->sessions[slot], p, opt)
-                 : rho_of_part(job, job->sessions[slot], p, opt));
+                 : rho_of_part(job, slot, p, opt));
     if (gm_trace_on()) { /* each part's own time: the devices' steps interleave */
       char note[160];
       snprintf(note, sizeof note, "dpc shards: %s part %d of %d in session %d took %.1f ms",
-               delta ? "delta" : "rho", p, job->parts, slot, (gm_seconds() - t0) * 1e3);
+               delta ? "delta" : "rho", p, delta ? job->parts : job->rho_parts, slot,
+               (gm_seconds() - t0) * 1e3);
       gm_trace(note);
     }
   }
@@ -127,12 +140,10 @@ static gpuml_status job_make(dpc_job *job, const gm_backend *b, int parts, int s
                              double *rho, double *delta_sq, int64_t *nearest) {
   *job = (dpc_job){.b = b, .x = x, .n = n, .d = d, .rho_grid = rho_grid,
                    .delta_grid = delta_grid, .gaussian = gaussian, .dc = dc, .cut = cut,
-                   .parts = parts, .slots = slots, .top = -1, .rho = rho,
-                   .delta_sq = delta_sq, .nearest = nearest};
-  job->rho_bounds = gm_alloc((size_t)parts + 1, sizeof *job->rho_bounds);
+                   .parts = parts, .rho_parts = parts, .slots = slots, .top = -1,
+                   .rho = rho, .delta_sq = delta_sq, .nearest = nearest};
   job->sessions = calloc((size_t)slots, sizeof *job->sessions);
-  if (!job->rho_bounds || !job->sessions)
-    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the parts");
+  if (!job->sessions) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the parts");
   return GPUML_OK;
 }
 
@@ -142,8 +153,9 @@ static gpuml_status job_make(dpc_job *job, const gm_backend *b, int parts, int s
  * carry the rounding of their tile). */
 static gpuml_status job_bounds(dpc_job *job, const gpuml_options *opt) {
   const gm_dpc_grid *g = job->rho_grid;
-  int64_t *bounds = job->rho_bounds;
-  const int parts = job->parts;
+  const int parts = job->rho_parts;
+  int64_t *bounds = job->rho_bounds = gm_alloc((size_t)parts + 1, sizeof *job->rho_bounds);
+  if (!bounds) return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate the parts");
   if (!g) {
     const int64_t n = job->n, unit = job->gaussian ? GM_DPC_GAUSS_PART_ROWS : 1;
     for (int p = 0; p <= parts; p++) {
@@ -169,6 +181,39 @@ static void job_free(dpc_job *job) {
     if (job->sessions[s]) job->b->dpc->part_close(job->sessions[s]);
   free(job->sessions);
   free(job->rho_bounds);
+  free(job->counts);
+}
+
+/* The symmetric count over the parts where the backend's sessions count so (the GPU's: each
+ * crossed pair of cells tested once instead of from both sides, about 1.4 times less work
+ * on one device, bench/RESULTS.md round 18): a count of all n points a session, zero;
+ * NULL (part_rho) where the host lacks their memory. A cell's work then lies with its
+ * pairs with the cells after it, which the squared counts of the parts' rule do not
+ * weigh, so each session takes GM_DPC_SYM_PARTS runs of cells spread over the index
+ * (part p in session p % slots) instead of one; their counts stay on the device until
+ * the session's last part. */
+#define GM_DPC_SYM_PARTS 8
+static void job_counts(dpc_job *job, const gpuml_options *opt) {
+  const gm_dpc_ops *ops = job->b->dpc;
+  if (!job->rho_grid || job->gaussian || !ops->part_counts_on || !ops->part_counts ||
+      !ops->part_counts_on(job->sessions[0], opt))
+    return;
+  job->counts = calloc((size_t)job->slots * (size_t)job->n, sizeof *job->counts);
+  if (job->counts && job->rho_parts < job->slots * GM_DPC_SYM_PARTS)
+    job->rho_parts = job->slots * GM_DPC_SYM_PARTS;
+  gm_trace(job->counts ? "dpc shards: each crossed pair once" : "dpc shards: no memory for "
+                                                                "the symmetric counts");
+}
+
+/* rho = the sessions' counts summed, less each point itself. */
+static void job_rho_of_counts(const dpc_job *job, int threads) {
+  const int64_t n = job->n;
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 65536)
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t total = 0;
+    for (int s = 0; s < job->slots; s++) total += job->counts[(size_t)s * (size_t)n + (size_t)i];
+    job->rho[i] = (double)total - 1;
+  }
 }
 
 gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, const double *x,
@@ -183,13 +228,19 @@ gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, cons
   dpc_job job;
   gpuml_status st = job_make(&job, b, plan->count, plan->ndevices, x, n, d, rho_grid,
                              delta_grid, gaussian, dc, cut, rho, delta_sq, nearest);
+  /* delta on the index in one part, on the first device: its walk is short beside what
+   * putting several parts' values in place costs (2.4 x 10^7 x 3 on two devices: the
+   * whole pass on one 0.14 s, two parts 0.36 s; bench/RESULTS.md round 19) */
+  if (delta_grid) job.parts = 1;
   gm_shard_pool *pool = NULL;
   if (!st) st = gm_shard_pool_open(&per_device, used, &pool);
   if (!st) st = gm_shard_pool_run(pool, open_slot, &job, NULL);
   if (!st) gm_trace("dpc shards: sessions open");
+  if (!st) job_counts(&job, used);
   if (!st) st = job_bounds(&job, used);
   if (!st) gm_trace("dpc shards: the rho parts' cells");
   if (!st) st = gm_shard_pool_run(pool, rho_of_slot, &job, "dpc rho");
+  if (!st && job.counts) job_rho_of_counts(&job, gm_threads(used));
   if (!st) gm_trace("dpc shards: rho parts");
   if (!st) {
     job.top = gm_dpc_top(rho, n, gm_threads(used));
@@ -207,6 +258,11 @@ gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, cons
   gm_shard_pool_close(pool);
   job_free(&job);
   return st;
+}
+
+void gm_dpc_add_counts(uint32_t *to, const uint32_t *from, int64_t n, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 65536)
+  for (int64_t i = 0; i < n; i++) to[i] += from[i];
 }
 
 void gm_dpc_scatter(const int64_t *rows, int64_t count, int64_t skip, const double *values,
@@ -238,7 +294,7 @@ gpuml_status gm_dpc_spread_density(const gm_backend *b, const gm_dpc_spread *spr
                              dc, cut, rho, delta_sq, nearest);
   if (!st) st = open_slot(&job, 0, used);
   if (!st) st = job_bounds(&job, used);
-  if (!st) st = rho_of_part(&job, job.sessions[0], spread->part, used);
+  if (!st) st = rho_of_part(&job, 0, spread->part, used);
   if (!(st = spread->merge(spread->ctx, st, rho, NULL, n))) {
     job.top = gm_dpc_top(rho, n, gm_threads(used));
     st = delta_of_part(&job, job.sessions[0], spread->part, used);

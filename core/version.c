@@ -73,9 +73,10 @@ static const struct {
                                 "count walk its own item's rows instead of the block's "
                                 "warps walking the rows of their items' boxes together "
                                 "(the same counts)"},
-    {"GPUML_CUDA_DPC_SYM", "development: 0 has the GPU's screened cutoff count on one device "
-                           "test each pair of crossed cells from both cells' items instead "
-                           "of once, from the lower cell, for both (the same counts)"},
+    {"GPUML_CUDA_DPC_SYM", "development: 0 has the GPU's screened cutoff count (on one device "
+                           "or over several devices' parts) test each pair of crossed cells "
+                           "from both cells' items instead of once, from the lower cell, for "
+                           "both (the same counts)"},
     {"GPUML_CUDA_DPC_SUB_CELLS", "development: 0 keeps the points of a cell of the GPU's "
                                  "cutoff density in index order instead of the Morton "
                                  "order of its sub-cells (the same counts)"},

@@ -14,6 +14,7 @@ static const gm_neighbour_ops cuda_neighbours = {gm_cuda_dist, gm_cuda_knn,
                                                   gm_cuda_knn_resident_free, 1};
 static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density,    gm_cuda_dpc_part_open,
                                      gm_cuda_dpc_part_bounds, gm_cuda_dpc_part_rho,
+                                     gm_cuda_dpc_part_counts_on, gm_cuda_dpc_part_counts,
                                      gm_cuda_dpc_part_delta, gm_cuda_dpc_part_order,
                                      gm_cuda_dpc_part_close,
                                      gm_cuda_dpc_border,     1,

@@ -267,14 +267,17 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
 // cycles, and the relative form's fewer instructions a pair pay: rho 2,690 ms at
 // 2.4 x 10^7 x 3 against 2,910 with the square form and 3,006 without the lockstep
 // (bench/RESULTS.md round 17, where the pairs on the fp64 tensor cores were slower).
-// On one device (all cells, every cell whole to itself) the count is symmetric (kSym):
+// Where every cell is whole to itself the count is symmetric (kSym), on one device over
+// all cells or over the parts of several devices, whose counts the host sums:
 // the cells are classified by core/dpc_shared.h's pair rule, from their offsets alone, so
 // a pair of cells is crossed for both or for neither, and an item tests the crossed cells
 // past its own in cell order only, adding each tested point's pairs inside to that point
 // too (one atomic a lane and chunk into `counts`); the cells before it test its cell. A
 // pair is tested once instead of twice, against boxes of whole cells instead of the
 // item's points: 2,076 against 2,690 ms at 2.4 x 10^7 x 3 (items of 8), 1,969 against
-// 2,788 with items of 16 on another H100 (bench/RESULTS.md round 18).
+// 2,788 with items of 16 on another H100 (bench/RESULTS.md round 18). Placing each tested
+// point against the box of the item's points first, to test only those it leaves
+// crossed (about 0.44 of them), was slower: 2,475 against 1,964 ms (round 19).
 constexpr int kLaneQueries = 8;
 // The symmetric count's items (its rule classifies whole cells, so an item's box costs
 // no tests): 16 points up to 3-d, 8 above (at 2.4 x 10^7 x 3 rho 1,969 against 2,160 ms
@@ -1245,44 +1248,69 @@ bool cells_whole_to_themselves(const gm_dpc_geom &geo, double cut) {
   return k_in >= 0;
 }
 
-// rho of the points of cells first .. last - 1 (by point index, or by sorted position),
-// in launches of kGridItemChunk items between interrupt checks.
-gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
-                      int64_t first, int64_t last, double *rho, int by_position,
-                      const gpuml_options *opt) {
-  // the cutoff count's fp32 screen, where the index has its copy (reach32: float bits)
+// The cutoff count's forms for g: the fp32 screen and its relative form (where the index
+// has its fp32 copy: reach32, float bits), and whether the count runs across the lanes.
+struct CountForms {
+  gm_dpc_screen screen = {0.0f, 0.0f, 0};
+  gm_dpc_screen_rel rel = {0, 0.0f, 0};
+  bool lanes = false;
+};
+
+gpuml_status count_forms(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
+                         CountForms *forms) {
   float reach[GM_DPC_GRID_MAX_DIM];
   const bool screened = inv_dc2 == 0 && g.coords32;
-  if (screened) {
-    GM_TRY(ctx.check(cudaMemcpyAsync(reach, g.reach32, (size_t)dim * sizeof *reach,
-                                     cudaMemcpyDeviceToHost, ctx.stream()),
-                     "the density pass's fp32 screen"));
-    GM_TRY(ctx.sync("the density pass's fp32 screen"));
-  }
-  const gm_dpc_screen screen =
-      screened ? gm_dpc_screen_for(cut, dim, reach) : gm_dpc_screen{0.0f, 0.0f, 0};
+  *forms = CountForms();
+  if (!screened) return GPUML_OK;
+  GM_TRY(ctx.check(cudaMemcpyAsync(reach, g.reach32, (size_t)dim * sizeof *reach,
+                                   cudaMemcpyDeviceToHost, ctx.stream()),
+                   "the density pass's fp32 screen"));
+  GM_TRY(ctx.sync("the density pass's fp32 screen"));
+  forms->screen = gm_dpc_screen_for(cut, dim, reach);
   // the lanes count's relative form: two points of one cell lie within a side of the
   // cell's box, its slack included, in each dimension
   double slack = 0;
   for (int t = 0; t < dim; t++) slack = fmax(slack, g.geom.slack[t]);
-  const gm_dpc_screen_rel rel = screened
-                                    ? gm_dpc_screen_rel_for(cut, dim, reach, g.geom.h * (1 + 2 * slack))
-                                    : gm_dpc_screen_rel{0, 0.0f, 0};
-  const LanesMode mode = lanes_mode();
-  const bool lanes = rel.on && g.n < ((int64_t)1 << 31) && mode != LanesMode::kOff;
-  const int start_bits = mode == LanesMode::kBits;
+  forms->rel = gm_dpc_screen_rel_for(cut, dim, reach, g.geom.h * (1 + 2 * slack));
+  forms->lanes = forms->rel.on && g.n < ((int64_t)1 << 31) && lanes_mode() != LanesMode::kOff;
+  return GPUML_OK;
+}
+
+// Whether the lanes count of g can be symmetric: every cell whole to itself by the pair
+// rule (its own points counted, not tested, by each of them).
+bool sym_count(const CountForms &forms, const GridDev &g, double cut) {
+  return forms.lanes && sym_wanted() && cells_whole_to_themselves(g.geom, cut);
+}
+
+// rho of the points of cells first .. last - 1 (by point index, or by sorted position),
+// in launches of kGridItemChunk items between interrupt checks. With part_counts (the
+// parts of several devices, where sym_count holds): the symmetric count of those cells'
+// items instead, each of their crossed pairs with the cells after them added for both
+// points into part_counts (by sorted position; the caller clears it), rho left alone.
+gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, double inv_dc2,
+                      int64_t first, int64_t last, double *rho, int by_position,
+                      const gpuml_options *opt, unsigned *part_counts) {
+  CountForms forms;
+  GM_TRY(count_forms(ctx, dim, g, cut, inv_dc2, &forms));
+  const gm_dpc_screen &screen = forms.screen;
+  const gm_dpc_screen_rel &rel = forms.rel;
+  const bool lanes = forms.lanes;
+  const int start_bits = lanes_mode() == LanesMode::kBits;
   const int lockstep = lockstep_wanted();
-  // the symmetric count: all cells on this device, each crossed pair tested once, from
-  // its lower cell, for both points (their counts added up in `counts`)
-  const bool sym = lanes && first == 0 && last == g.ncells && sym_wanted() &&
-                   cells_whole_to_themselves(g.geom, cut);
-  unsigned *counts = nullptr;
-  if (sym) {
+  // the symmetric count: each crossed pair tested once, from its lower cell, for both
+  // points (their counts added up in `counts`): all cells on this device, or a part's
+  // cells into part_counts
+  const bool sym = sym_count(forms, g, cut) &&
+                   (part_counts || (first == 0 && last == g.ncells));
+  if (part_counts && !sym)
+    return gm_fail(GPUML_ERR_CUDA, "dpc:cuda", "internal: a symmetric part where the count cannot be");
+  unsigned *counts = part_counts;
+  if (sym && !part_counts) {
     GM_TRY(ctx.alloc(&counts, (size_t)(g.n > 0 ? g.n : 1), "the density pass's counts"));
     GM_TRY(ctx.check(cudaMemsetAsync(counts, 0, (size_t)g.n * sizeof *counts, ctx.stream()),
                      "the density pass's counts"));
   }
-  if (screened && gm_trace_on()) {
+  if (inv_dc2 == 0 && g.coords32 && gm_trace_on()) {
     char note[240];
     snprintf(note, sizeof note,
              "dpc cuda: fp32 screen %s, band %.9g .. %.9g around the cut %.9g; relative form "
@@ -1324,7 +1352,7 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
                 (int64_t)((double)g.n * (double)(i1 - span[0]) / (double)(span[1] - span[0])),
                 g.n);
   }
-  if (sym) {
+  if (sym && !part_counts) {
     const unsigned blocks = grid_1d(g.n, 256) < 4096u ? grid_1d(g.n, 256) : 4096u;
     counts_to_rho_kernel<<<blocks, 256, 0, ctx.stream()>>>(counts, g.order, g.n, by_position, rho);
     GM_TRY(ctx.launched("density peaks rho (index)"));

@@ -49,6 +49,9 @@ gpuml_status gm_cuda_dpc_part_bounds(void *session, int parts, int64_t *bounds,
                                       const gpuml_options *opt);
 gpuml_status gm_cuda_dpc_part_rho(void *session, int64_t first, int64_t last, double *rho,
                                   const gpuml_options *opt);
+int gm_cuda_dpc_part_counts_on(void *session, const gpuml_options *opt);
+gpuml_status gm_cuda_dpc_part_counts(void *session, int64_t first, int64_t last,
+                                     uint32_t *counts, const gpuml_options *opt);
 gpuml_status gm_cuda_dpc_part_delta(void *session, const double *rho, int64_t top,
                                     int64_t first, int64_t last, double *delta_sq,
                                     int64_t *nearest, const gpuml_options *opt);
