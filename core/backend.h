@@ -92,7 +92,7 @@ typedef struct gm_dpc_ops {
   gpuml_status (*part_open)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                             const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                             const gpuml_options *opt, void **session);
-  /* The rho parts' bounds (parts + 1 cells: gm_dpc_part_bound over the squared counts of
+  /* The rho parts' bounds (parts + 1 cells: gm_dpc_part_ends over the squared counts of
    * the cells of the session's rho index), for a backend that sorts the points itself
    * (sorts_index), whose grids hold no start[]; NULL for one whose grids do. */
   gpuml_status (*part_bounds)(void *session, int parts, int64_t *bounds,

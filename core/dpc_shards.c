@@ -50,7 +50,7 @@ typedef struct {
  * the CPU, 10^6 points in 20 blobs: the slowest of 4 parts took 1.04-1.07x the mean time
  * of a part (1.20-1.42x with equal counts), of 8 parts 1.07-1.14x (1.39-1.56x). The GPU's
  * rho kernel takes a cell per warp, so its cost per cell grows less than the square. The
- * rule is core/dpc_shared.h's gm_dpc_part_bound, which a backend that sorts on the device
+ * rule is core/dpc_shared.h's gm_dpc_part_ends, which a backend that sorts on the device
  * applies there (part_bounds) and the host in one walk over the cells here. */
 static void cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bounds) {
   double total = 0;

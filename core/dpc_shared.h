@@ -238,6 +238,21 @@ GM_HD int64_t gm_dpc_pair_reach(const gm_dpc_geom *g, int t, double cut) {
   return (int64_t)gm_dpc_floor(w * g->inv_h) + 1;
 }
 
+/* The squared distances near_sq .. far_sq across dimensions 1 .. dim - 1 between points
+ * of two cells offset by delta[t] cells (gm_dpc_pair_gap's, summed in dimension order;
+ * delta[0] is not read), as gm_dpc_pair_row takes them. */
+GM_HD void gm_dpc_pair_cross(const gm_dpc_geom *g, int dim, const int64_t *delta,
+                             double *near_sq, double *far_sq) {
+  *near_sq = 0;
+  *far_sq = 0;
+  for (int t = 1; t < dim; t++) {
+    double nr, fr;
+    gm_dpc_pair_gap(g, t, delta[t] < 0 ? -delta[t] : delta[t], &nr, &fr);
+    *near_sq += nr * nr;
+    *far_sq += fr * fr;
+  }
+}
+
 /* For cells whose offsets along dimensions 1 .. dim - 1 give squared distances near_sq ..
  * far_sq (the sums of gm_dpc_pair_gap's squares in dimension order): the largest offset
  * along dimension 0 of a pair not apart (k_out) and of a whole pair (k_in), -1 where
@@ -287,20 +302,13 @@ GM_HD double gm_dpc_ring_bound(const gm_dpc_geom *g, int dim, const int64_t *c, 
  * that is 0). */
 GM_HD double gm_dpc_part_target(double total, int parts, int p) { return total * p / parts; }
 
-/* That bound from incl[c], the squared counts of cells 0 .. c summed (the device's form;
- * the host walks the cells once instead): 0 for p = 0, nc for p = parts. */
-GM_HD int64_t gm_dpc_part_bound(const double *incl, int64_t nc, int parts, int p) {
-  if (p <= 0) return 0;
-  if (p >= parts || nc <= 0) return nc;
-  const double target = gm_dpc_part_target(incl[nc - 1], parts, p);
-  if (!(target > 0)) return 0;
-  int64_t lo = 0, hi = nc; /* the first c with incl[c] >= target */
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (incl[mid] >= target) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo + 1 < nc ? lo + 1 : nc;
+/* Whether cell c is that first cell for part p (the device's form, as its scan of the
+ * squared counts goes; the host walks the cells once instead): cells 0 .. c weigh incl,
+ * cell c weight, so cells 0 .. c - 1 weigh incl - weight below the target and cells
+ * 0 .. c reach it. Part p then starts at cell c + 1 (nc at most). */
+GM_HD int gm_dpc_part_ends(double total, int parts, int p, double incl, double weight) {
+  const double target = gm_dpc_part_target(total, parts, p);
+  return target > 0 && incl - weight < target && target <= incl;
 }
 
 /* The cutoff count's fp32 screen on both backends (kernels/dpc_grid.cuh,
@@ -392,6 +400,14 @@ typedef struct gm_dpc_screen_rel {
   float band; /* at or above M + E (below) */
   int on;     /* 0: the direct form (gm_dpc_screen) instead */
 } gm_dpc_screen_rel;
+
+/* The side the relative form takes: two points of one cell lie within the cell's side,
+ * its slack included, in each dimension. */
+GM_HD double gm_dpc_rel_side(const gm_dpc_geom *g) {
+  double slack = 0;
+  for (int t = 0; t < g->dim; t++) slack = slack > g->slack[t] ? slack : g->slack[t];
+  return g->h * (1 + 2 * slack);
+}
 
 /* t' = t - o (fp32) for the dim coordinates. */
 GM_HD void gm_dpc_rel_point(int dim, const float *t, const float *o, float *rel) {

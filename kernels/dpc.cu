@@ -18,6 +18,7 @@
 #include <new>
 #include <cub/cub.cuh>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 #include "gpuml_cuda.h"
 #include "distance_tiles.cuh"
@@ -658,15 +659,30 @@ struct CellWeight {
   }
 };
 
-__global__ void part_bound_kernel(const double *__restrict__ incl, int64_t nc, int parts,
-                                  int64_t *__restrict__ bounds) {
+// The parts' bounds written as the scan of the squared counts goes (gm_dpc_part_ends),
+// without an array of its sums (8 bytes a cell: 757 MB at 2.4 x 10^7 x 3).
+struct PartBoundWriter {
+  CellWeight weight;
+  int64_t nc;
+  int parts;
+  double total;
+  int64_t *bounds;
+  __device__ void operator()(int64_t c, double incl) const {
+    const double w = weight(c);
+    for (int p = 1; p < parts; p++)
+      if (gm_dpc_part_ends(total, parts, p, incl, w)) bounds[p] = c + 1 < nc ? c + 1 : nc;
+  }
+};
+
+__global__ void part_bound_ends_kernel(int64_t nc, int parts, int64_t *__restrict__ bounds) {
   const int p = blockIdx.x * blockDim.x + threadIdx.x;
-  if (p <= parts) bounds[p] = gm_dpc_part_bound(incl, nc, parts, p);
+  if (p <= parts) bounds[p] = p == parts ? nc : 0;  // 0 where the targets are 0
 }
 
-// The rho parts' bounds (core's gm_dpc_part_bound) on the device: the rho index's start[]
-// stays there (it was copied to the host whole: 1 s of a 3 s fit of 2.4 x 10^7 points on
-// 2 H100s, bench/RESULTS.md round 16).
+// The rho parts' bounds (core's gm_dpc_part_target and gm_dpc_part_ends) on the device:
+// the rho index's start[] stays there (it was copied to the host whole: 1 s of a 3 s fit
+// of 2.4 x 10^7 points on 2 H100s, bench/RESULTS.md round 16), its squared counts summed
+// once for their total and scanned once for the bounds.
 gpuml_status part_bounds(PartSession &s, int parts, int64_t *bounds, const gpuml_options *opt) {
   const GridDev &g = rho_index(s);  // the rho parts are runs of its cells
   if (!g.start)
@@ -674,25 +690,34 @@ gpuml_status part_bounds(PartSession &s, int parts, int64_t *bounds, const gpuml
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, 0));
   const int64_t nc = g.ncells;
-  double *incl = nullptr;
   int64_t *bounds_d = nullptr;
-  GM_TRY(ctx.alloc(&incl, (size_t)(nc > 0 ? nc : 1), "splitting the cells"));
   GM_TRY(ctx.alloc(&bounds_d, (size_t)parts + 1, "splitting the cells"));
+  part_bound_ends_kernel<<<grid_1d(parts + 1, 64), 64, 0, ctx.stream()>>>(nc, parts, bounds_d);
+  GM_TRY(ctx.launched("splitting the cells"));
   if (nc > 0) {
     const auto weight = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0),
                                                         CellWeight{g.start});
-    size_t temp_bytes = 0;
-    GM_TRY(ctx.check(cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, weight, incl, nc,
+    double *total_d = nullptr, total = 0;
+    GM_TRY(ctx.alloc(&total_d, 1, "splitting the cells"));
+    size_t sum_bytes = 0, scan_bytes = 0;
+    GM_TRY(ctx.check(cub::DeviceReduce::Sum(nullptr, sum_bytes, weight, total_d, nc, ctx.stream()),
+                     "splitting the cells (cub::DeviceReduce)"));
+    unsigned char *temp = nullptr;
+    GM_TRY(ctx.alloc(&temp, sum_bytes, "splitting the cells"));
+    GM_TRY(ctx.check(cub::DeviceReduce::Sum(temp, sum_bytes, weight, total_d, nc, ctx.stream()),
+                     "splitting the cells (cub::DeviceReduce)"));
+    GM_TRY(to_host(ctx, &total, (const double *)total_d, 1, "splitting the cells"));
+    GM_TRY(ctx.sync("splitting the cells"));
+    const auto ends = thrust::make_tabulate_output_iterator(
+        PartBoundWriter{CellWeight{g.start}, nc, parts, total, bounds_d});
+    GM_TRY(ctx.check(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, weight, ends, nc,
                                                    ctx.stream()),
                      "splitting the cells (cub::DeviceScan)"));
-    unsigned char *temp = nullptr;
-    GM_TRY(ctx.alloc(&temp, temp_bytes, "splitting the cells"));
-    GM_TRY(ctx.check(cub::DeviceScan::InclusiveSum(temp, temp_bytes, weight, incl, nc,
+    GM_TRY(ctx.alloc(&temp, scan_bytes, "splitting the cells"));
+    GM_TRY(ctx.check(cub::DeviceScan::InclusiveSum(temp, scan_bytes, weight, ends, nc,
                                                    ctx.stream()),
                      "splitting the cells (cub::DeviceScan)"));
   }
-  part_bound_kernel<<<grid_1d(parts + 1, 64), 64, 0, ctx.stream()>>>(incl, nc, parts, bounds_d);
-  GM_TRY(ctx.launched("splitting the cells"));
   GM_TRY(to_host(ctx, bounds, bounds_d, parts + 1, "copying the parts' cells"));
   return ctx.sync("copying the parts' cells");
 }

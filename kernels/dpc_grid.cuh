@@ -473,19 +473,17 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
       // only past the item's cell in cell order (the rows above it, the cells after it in
       // its own row); the cells below test this item's cell for both
       gm_dpc_rows_at(DIM, r0 + lane, &rows);
-      double near_sq = 0, far_sq = 0;
-      int64_t base = 0;
+      int64_t delta[DIM], base = 0;
       int side = 0;
+      delta[0] = 0;
 #pragma unroll
       for (int t = 1; t < DIM; t++) {
-        const int64_t delta = rows.y[t] - own[t];
-        double nr, fr;
-        gm_dpc_pair_gap(geo, t, delta < 0 ? -delta : delta, &nr, &fr);
-        near_sq += nr * nr;
-        far_sq += fr * fr;
+        delta[t] = rows.y[t] - own[t];
         base += rows.y[t] * geo->stride[t];
-        if (delta != 0) side = delta > 0 ? 1 : -1;  // the highest dimension's decides
+        if (delta[t] != 0) side = delta[t] > 0 ? 1 : -1;  // the highest dimension's decides
       }
+      double near_sq, far_sq;
+      gm_dpc_pair_cross(geo, DIM, delta, &near_sq, &far_sq);
       int64_t k_in, k_out;
       gm_dpc_pair_row(geo, near_sq, far_sq, cut, &k_in, &k_out);
       if (k_out >= 0) {
@@ -1236,13 +1234,9 @@ bool sym_wanted() {
 // Whether the symmetric count's rule calls every cell whole to itself (its row's k_in >= 0),
 // as it needs: a cell's own points are counted, not tested, by each of them.
 bool cells_whole_to_themselves(const gm_dpc_geom &geo, double cut) {
-  double near_sq = 0, far_sq = 0;
-  for (int t = 1; t < geo.dim; t++) {
-    double nr, fr;
-    gm_dpc_pair_gap(&geo, t, 0, &nr, &fr);
-    near_sq += nr * nr;
-    far_sq += fr * fr;
-  }
+  const int64_t none[GM_DPC_GRID_MAX_DIM] = {0};
+  double near_sq, far_sq;
+  gm_dpc_pair_cross(&geo, geo.dim, none, &near_sq, &far_sq);
   int64_t k_in, k_out;
   gm_dpc_pair_row(&geo, near_sq, far_sq, cut, &k_in, &k_out);
   return k_in >= 0;
@@ -1267,11 +1261,7 @@ gpuml_status count_forms(Context &ctx, int dim, const GridDev &g, double cut, do
                    "the density pass's fp32 screen"));
   GM_TRY(ctx.sync("the density pass's fp32 screen"));
   forms->screen = gm_dpc_screen_for(cut, dim, reach);
-  // the lanes count's relative form: two points of one cell lie within a side of the
-  // cell's box, its slack included, in each dimension
-  double slack = 0;
-  for (int t = 0; t < dim; t++) slack = fmax(slack, g.geom.slack[t]);
-  forms->rel = gm_dpc_screen_rel_for(cut, dim, reach, g.geom.h * (1 + 2 * slack));
+  forms->rel = gm_dpc_screen_rel_for(cut, dim, reach, gm_dpc_rel_side(&g.geom));
   forms->lanes = forms->rel.on && g.n < ((int64_t)1 << 31) && lanes_mode() != LanesMode::kOff;
   return GPUML_OK;
 }

@@ -549,10 +549,8 @@ static void test_near_ties(void) {
             reach[t] = c > reach[t] ? c : reach[t];
           }
         }
-        double slack = 0;
-        for (int64_t t = 0; t < d; t++) slack = fmax(slack, plan.geom.slack[t]);
         CHECK(gm_dpc_screen_rel_for(gm_dpc_sq_threshold(1, 1), (int)d, reach,
-                                    plan.geom.h * (1 + 2 * slack)).on,
+                                    gm_dpc_rel_side(&plan.geom)).on,
               "near ties, one copy, d = %lld: the relative form would be off", (long long)d);
         gm_dpc_grid_free(&plan);
       }
@@ -597,10 +595,8 @@ static void test_screen_margin(void) {
     }
     /* the relative form's items lie in one cell: each point's origin is the first point
      * of its cell */
-    double slack = 0;
-    for (int64_t t = 0; t < d; t++) slack = fmax(slack, plan.geom.slack[t]);
     const gm_dpc_screen_rel rel =
-        gm_dpc_screen_rel_for(cut, (int)d, reach, plan.geom.h * (1 + 2 * slack));
+        gm_dpc_screen_rel_for(cut, (int)d, reach, gm_dpc_rel_side(&plan.geom));
     int64_t *first = malloc(sizeof(int64_t) * n), *cell = malloc(sizeof(int64_t) * n);
     for (int64_t i = 0; i < n; i++) {
       cell[i] = gm_dpc_cell_of(&plan.geom, x, n, i);
@@ -662,6 +658,51 @@ static void test_screen_margin(void) {
   }
 }
 
+/* The rho parts' rule as the device's scan applies it (core/dpc_shared.h's
+ * gm_dpc_part_ends, each cell seen once with its running sum): for squared counts with
+ * runs of empty cells, and equal counts whose running sums hit the targets exactly, each
+ * part's bound is the cell after the first whose running sum reaches the part's target,
+ * as a search of the sums finds it; none where the total is 0. */
+static void test_part_ends(void) {
+  for (int run = 0; run < 40; run++) {
+    const int parts = 1 + run % 17;
+    const int equal = run % 5 == 1;
+    const int64_t nc = equal ? (int64_t)parts * (1 + run % 7) : 1 + run * 37;
+    double *incl = malloc(sizeof(double) * (size_t)nc), total = 0;
+    for (int64_t c = 0; c < nc; c++) {
+      const double count = run % 5 == 0 ? 0
+                           : equal       ? 3
+                           : uniform() < 0.4 ? 0
+                                             : floor(uniform() * 40);
+      total += count * count;
+      incl[c] = total;
+    }
+    int64_t wrong = 0, seen = 0;
+    for (int p = 1; p < parts; p++) {
+      const double target = gm_dpc_part_target(total, parts, p);
+      int64_t expect = 0; /* the first c with incl[c] >= target, plus one; 0 without a target */
+      if (target > 0) {
+        while (incl[expect] < target) expect++;
+        expect++;
+      }
+      int64_t found = 0, times = 0;
+      for (int64_t c = 0; c < nc; c++) {
+        const double w = incl[c] - (c > 0 ? incl[c - 1] : 0);
+        if (gm_dpc_part_ends(total, parts, p, incl[c], w)) {
+          found = c + 1;
+          times++;
+        }
+      }
+      wrong += found != expect || times != (target > 0);
+      seen += times;
+    }
+    CHECK(wrong == 0 && (total == 0 || parts == 1 || seen == parts - 1),
+          "the rho parts' rule, %lld cells in %d parts: %lld bounds wrong", (long long)nc, parts,
+          (long long)wrong);
+    free(incl);
+  }
+}
+
 /* The symmetric count's rule for pairs of cells (core/dpc_shared.h's gm_dpc_pair_row, the
  * GPU's one-device cutoff count): on blobs at d = 1 .. 5 and the cells of the count's own
  * index, every pair of points whose cells the rule calls whole is within the cut and
@@ -669,13 +710,8 @@ static void test_screen_margin(void) {
  * within reach too, in long double; and the rule calls some pairs whole, some apart and
  * some crossed. */
 static int64_t pair_class(const gm_dpc_geom *geo, const int64_t *delta, double cut) {
-  double near_sq = 0, far_sq = 0;
-  for (int t = 1; t < geo->dim; t++) {
-    double nr, fr;
-    gm_dpc_pair_gap(geo, t, delta[t] < 0 ? -delta[t] : delta[t], &nr, &fr);
-    near_sq += nr * nr;
-    far_sq += fr * fr;
-  }
+  double near_sq, far_sq;
+  gm_dpc_pair_cross(geo, geo->dim, delta, &near_sq, &far_sq);
   int64_t k_in, k_out;
   gm_dpc_pair_row(geo, near_sq, far_sq, cut, &k_in, &k_out);
   const int64_t x = delta[0] < 0 ? -delta[0] : delta[0];
@@ -1934,6 +1970,7 @@ int main(void) {
   test_precision = harness_precision;
   test_screen_margin(); /* no backend: the screen's arithmetic on the host */
   test_pair_rule();
+  test_part_ends(); /* no backend: the rho parts' rule on the host */
   HARNESS_FOR_EACH_BACKEND(b) {
     if (!harness_runs(b, "density peaks")) continue;
     test_backend = b->id;
