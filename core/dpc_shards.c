@@ -32,8 +32,8 @@ typedef struct {
   const gm_dpc_grid *rho_grid, *delta_grid;
   int gaussian;
   double dc, cut;
-  int parts;            /* delta's, and rho's but with the symmetric count */
-  int rho_parts;        /* rho's */
+  int parts;            /* delta's (1 on the index) */
+  int rho_parts;        /* rho's: parts, or GM_DPC_SYM_PARTS a session with the counts */
   int64_t *rho_bounds; /* rho_parts + 1: the cells (or rows) of each part's rho */
   int slots;           /* the sessions; part p runs in session p % slots */
   void **sessions;
