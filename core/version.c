@@ -77,6 +77,9 @@ static const struct {
                            "or over several devices' parts) test each pair of crossed cells "
                            "from both cells' items instead of once, from the lower cell, for "
                            "both (the same counts)"},
+    {"GPUML_CUDA_DPC_ITEMS", "development: \"cells\" lays the items of the GPU's screened "
+                             "cutoff count out cell by cell instead of the cells' first "
+                             "items before the rest (the same counts)"},
     {"GPUML_CUDA_DPC_SUB_CELLS", "development: 0 keeps the points of a cell of the GPU's "
                                  "cutoff density in index order instead of the Morton "
                                  "order of its sub-cells (the same counts)"},

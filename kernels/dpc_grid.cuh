@@ -176,7 +176,7 @@ template <int DIM>
 __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
     grid_count_kernel(GridDev g, double cut, double inv_dc2, gm_dpc_screen screen,
                       double *__restrict__ rho, const int64_t *__restrict__ item_cell,
-                      const int64_t *__restrict__ item_first, int64_t i0, int64_t i1,
+                      const int64_t *__restrict__ item_start, int64_t i0, int64_t i1,
                       int by_position) {
   // one item (at most 32 points of one cell) per warp, so that a dense cell is spread
   // over several warps instead of holding up its launch
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 4 ? 3 : 2)
   const int64_t cell = item_cell[item];
   const int64_t s0 = g.start[cell], m = g.start[cell + 1] - s0;
   {
-    const int64_t k0 = (item - item_first[cell]) * 32;
+    const int64_t k0 = item_start[item] - s0;
     const int mk = m - k0 < 32 ? (int)(m - k0) : 32;
     const int width = mk <= 8 ? 8 : mk <= 16 ? 16 : 32, share = 32 / width;
     const int k = lane % width, part = lane / width;
@@ -333,7 +333,7 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
                                                  double *__restrict__ rho,
                                                  unsigned *__restrict__ counts,
                                                  const int64_t *__restrict__ item_cell,
-                                                 const int64_t *__restrict__ item_first,
+                                                 const int64_t *__restrict__ item_start,
                                                  int64_t i0, int64_t i1, int by_position,
                                                  int start_bits, int lockstep) {
   constexpr int kStride = screen_stride(DIM);
@@ -371,7 +371,7 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
   if (!active && (!lockstep || i0 + (int64_t)blockIdx.x * kWarps >= i1)) return;
   const gm_dpc_geom *geo = &g.geom;
   const int64_t cell = active ? item_cell[item] : 0;
-  const int64_t s0 = active ? g.start[cell] + (item - item_first[cell]) * kQ : 0;
+  const int64_t s0 = active ? item_start[item] : 0;
   const int64_t left = active ? g.start[cell + 1] - s0 : 0;
   const int mk = left < kQ ? (int)left : kQ;
   const bool mine = lane < mk;
@@ -669,29 +669,44 @@ __global__ void counts_to_rho_kernel(const unsigned *__restrict__ counts,
   __global__ void __launch_bounds__(kPassThreads, DIM <= 3 ? 4 : DIM <= 5 ? 3 : 2)            \
       NAME(GridDev g, double cut, gm_dpc_screen_rel rel, double *__restrict__ rho,           \
            unsigned *__restrict__ counts, const int64_t *__restrict__ item_cell,              \
-           const int64_t *__restrict__ item_first, int64_t i0, int64_t i1, int by_position,  \
+           const int64_t *__restrict__ item_start, int64_t i0, int64_t i1, int by_position,  \
            int start_bits, int lockstep) {                                                    \
-    grid_count_lanes<DIM, SYM>(g, cut, rel, rho, counts, item_cell, item_first, i0, i1,      \
+    grid_count_lanes<DIM, SYM>(g, cut, rel, rho, counts, item_cell, item_start, i0, i1,      \
                                by_position, start_bits, lockstep);                            \
   }
 GM_DPC_LANES_KERNEL(grid_count_lanes_own, false)
 GM_DPC_LANES_KERNEL(grid_count_lanes_sym, true)
 #undef GM_DPC_LANES_KERNEL
 
-// The cutoff count's items: a cell of m points is ceil(m / per_item) of them (items[c]),
-// laid out cell by cell (item_first: their exclusive prefix sum, then item_cell names each
-// item's cell).
-__global__ void item_count_kernel(GridDev g, int per_item, int64_t *__restrict__ items) {
+// The cutoff count's items: a cell of m points is ceil(m / per_item) of them, its first
+// (first[c]: 1 where m > 0) and the rest (rest[c]); their exclusive prefix sums place them.
+__global__ void item_count_kernel(GridDev g, int per_item, int64_t *__restrict__ first,
+                                  int64_t *__restrict__ rest) {
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
-       c += (int64_t)gridDim.x * blockDim.x)
-    items[c] = (g.start[c + 1] - g.start[c] + per_item - 1) / per_item;
+       c += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t m = g.start[c + 1] - g.start[c];
+    first[c] = m > 0;
+    rest[c] = m > 0 ? (m + per_item - 1) / per_item - 1 : 0;
+  }
 }
 
-__global__ void item_cell_kernel(int64_t ncells, const int64_t *__restrict__ item_first,
-                                 int64_t *__restrict__ item_cell) {
-  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < ncells;
-       c += (int64_t)gridDim.x * blockDim.x)
-    for (int64_t t = item_first[c]; t < item_first[c + 1]; t++) item_cell[t] = c;
+// Each item's cell and first sorted position: by_class, the first items of all cells in
+// cell order, then the others (n_first on) in cell order; else each cell's items together.
+__global__ void item_place_kernel(GridDev g, int per_item, const int64_t *__restrict__ first,
+                                  const int64_t *__restrict__ rest, int64_t n_first,
+                                  int by_class, int64_t *__restrict__ item_cell,
+                                  int64_t *__restrict__ item_start) {
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
+       c += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t k = first[c + 1] - first[c] + rest[c + 1] - rest[c];
+    for (int64_t t = 0; t < k; t++) {
+      const int64_t at = !by_class ? first[c] + rest[c] + t
+                         : t == 0  ? first[c]
+                                   : n_first + rest[c] + t - 1;
+      item_cell[at] = c;
+      item_start[at] = g.start[c] + t * per_item;
+    }
+  }
 }
 
 // The densest point of each cell (-1 when empty).
@@ -1174,34 +1189,76 @@ gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorte
     default: KERNEL<8><<<blocks, kPassThreads, 0, ctx.stream()>>>(__VA_ARGS__); break; \
   }
 
-// The items of the cutoff count (item_count_kernel): item_first (ncells + 1 values, the
-// last the total) and item_cell, in the call's Context.
-gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t **item_first,
-                        int64_t **item_cell, int64_t *total) {
+// GPUML_CUDA_DPC_ITEMS=cells lays the cutoff count's items out cell by cell (a cell's
+// items together) instead of by class (for comparisons; the counts are the same).
+bool items_by_class() {
+  const char *knob = getenv("GPUML_CUDA_DPC_ITEMS");
+  return !(knob && strcmp(knob, "cells") == 0);
+}
+
+// The cutoff count's items (item_count_kernel), in the call's Context: each one's cell and
+// first sorted position, and the spans of them that hold the items of cells first ..
+// last - 1 (two by class, one cell by cell). By class, the first items of the cells (of
+// per_item points, or the whole cell) come before the rest, so that the warps of a block
+// (consecutive items, the same or the next cells along their row) mostly hold items of
+// one size and the lockstep's rounds wait less on their largest.
+struct Items {
+  int64_t *cell = nullptr, *start = nullptr;
+  int64_t span[2][2] = {{0, 0}, {0, 0}};
+  int spans = 0;
+};
+
+gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t first_cell,
+                        int64_t last_cell, Items *items) {
   const int64_t nc = g.ncells;
-  int64_t *items = nullptr;
-  GM_TRY(ctx.alloc(&items, (size_t)nc + 1, "the density pass's items"));
-  GM_TRY(ctx.alloc(item_first, (size_t)nc + 1, "the density pass's items"));
-  GM_TRY(ctx.check(cudaMemsetAsync(items + nc, 0, sizeof *items, ctx.stream()),
+  int64_t *first = nullptr, *rest = nullptr;
+  GM_TRY(ctx.alloc(&first, (size_t)nc + 1, "the density pass's items"));
+  GM_TRY(ctx.alloc(&rest, (size_t)nc + 1, "the density pass's items"));
+  GM_TRY(ctx.check(cudaMemsetAsync(first + nc, 0, sizeof *first, ctx.stream()),
+                   "the density pass's items"));
+  GM_TRY(ctx.check(cudaMemsetAsync(rest + nc, 0, sizeof *rest, ctx.stream()),
                    "the density pass's items"));
   const unsigned blocks = grid_1d(nc, 256) < 4096u ? grid_1d(nc, 256) : 4096u;
-  item_count_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, per_item, items);
+  item_count_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, per_item, first, rest);
   GM_TRY(ctx.launched("the density pass's items"));
   size_t temp_bytes = 0;
-  GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, items, *item_first, nc + 1,
+  GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, first, first, nc + 1,
                                                  ctx.stream()),
                    "the density pass's items (cub::DeviceScan)"));
   unsigned char *temp = nullptr;
   GM_TRY(ctx.alloc(&temp, temp_bytes, "the density pass's items"));
-  GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(temp, temp_bytes, items, *item_first, nc + 1,
-                                                 ctx.stream()),
-                   "the density pass's items (cub::DeviceScan)"));
-  GM_TRY(ctx.check(cudaMemcpyAsync(total, *item_first + nc, sizeof *total,
-                                   cudaMemcpyDeviceToHost, ctx.stream()),
-                   "the density pass's items"));
+  for (int64_t *scan : {first, rest})  // in place
+    GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(temp, temp_bytes, scan, scan, nc + 1,
+                                                   ctx.stream()),
+                     "the density pass's items (cub::DeviceScan)"));
+  int64_t at[6];  // first[] and rest[] at first_cell, last_cell and nc
+  const int64_t where[3] = {first_cell, last_cell, nc};
+  for (int k = 0; k < 3; k++) {
+    GM_TRY(ctx.check(cudaMemcpyAsync(&at[k], first + where[k], sizeof at[k],
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "the density pass's items"));
+    GM_TRY(ctx.check(cudaMemcpyAsync(&at[3 + k], rest + where[k], sizeof at[k],
+                                     cudaMemcpyDeviceToHost, ctx.stream()),
+                     "the density pass's items"));
+  }
   GM_TRY(ctx.sync("the density pass's items"));
-  GM_TRY(ctx.alloc(item_cell, (size_t)(*total > 0 ? *total : 1), "the density pass's items"));
-  item_cell_kernel<<<blocks, 256, 0, ctx.stream()>>>(nc, *item_first, *item_cell);
+  const int64_t n_first = at[2], total = at[2] + at[5];
+  const bool by_class = items_by_class();
+  if (by_class) {
+    items->span[0][0] = at[0];
+    items->span[0][1] = at[1];
+    items->span[1][0] = n_first + at[3];
+    items->span[1][1] = n_first + at[4];
+    items->spans = 2;
+  } else {
+    items->span[0][0] = at[0] + at[3];
+    items->span[0][1] = at[1] + at[4];
+    items->spans = 1;
+  }
+  GM_TRY(ctx.alloc(&items->cell, (size_t)(total > 0 ? total : 1), "the density pass's items"));
+  GM_TRY(ctx.alloc(&items->start, (size_t)(total > 0 ? total : 1), "the density pass's items"));
+  item_place_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, per_item, first, rest, n_first,
+                                                      by_class, items->cell, items->start);
   return ctx.launched("the density pass's items");
 }
 
@@ -1310,38 +1367,32 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
              lanes ? "across the lanes" : "one a step", sym ? ", each crossed pair once" : "");
     gm_trace(note);
   }
-  int64_t *item_first = nullptr, *item_cell = nullptr, total = 0;
   const int per_item = sym ? sym_queries(dim) : lanes ? kLaneQueries : 32;
-  GM_TRY(grid_items(ctx, g, per_item, &item_first, &item_cell, &total));
-  int64_t span[2];  // the items of cells first and last
-  GM_TRY(ctx.check(cudaMemcpyAsync(&span[0], item_first + first, sizeof span[0],
-                                   cudaMemcpyDeviceToHost, ctx.stream()),
-                   "the density pass's items"));
-  GM_TRY(ctx.check(cudaMemcpyAsync(&span[1], item_first + last, sizeof span[1],
-                                   cudaMemcpyDeviceToHost, ctx.stream()),
-                   "the density pass's items"));
-  GM_TRY(ctx.sync("the density pass's items"));
-  for (int64_t i0 = span[0]; i0 < span[1]; i0 += kGridItemChunk) {
-    const int64_t i1 = min64(span[1], i0 + kGridItemChunk);
-    const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
-    if (sym) {
-      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_sym, g, cut, rel, rho, counts, item_cell,
-                        item_first, i0, i1, by_position, start_bits, lockstep);
-    } else if (lanes) {
-      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_own, g, cut, rel, rho, counts, item_cell,
-                        item_first, i0, i1, by_position, start_bits, lockstep);
-    } else {
-      GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, item_cell,
-                        item_first, i0, i1, by_position);
+  Items items;
+  GM_TRY(grid_items(ctx, g, per_item, first, last, &items));
+  int64_t todo = 0, done = 0;
+  for (int k = 0; k < items.spans; k++) todo += items.span[k][1] - items.span[k][0];
+  for (int k = 0; k < items.spans; k++)
+    for (int64_t i0 = items.span[k][0]; i0 < items.span[k][1]; i0 += kGridItemChunk) {
+      const int64_t i1 = min64(items.span[k][1], i0 + kGridItemChunk);
+      const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
+      if (sym) {
+        GM_DPC_DIM_SWITCH(dim, grid_count_lanes_sym, g, cut, rel, rho, counts, items.cell,
+                          items.start, i0, i1, by_position, start_bits, lockstep);
+      } else if (lanes) {
+        GM_DPC_DIM_SWITCH(dim, grid_count_lanes_own, g, cut, rel, rho, counts, items.cell,
+                          items.start, i0, i1, by_position, start_bits, lockstep);
+      } else {
+        GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, items.cell,
+                          items.start, i0, i1, by_position);
+      }
+      GM_TRY(ctx.launched("density peaks rho (index)"));
+      GM_TRY(ctx.sync("density peaks rho (index)"));
+      GM_TRY(interrupted(ctx, opt));
+      // the points done, counted as the share of the items done
+      done += i1 - i0;
+      gm_progress(opt, "dpc rho", (int64_t)((double)g.n * (double)done / (double)todo), g.n);
     }
-    GM_TRY(ctx.launched("density peaks rho (index)"));
-    GM_TRY(ctx.sync("density peaks rho (index)"));
-    GM_TRY(interrupted(ctx, opt));
-    // the points done, counted as the share of the items done
-    gm_progress(opt, "dpc rho",
-                (int64_t)((double)g.n * (double)(i1 - span[0]) / (double)(span[1] - span[0])),
-                g.n);
-  }
   if (sym && !part_counts) {
     const unsigned blocks = grid_1d(g.n, 256) < 4096u ? grid_1d(g.n, 256) : 4096u;
     counts_to_rho_kernel<<<blocks, 256, 0, ctx.stream()>>>(counts, g.order, g.n, by_position, rho);
