@@ -354,6 +354,10 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
   __shared__ int seg_off_all[kWarps][65];
   __shared__ double box_all[kWarps][2][DIM];
   __shared__ int64_t cell_all[kSym ? kWarps : 1][DIM];  // kSym: each warp's cell (-1: none)
+  // the rows' bounds (gm_dpc_rows' a and b; the same in every lane), read each round
+  // rather than held in registers through the chunks (3-d: 52 bytes spilled against 116,
+  // rho 2% faster at 2.4 x 10^7 x 3 and 9% at 10^6 x 5; bench/RESULTS.md round 20)
+  __shared__ int64_t rows_all[kWarps][2][DIM];
   __shared__ unsigned starts_all[kWarps][kStartWords];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float *const records = records_all[warp];
@@ -466,8 +470,22 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
       for (int t = 1; t < DIM; t++) nrows *= rows.b[t] - rows.a[t] + 1;
     }
   }
+  if (lane == 0)  // (unused where nrows is 0)
+#pragma unroll
+    for (int t = 1; t < DIM; t++) {
+      rows_all[warp][0][t] = rows.a[t];
+      rows_all[warp][1][t] = rows.b[t];
+    }
+  __syncwarp();
   for (int64_t r0 = 0; r0 < nrows; r0 += 32) {
     int64_t a1 = 0, b1 = 0, a2 = 0, b2 = 0;
+    if (active && r0 + lane < nrows) {
+#pragma unroll
+      for (int t = 1; t < DIM; t++) {
+        rows.a[t] = rows_all[warp][0][t];
+        rows.b[t] = rows_all[warp][1][t];
+      }
+    }
     if (kSym && active && r0 + lane < nrows) {
       // the symmetric rule (gm_dpc_pair_row): whole cells counted, crossed ones tested
       // only past the item's cell in cell order (the rows above it, the cells after it in
