@@ -354,10 +354,12 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
   __shared__ int seg_off_all[kWarps][65];
   __shared__ double box_all[kWarps][2][DIM];
   __shared__ int64_t cell_all[kSym ? kWarps : 1][DIM];  // kSym: each warp's cell (-1: none)
-  // the rows' bounds (gm_dpc_rows' a and b; the same in every lane), read each round
-  // rather than held in registers through the chunks (3-d: 52 bytes spilled against 116,
-  // rho 2% faster at 2.4 x 10^7 x 3 and 9% at 10^6 x 5; bench/RESULTS.md round 20)
+  // the rows' bounds (gm_dpc_rows' a and b), their count and the item's first position
+  // (the same in every lane), read where used rather than held in registers through the
+  // chunks (3-d: 36 bytes spilled against 116, rho 3% faster at 2.4 x 10^7 x 3 and 9% at
+  // 10^6 x 5; bench/RESULTS.md round 20)
   __shared__ int64_t rows_all[kWarps][2][DIM];
+  __shared__ int64_t nrows_all[kWarps], first_all[kWarps];
   __shared__ unsigned starts_all[kWarps][kStartWords];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float *const records = records_all[warp];
@@ -470,14 +472,18 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
       for (int t = 1; t < DIM; t++) nrows *= rows.b[t] - rows.a[t] + 1;
     }
   }
-  if (lane == 0)  // (unused where nrows is 0)
+  if (lane == 0) {  // (unused where nrows is 0)
 #pragma unroll
     for (int t = 1; t < DIM; t++) {
       rows_all[warp][0][t] = rows.a[t];
       rows_all[warp][1][t] = rows.b[t];
     }
+    nrows_all[warp] = nrows;
+    first_all[warp] = s0;
+  }
   __syncwarp();
-  for (int64_t r0 = 0; r0 < nrows; r0 += 32) {
+  for (int64_t r0 = 0; r0 < nrows_all[warp]; r0 += 32) {
+    nrows = nrows_all[warp];
     int64_t a1 = 0, b1 = 0, a2 = 0, b2 = 0;
     if (active && r0 + lane < nrows) {
 #pragma unroll
@@ -633,7 +639,7 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
                 double pp[DIM];
 #pragma unroll
                 for (int t = 0; t < DIM; t++)
-                  pp[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)(s0 + p)];
+                  pp[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)(first_all[warp] + p)];
                 const unsigned in = grid_sq<DIM>(g, pp, j) < cut;
 #pragma unroll
                 for (int r = 0; r < kQ; r++) hits[r] += r == p ? in : 0;
