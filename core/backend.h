@@ -105,9 +105,9 @@ typedef struct gm_dpc_ops {
    * part. part_counts then tests each crossed pair of cells once, from the lower cell, for
    * the cells first .. last - 1 against their own and the later cells, and counts each
    * pair inside for both points (every point counts itself once, in the part of its
-   * cell); with counts (by original index, all n points) it adds there what the session
+   * cell); with counts (by original index, all n points) it writes there what the session
    * counted since the last such call, with NULL it keeps that for the next. Over all
-   * parts, rho = counts - 1, bit for bit density()'s. */
+   * parts, rho = the sum of what was written - 1, bit for bit density()'s. */
   int (*part_counts_on)(void *session, const gpuml_options *opt);
   gpuml_status (*part_counts)(void *session, int64_t first, int64_t last, uint32_t *counts,
                               const gpuml_options *opt);

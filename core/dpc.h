@@ -131,10 +131,6 @@ gpuml_status gm_dpc_spread_density(const struct gm_backend *b, const gm_dpc_spre
 void gm_dpc_scatter(const int64_t *rows, int64_t count, int64_t skip, const double *values,
                     double *to, const int64_t *indices, int64_t *to_index, int threads);
 
-/* to[i] += from[i] for i < n on `threads` threads: a part's counts (backend.h's
- * part_counts), added up on the host. */
-void gm_dpc_add_counts(uint32_t *to, const uint32_t *from, int64_t n, int threads);
-
 /* gpuml_dpc_fit() with the passes spread over processes (spread NULL: gpuml_dpc_fit
  * itself). Every process passes all the points and gets every output for all of them. */
 gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int64_t n,

@@ -74,7 +74,7 @@ static void cell_bounds(const int64_t *start, int64_t nc, int parts, int64_t *bo
 }
 
 /* A rho part in the session of `slot`: its points' rho, or with the symmetric count its
- * pairs counted on the session's device, and with the slot's last part all of them added
+ * pairs counted on the session's device, and with the slot's last part all of them written
  * into the slot's counts (the slots' counts are summed after the pass). */
 static gpuml_status rho_of_part(const dpc_job *job, int slot, int part,
                                 const gpuml_options *opt) {
@@ -258,11 +258,6 @@ gpuml_status gm_dpc_sharded(const gm_backend *b, const gm_shard_plan *plan, cons
   gm_shard_pool_close(pool);
   job_free(&job);
   return st;
-}
-
-void gm_dpc_add_counts(uint32_t *to, const uint32_t *from, int64_t n, int threads) {
-#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 65536)
-  for (int64_t i = 0; i < n; i++) to[i] += from[i];
 }
 
 void gm_dpc_scatter(const int64_t *rows, int64_t count, int64_t skip, const double *values,

@@ -549,10 +549,9 @@ struct PartSession {
   double *delta_d = nullptr;     // by sorted position of the walked index, else by point index
   int64_t *nearest_d = nullptr;
   bool has_rho = false;        // all rho on the device (taken by the first part_delta)
-  // part_counts: a part's symmetric counts by sorted position of rho's index, by point
-  // index, and by point index on the host
+  // part_counts: a part's symmetric counts by sorted position of rho's index, and by
+  // point index
   unsigned *counts_d = nullptr, *counts_by_index = nullptr;
-  uint32_t *counts_host = nullptr;
   // A part's values on the host before they go in place, kept for the next part.
   int64_t cap = 0;
   int64_t *rows = nullptr, *indices = nullptr;
@@ -560,7 +559,6 @@ struct PartSession {
   HeldList held;  // the device arrays above, given back when the session goes
 
   ~PartSession() {
-    free(counts_host);
     free(rows);
     free(indices);
     free(values);
@@ -772,20 +770,14 @@ __global__ void counts_by_index_kernel(const unsigned *__restrict__ counts,
 }
 
 // The symmetric count of the items of cells first .. last - 1 (part_counts_on), added up
-// on the device by sorted position; with counts, all the session's so far added into
+// on the device by sorted position; with counts, all the session's so far written into
 // counts by point index: put in index order on the device, copied whole (n 4-byte counts:
-// a part's pairs reach points of any cell), added on the options' threads, and cleared.
+// a part's pairs reach points of any cell), and cleared.
 gpuml_status part_counts(PartSession &s, int64_t first, int64_t last, uint32_t *counts,
                          const gpuml_options *opt) {
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, 0));
   const GridDev &g = rho_index(s);
-  if (!s.counts_host) {
-    s.counts_host = (uint32_t *)gm_alloc((size_t)(s.n > 0 ? s.n : 1), sizeof(uint32_t));
-    if (!s.counts_host)
-      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for a part's counts",
-                     (double)s.n * 4 / 1e6);
-  }
   if (!s.counts_d) {
     GM_TRY(keep_alloc(ctx, &s.held, &s.counts_d, (size_t)s.n, "the density pass's counts"));
     GM_TRY(keep_alloc(ctx, &s.held, &s.counts_by_index, (size_t)s.n, "the density pass's counts"));
@@ -799,13 +791,11 @@ gpuml_status part_counts(PartSession &s, int64_t first, int64_t last, uint32_t *
   counts_by_index_kernel<<<blocks, 256, 0, ctx.stream()>>>(s.counts_d, g.order, s.n,
                                                            s.counts_by_index);
   GM_TRY(ctx.launched("the density pass's counts"));
-  GM_TRY(to_host(ctx, s.counts_host, (const unsigned *)s.counts_by_index, s.n,
-                 "copying a part's counts to the host"));
+  GM_TRY(download(ctx, counts, s.counts_by_index, (size_t)s.n * sizeof *counts,
+                  "copying a part's counts to the host"));
   GM_TRY(ctx.check(cudaMemsetAsync(s.counts_d, 0, (size_t)s.n * sizeof *s.counts_d, ctx.stream()),
                    "the density pass's counts"));
-  GM_TRY(ctx.sync("copying a part's counts to the host"));
-  gm_dpc_add_counts(counts, s.counts_host, s.n, gm_threads(opt));
-  return GPUML_OK;
+  return ctx.sync("copying a part's counts to the host");
 }
 
 // The density order of all rho, which the session took with its first part_delta: sorted

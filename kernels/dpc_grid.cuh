@@ -703,30 +703,32 @@ GM_DPC_LANES_KERNEL(grid_count_lanes_sym, true)
 #undef GM_DPC_LANES_KERNEL
 
 // The cutoff count's items: a cell of m points is ceil(m / per_item) of them, its first
-// (first[c]: 1 where m > 0) and the rest (rest[c]); their exclusive prefix sums place them.
-__global__ void item_count_kernel(GridDev g, int per_item, int64_t *__restrict__ first,
-                                  int64_t *__restrict__ rest) {
-  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
+// (first[c - c0]: 1 where m > 0) and the rest (rest[c - c0]), for the cells c0 .. c1 - 1;
+// their exclusive prefix sums place them.
+__global__ void item_count_kernel(GridDev g, int per_item, int64_t c0, int64_t c1,
+                                  int64_t *__restrict__ first, int64_t *__restrict__ rest) {
+  for (int64_t c = c0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < c1;
        c += (int64_t)gridDim.x * blockDim.x) {
     const int64_t m = g.start[c + 1] - g.start[c];
-    first[c] = m > 0;
-    rest[c] = m > 0 ? (m + per_item - 1) / per_item - 1 : 0;
+    first[c - c0] = m > 0;
+    rest[c - c0] = m > 0 ? (m + per_item - 1) / per_item - 1 : 0;
   }
 }
 
-// Each item's cell and first sorted position: by_class, the first items of all cells in
+// Each item's cell and first sorted position: by_class, the first items of the cells in
 // cell order, then the others (n_first on) in cell order; else each cell's items together.
-__global__ void item_place_kernel(GridDev g, int per_item, const int64_t *__restrict__ first,
+__global__ void item_place_kernel(GridDev g, int per_item, int64_t c0, int64_t c1,
+                                  const int64_t *__restrict__ first,
                                   const int64_t *__restrict__ rest, int64_t n_first,
                                   int by_class, int64_t *__restrict__ item_cell,
                                   int64_t *__restrict__ item_start) {
-  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
+  for (int64_t c = c0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < c1;
        c += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t k = first[c + 1] - first[c] + rest[c + 1] - rest[c];
+    const int64_t i = c - c0, k = first[i + 1] - first[i] + rest[i + 1] - rest[i];
     for (int64_t t = 0; t < k; t++) {
-      const int64_t at = !by_class ? first[c] + rest[c] + t
-                         : t == 0  ? first[c]
-                                   : n_first + rest[c] + t - 1;
+      const int64_t at = !by_class ? first[i] + rest[i] + t
+                         : t == 0  ? first[i]
+                                   : n_first + rest[i] + t - 1;
       item_cell[at] = c;
       item_start[at] = g.start[c] + t * per_item;
     }
@@ -1220,21 +1222,19 @@ bool items_by_class() {
   return !(knob && strcmp(knob, "cells") == 0);
 }
 
-// The cutoff count's items (item_count_kernel), in the call's Context: each one's cell and
-// first sorted position, and the spans of them that hold the items of cells first ..
-// last - 1 (two by class, one cell by cell). By class, the first items of the cells (of
-// per_item points, or the whole cell) come before the rest, so that the warps of a block
-// (consecutive items, the same or the next cells along their row) mostly hold items of
-// one size and the lockstep's rounds wait less on their largest.
+// The cutoff count's items of the cells first_cell .. last_cell - 1 (item_count_kernel),
+// in the call's Context: each one's cell and first sorted position. By class, the first
+// items of the cells (of per_item points, or the whole cell) come before the rest, so
+// that the warps of a block (consecutive items, the same or the next cells along their
+// row) mostly hold items of one size and the lockstep's rounds wait less on their largest.
 struct Items {
   int64_t *cell = nullptr, *start = nullptr;
-  int64_t span[2][2] = {{0, 0}, {0, 0}};
-  int spans = 0;
+  int64_t count = 0;
 };
 
 gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t first_cell,
                         int64_t last_cell, Items *items) {
-  const int64_t nc = g.ncells;
+  const int64_t nc = last_cell - first_cell;
   int64_t *first = nullptr, *rest = nullptr;
   GM_TRY(ctx.alloc(&first, (size_t)nc + 1, "the density pass's items"));
   GM_TRY(ctx.alloc(&rest, (size_t)nc + 1, "the density pass's items"));
@@ -1242,8 +1242,10 @@ gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t fi
                    "the density pass's items"));
   GM_TRY(ctx.check(cudaMemsetAsync(rest + nc, 0, sizeof *rest, ctx.stream()),
                    "the density pass's items"));
-  const unsigned blocks = grid_1d(nc, 256) < 4096u ? grid_1d(nc, 256) : 4096u;
-  item_count_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, per_item, first, rest);
+  // (a part may hold no cells)
+  const unsigned blocks = nc == 0 ? 1u : grid_1d(nc, 256) < 4096u ? grid_1d(nc, 256) : 4096u;
+  item_count_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, per_item, first_cell, last_cell, first,
+                                                      rest);
   GM_TRY(ctx.launched("the density pass's items"));
   size_t temp_bytes = 0;
   GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, first, first, nc + 1,
@@ -1255,34 +1257,21 @@ gpuml_status grid_items(Context &ctx, const GridDev &g, int per_item, int64_t fi
     GM_TRY(ctx.check(cub::DeviceScan::ExclusiveSum(temp, temp_bytes, scan, scan, nc + 1,
                                                    ctx.stream()),
                      "the density pass's items (cub::DeviceScan)"));
-  int64_t at[6];  // first[] and rest[] at first_cell, last_cell and nc
-  const int64_t where[3] = {first_cell, last_cell, nc};
-  for (int k = 0; k < 3; k++) {
-    GM_TRY(ctx.check(cudaMemcpyAsync(&at[k], first + where[k], sizeof at[k],
-                                     cudaMemcpyDeviceToHost, ctx.stream()),
-                     "the density pass's items"));
-    GM_TRY(ctx.check(cudaMemcpyAsync(&at[3 + k], rest + where[k], sizeof at[k],
-                                     cudaMemcpyDeviceToHost, ctx.stream()),
-                     "the density pass's items"));
-  }
+  int64_t n_first = 0, n_rest = 0;  // the first items and the rest
+  GM_TRY(ctx.check(cudaMemcpyAsync(&n_first, first + nc, sizeof n_first, cudaMemcpyDeviceToHost,
+                                   ctx.stream()),
+                   "the density pass's items"));
+  GM_TRY(ctx.check(cudaMemcpyAsync(&n_rest, rest + nc, sizeof n_rest, cudaMemcpyDeviceToHost,
+                                   ctx.stream()),
+                   "the density pass's items"));
   GM_TRY(ctx.sync("the density pass's items"));
-  const int64_t n_first = at[2], total = at[2] + at[5];
-  const bool by_class = items_by_class();
-  if (by_class) {
-    items->span[0][0] = at[0];
-    items->span[0][1] = at[1];
-    items->span[1][0] = n_first + at[3];
-    items->span[1][1] = n_first + at[4];
-    items->spans = 2;
-  } else {
-    items->span[0][0] = at[0] + at[3];
-    items->span[0][1] = at[1] + at[4];
-    items->spans = 1;
-  }
-  GM_TRY(ctx.alloc(&items->cell, (size_t)(total > 0 ? total : 1), "the density pass's items"));
-  GM_TRY(ctx.alloc(&items->start, (size_t)(total > 0 ? total : 1), "the density pass's items"));
-  item_place_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, per_item, first, rest, n_first,
-                                                      by_class, items->cell, items->start);
+  items->count = n_first + n_rest;
+  const size_t room = (size_t)(items->count > 0 ? items->count : 1);
+  GM_TRY(ctx.alloc(&items->cell, room, "the density pass's items"));
+  GM_TRY(ctx.alloc(&items->start, room, "the density pass's items"));
+  item_place_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, per_item, first_cell, last_cell, first,
+                                                      rest, n_first, items_by_class(),
+                                                      items->cell, items->start);
   return ctx.launched("the density pass's items");
 }
 
@@ -1394,29 +1383,25 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
   const int per_item = sym ? sym_queries(dim) : lanes ? kLaneQueries : 32;
   Items items;
   GM_TRY(grid_items(ctx, g, per_item, first, last, &items));
-  int64_t todo = 0, done = 0;
-  for (int k = 0; k < items.spans; k++) todo += items.span[k][1] - items.span[k][0];
-  for (int k = 0; k < items.spans; k++)
-    for (int64_t i0 = items.span[k][0]; i0 < items.span[k][1]; i0 += kGridItemChunk) {
-      const int64_t i1 = min64(items.span[k][1], i0 + kGridItemChunk);
-      const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
-      if (sym) {
-        GM_DPC_DIM_SWITCH(dim, grid_count_lanes_sym, g, cut, rel, rho, counts, items.cell,
-                          items.start, i0, i1, by_position, start_bits, lockstep);
-      } else if (lanes) {
-        GM_DPC_DIM_SWITCH(dim, grid_count_lanes_own, g, cut, rel, rho, counts, items.cell,
-                          items.start, i0, i1, by_position, start_bits, lockstep);
-      } else {
-        GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, items.cell,
-                          items.start, i0, i1, by_position);
-      }
-      GM_TRY(ctx.launched("density peaks rho (index)"));
-      GM_TRY(ctx.sync("density peaks rho (index)"));
-      GM_TRY(interrupted(ctx, opt));
-      // the points done, counted as the share of the items done
-      done += i1 - i0;
-      gm_progress(opt, "dpc rho", (int64_t)((double)g.n * (double)done / (double)todo), g.n);
+  for (int64_t i0 = 0; i0 < items.count; i0 += kGridItemChunk) {
+    const int64_t i1 = min64(items.count, i0 + kGridItemChunk);
+    const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
+    if (sym) {
+      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_sym, g, cut, rel, rho, counts, items.cell,
+                        items.start, i0, i1, by_position, start_bits, lockstep);
+    } else if (lanes) {
+      GM_DPC_DIM_SWITCH(dim, grid_count_lanes_own, g, cut, rel, rho, counts, items.cell,
+                        items.start, i0, i1, by_position, start_bits, lockstep);
+    } else {
+      GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, items.cell,
+                        items.start, i0, i1, by_position);
     }
+    GM_TRY(ctx.launched("density peaks rho (index)"));
+    GM_TRY(ctx.sync("density peaks rho (index)"));
+    GM_TRY(interrupted(ctx, opt));
+    // the points done, counted as the share of the items done
+    gm_progress(opt, "dpc rho", (int64_t)((double)g.n * (double)i1 / (double)items.count), g.n);
+  }
   if (sym && !part_counts) {
     const unsigned blocks = grid_1d(g.n, 256) < 4096u ? grid_1d(g.n, 256) : 4096u;
     counts_to_rho_kernel<<<blocks, 256, 0, ctx.stream()>>>(counts, g.order, g.n, by_position, rho);
