@@ -318,7 +318,8 @@ __device__ __forceinline__ void lanes_test(const float *t0, float w0, const floa
     for (int u = 0; u < kRec; u++) m[u] = records[p * kRec + u];
     const unsigned r0 = __float_as_uint(gm_dpc_rel_value(DIM, t0, w0, m));
     const unsigned r1 = __float_as_uint(gm_dpc_rel_value(DIM, t1, w1, m));
-    hits[p] += (r0 >> 31) + (r1 >> 31);
+    hits[p] += r0 >> 31;  // (two shifted adds: LEA.HI each, not a shift, a LEA.HI and an add)
+    hits[p] += r1 >> 31;
     if constexpr (kSym) {
       pc0 += r0 >> 31;
       pc1 += r1 >> 31;
@@ -340,34 +341,40 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
   constexpr int kRec = rel_stride(DIM);
   constexpr int kWarps = kPassThreads / 32;
   constexpr int kQ = kSym ? sym_queries(DIM) : kLaneQueries;
-  // Per warp: the item's records (the relative form's m and c of its points) and its
-  // origin o (the fp32 copy of its first point); the item's box, which only the rows'
-  // walk reads (kept out of the registers the chunks need); a round's non-empty segments
-  // (at most 2 a lane), their first sorted position and their offset in the round's run,
-  // with the run's length after the last (the host launches this kernel for n < 2^31
-  // only, so that positions and offsets fit an int); and, for a run of at most 32
-  // kStartWords positions, a bit for each position that starts a segment, so that a lane
-  // finds its position's segment by counting bits.
-  __shared__ __align__(16) float records_all[kWarps][kQ * kRec];
-  __shared__ __align__(16) float origin_all[kWarps][kStride];
-  __shared__ int seg_first_all[kWarps][64];
-  __shared__ int seg_off_all[kWarps][65];
-  __shared__ double box_all[kWarps][2][DIM];
-  __shared__ int64_t cell_all[kSym ? kWarps : 1][DIM];  // kSym: each warp's cell (-1: none)
-  // the rows' bounds (gm_dpc_rows' a and b), their count and the item's first position
-  // (the same in every lane), read where used rather than held in registers through the
-  // chunks (3-d: 36 bytes spilled against 116, rho 3% faster at 2.4 x 10^7 x 3 and 9% at
-  // 10^6 x 5; bench/RESULTS.md round 20)
-  __shared__ int64_t rows_all[kWarps][2][DIM];
-  __shared__ int64_t nrows_all[kWarps], first_all[kWarps];
-  __shared__ unsigned starts_all[kWarps][kStartWords];
+  // Per warp, in one record so that every array is a constant offset from one base (the
+  // arrays apart took a register, or its recomputation, each): the item's records (the
+  // relative form's m and c of its points) and its origin o (the fp32 copy of its first
+  // point); the item's box, which only the rows' walk reads (kept out of the registers
+  // the chunks need); kSym: its cell (-1: none); the rows' bounds (gm_dpc_rows' a and b),
+  // their count and the item's first position (the same in every lane), read where used
+  // rather than held in registers through the chunks (3-d: 36 bytes spilled against 116,
+  // rho 3% faster at 2.4 x 10^7 x 3 and 9% at 10^6 x 5; bench/RESULTS.md round 20); a
+  // round's non-empty segments (at most 2 a lane): the sorted position of a run's offset
+  // 0 in each (its first position less its offset in the round's run: a position's
+  // point is base + offset) and its offset, with the run's length after the last (the
+  // host launches this kernel for n < 2^31 only, so that positions and offsets fit an
+  // int); and, for a run of at most 32 kStartWords positions, a bit for each position
+  // that starts a segment, so that a lane finds its position's segment by counting bits.
+  struct Scratch {
+    float records[kQ * kRec];
+    float origin[kStride];
+    double box[2][DIM];
+    int64_t cell[DIM];
+    int64_t rows[2][DIM];
+    int64_t nrows, first;
+    int seg_base[64];
+    int seg_off[65];
+    unsigned starts[kStartWords];
+  };
+  __shared__ __align__(16) Scratch scratch[kWarps];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float *const records = records_all[warp];
-  float *const origin = origin_all[warp];
-  int *const seg_first = seg_first_all[warp];
-  int *const seg_off = seg_off_all[warp];
-  double *const qa = box_all[warp][0], *const qb = box_all[warp][1];
-  unsigned *const starts = starts_all[warp];
+  Scratch &me = scratch[warp];
+  float *const records = me.records;
+  float *const origin = me.origin;
+  int *const seg_base = me.seg_base;
+  int *const seg_off = me.seg_off;
+  double *const qa = me.box[0], *const qb = me.box[1];
+  unsigned *const starts = me.starts;
   const int64_t item = i0 + ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   // lockstep: the block's warps walk the rows of the union of their items' boxes together,
   // a round of 32 rows at a time, so that the points one warp loads are still in L1 when
@@ -384,13 +391,13 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
   const int64_t s = s0 + (mine ? lane : 0);
   // kSym: the item's cell, read from shared memory where needed (kept out of the registers
   // the chunks need)
-  const int64_t *const own = cell_all[kSym ? warp : 0];
+  const int64_t *const own = me.cell;
   if constexpr (kSym) {
     if (lane == 0) {
       int64_t c[DIM];
       gm_dpc_cell_coords(geo, DIM, cell, c);
 #pragma unroll
-      for (int t = 0; t < DIM; t++) cell_all[warp][t] = active ? c[t] : -1;
+      for (int t = 0; t < DIM; t++) me.cell[t] = active ? c[t] : -1;
     }
   } else if (active) {
     double a[DIM], b[DIM];
@@ -444,9 +451,9 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
       int64_t lo = active ? own[t] : INT64_MAX, hi = active ? own[t] : -1;
       if (lockstep)
         for (int w = 0; w < kWarps; w++)
-          if (cell_all[w][0] >= 0) {
-            lo = min(lo, cell_all[w][t]);
-            hi = max(hi, cell_all[w][t]);
+          if (scratch[w].cell[0] >= 0) {
+            lo = min(lo, scratch[w].cell[t]);
+            hi = max(hi, scratch[w].cell[t]);
           }
       const int64_t reach = gm_dpc_pair_reach(geo, t, cut);
       rows.a[t] = lo - reach > 0 ? lo - reach : 0;
@@ -463,8 +470,8 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
       ub[t] = qb[t];
       if (lockstep)
         for (int w = 0; w < kWarps; w++) {
-          ua[t] = fmin(ua[t], box_all[w][0][t]);
-          ub[t] = fmax(ub[t], box_all[w][1][t]);
+          ua[t] = fmin(ua[t], scratch[w].box[0][t]);
+          ub[t] = fmax(ub[t], scratch[w].box[1][t]);
         }
     }
     if (gm_dpc_rows_ball(geo, DIM, ua, ub, sqrt(cut * GM_DPC_CUT_OUT), &rows)) {
@@ -475,21 +482,21 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
   if (lane == 0) {  // (unused where nrows is 0)
 #pragma unroll
     for (int t = 1; t < DIM; t++) {
-      rows_all[warp][0][t] = rows.a[t];
-      rows_all[warp][1][t] = rows.b[t];
+      me.rows[0][t] = rows.a[t];
+      me.rows[1][t] = rows.b[t];
     }
-    nrows_all[warp] = nrows;
-    first_all[warp] = s0;
+    me.nrows = nrows;
+    me.first = s0;
   }
   __syncwarp();
-  for (int64_t r0 = 0; r0 < nrows_all[warp]; r0 += 32) {
-    nrows = nrows_all[warp];
+  for (int64_t r0 = 0; r0 < me.nrows; r0 += 32) {
+    nrows = me.nrows;
     int64_t a1 = 0, b1 = 0, a2 = 0, b2 = 0;
     if (active && r0 + lane < nrows) {
 #pragma unroll
       for (int t = 1; t < DIM; t++) {
-        rows.a[t] = rows_all[warp][0][t];
-        rows.b[t] = rows_all[warp][1][t];
+        rows.a[t] = me.rows[0][t];
+        rows.b[t] = me.rows[1][t];
       }
     }
     if (kSym && active && r0 + lane < nrows) {
@@ -563,12 +570,12 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
       const unsigned has1 = __ballot_sync(kFullMask, len1 > 0), has2 = __ballot_sync(kFullMask, len2 > 0);
       int at = __popc(has1 & below) + __popc(has2 & below);
       if (len1 > 0) {
-        seg_first[at] = (int)a1;
+        seg_base[at] = (int)a1 - (end - len);
         seg_off[at++] = end - len;
         if (by_bits) atomicOr(&starts[(end - len) >> 5], 1u << ((end - len) & 31));
       }
       if (len2 > 0) {
-        seg_first[at] = (int)a2;
+        seg_base[at] = (int)a2 - (end - len2);
         seg_off[at] = end - len2;
         if (by_bits) atomicOr(&starts[(end - len2) >> 5], 1u << ((end - len2) & 31));
       }
@@ -576,7 +583,9 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
       __syncwarp();
       // two chunks of 32 positions at a time, their loads in flight together; a position's
       // segment k: the segments starting at or before it less one (by_bits: `before` those
-      // before the chunk), else found by stepping (positions grow, so k does)
+      // before the chunk), else found by stepping (positions grow, so k does); returns the
+      // position's point (sorted position), -1 past the run, kept for its atomic and the
+      // band (not found again from the segments there)
       int k = 0, before = 0;
       auto fetch = [&](int pos, float *v) {
         if (by_bits) {
@@ -588,17 +597,19 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
         } else if (pos < run) {
           while (seg_off[k + 1] <= pos) k++;
         }
+        int j = -1;
         if (pos < run) {
-          load32<DIM>(g.coords32, (int64_t)(seg_first[k] + (pos - seg_off[k])), v);
+          j = seg_base[k] + pos;
+          load32<DIM>(g.coords32, j, v);
         } else {
 #pragma unroll
           for (int u = 0; u < kStride; u++) v[u] = 1e18f;  // far from every point: counts nothing
         }
-        return k;
+        return j;
       };
       for (int pos = lane; pos - lane < run; pos += 64) {
         float t0[kStride], t1[kStride], o[DIM];
-        const int k0 = fetch(pos, t0), k1 = fetch(pos + 32, t1);
+        const int j0 = fetch(pos, t0), j1 = fetch(pos + 32, t1);
 #pragma unroll
         for (int u = 0; u < DIM; u++) o[u] = origin[u];
         const float w0 = rel_target<DIM>(t0, o), w1 = rel_target<DIM>(t1, o);
@@ -627,9 +638,8 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
           // a pair in the band around the cut: the fp64 square decides
 #pragma unroll
           for (int c = 0; c < 2; c++) {  // unrolled: t0 and t1 stay in registers
-            const int at = pos + 32 * c, kc = c ? k1 : k0;
-            if (at >= run) continue;
-            const int64_t j = seg_first[kc] + (at - seg_off[kc]);  // < n < 2^31
+            const int j = c ? j1 : j0;
+            if (j < 0) continue;
             for (int p = 0; p < mk; p++) {
               float m[kRec];
 #pragma unroll
@@ -639,7 +649,7 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
                 double pp[DIM];
 #pragma unroll
                 for (int t = 0; t < DIM; t++)
-                  pp[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)(first_all[warp] + p)];
+                  pp[t] = g.coords[(size_t)t * (size_t)g.n + (size_t)(me.first + p)];
                 const unsigned in = grid_sq<DIM>(g, pp, j) < cut;
 #pragma unroll
                 for (int r = 0; r < kQ; r++) hits[r] += r == p ? in : 0;
@@ -651,9 +661,8 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
         if constexpr (kSym) {
           // the tested points' pairs inside, for them (consecutive positions mostly: few
           // sectors a warp)
-          if (pos < run && pc0 > 0) atomicAdd(counts + seg_first[k0] + (pos - seg_off[k0]), pc0);
-          if (pos + 32 < run && pc1 > 0)
-            atomicAdd(counts + seg_first[k1] + (pos + 32 - seg_off[k1]), pc1);
+          if (j0 >= 0 && pc0 > 0) atomicAdd(counts + j0, pc0);
+          if (j1 >= 0 && pc1 > 0) atomicAdd(counts + j1, pc1);
         }
       }
       __syncwarp();  // the segments are read before the next round writes them
