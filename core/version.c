@@ -77,6 +77,10 @@ static const struct {
                            "or over several devices' parts) test each pair of crossed cells "
                            "from both cells' items instead of once, from the lower cell, for "
                            "both (the same counts)"},
+    {"GPUML_CUDA_DPC_ROW_TABLE", "development: 0 has the GPU's symmetric cutoff count "
+                                 "classify each row from its offsets (two fp64 square "
+                                 "roots a row) instead of reading the pass's table of the "
+                                 "rows' classes (the same counts)"},
     {"GPUML_CUDA_DPC_ITEMS", "development: \"cells\" lays the items of the GPU's screened "
                              "cutoff count out cell by cell instead of the cells' first "
                              "items before the rest (the same counts)"},

@@ -328,6 +328,52 @@ __device__ __forceinline__ void lanes_test(const float *t0, float w0, const floa
   }
 }
 
+// The symmetric rule's classes of the rows (gm_dpc_pair_row's k_in and k_out), which
+// depend on the rows' offsets alone: a table over |Delta_t| <= reach[t] (t = 1 .. dim - 1;
+// entry sum |Delta_t| stride[t]), made once a pass by pair_rows_kernel with the same
+// functions, instead of two fp64 square roots a row and lane (k == nullptr: computed).
+// Rows beyond the reach hold no cell within the cut of the item's: the walk without the
+// lockstep never visits them, and in lockstep they are skipped alike.
+struct PairRows {
+  const int2 *k = nullptr;
+  int64_t reach[GM_DPC_GRID_MAX_DIM] = {}, stride[GM_DPC_GRID_MAX_DIM] = {};
+};
+constexpr int64_t kPairRowsMax = (int64_t)1 << 18;  // entries (2 MiB)
+
+__global__ void pair_rows_kernel(gm_dpc_geom geo, double cut, PairRows pr, int64_t entries,
+                                 int2 *__restrict__ out) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < entries;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t delta[GM_DPC_GRID_MAX_DIM] = {}, rest = e;
+    for (int t = geo.dim - 1; t >= 1; t--) {
+      delta[t] = rest / pr.stride[t];
+      rest -= delta[t] * pr.stride[t];
+    }
+    double near_sq, far_sq;
+    gm_dpc_pair_cross(&geo, geo.dim, delta, &near_sq, &far_sq);
+    int64_t k_in, k_out;
+    gm_dpc_pair_row(&geo, near_sq, far_sq, cut, &k_in, &k_out);
+    out[e] = make_int2((int)k_in, (int)k_out);
+  }
+}
+
+// Row k of r's odometer (gm_dpc_rows_at) in 32-bit arithmetic where the rows number
+// below 2^31 (64-bit division is a long sequence on the device).
+template <int DIM>
+__device__ __forceinline__ void rows_at(int64_t nrows, int64_t k, gm_dpc_rows *r) {
+  if (nrows <= INT32_MAX) {
+    unsigned q = (unsigned)k;
+#pragma unroll
+    for (int t = 1; t < DIM; t++) {
+      const unsigned len = (unsigned)(r->b[t] - r->a[t] + 1);
+      r->y[t] = r->a[t] + (int64_t)(q % len);
+      q /= len;
+    }
+  } else {
+    gm_dpc_rows_at(DIM, k, r);
+  }
+}
+
 template <int DIM, bool kSym>
 __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
                                                  const gm_dpc_screen_rel &rel,
@@ -336,7 +382,8 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
                                                  const int64_t *__restrict__ item_cell,
                                                  const int64_t *__restrict__ item_start,
                                                  int64_t i0, int64_t i1, int by_position,
-                                                 int start_bits, int lockstep) {
+                                                 int start_bits, int lockstep,
+                                                 const PairRows &pr) {
   constexpr int kStride = screen_stride(DIM);
   constexpr int kRec = rel_stride(DIM);
   constexpr int kWarps = kPassThreads / 32;
@@ -503,20 +550,32 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
       // the symmetric rule (gm_dpc_pair_row): whole cells counted, crossed ones tested
       // only past the item's cell in cell order (the rows above it, the cells after it in
       // its own row); the cells below test this item's cell for both
-      gm_dpc_rows_at(DIM, r0 + lane, &rows);
-      int64_t delta[DIM], base = 0;
+      rows_at<DIM>(nrows, r0 + lane, &rows);
+      int64_t delta[DIM], base = 0, entry = 0;
       int side = 0;
+      bool reached = true;
       delta[0] = 0;
 #pragma unroll
       for (int t = 1; t < DIM; t++) {
         delta[t] = rows.y[t] - own[t];
         base += rows.y[t] * geo->stride[t];
         if (delta[t] != 0) side = delta[t] > 0 ? 1 : -1;  // the highest dimension's decides
+        const int64_t off = delta[t] < 0 ? -delta[t] : delta[t];
+        reached = reached && off <= pr.reach[t];
+        entry += off * pr.stride[t];
       }
-      double near_sq, far_sq;
-      gm_dpc_pair_cross(geo, DIM, delta, &near_sq, &far_sq);
-      int64_t k_in, k_out;
-      gm_dpc_pair_row(geo, near_sq, far_sq, cut, &k_in, &k_out);
+      int64_t k_in = -1, k_out = -1;
+      if (pr.k) {
+        if (reached) {
+          const int2 k = __ldg(pr.k + entry);
+          k_in = k.x;
+          k_out = k.y;
+        }
+      } else if (reached) {
+        double near_sq, far_sq;
+        gm_dpc_pair_cross(geo, DIM, delta, &near_sq, &far_sq);
+        gm_dpc_pair_row(geo, near_sq, far_sq, cut, &k_in, &k_out);
+      }
       if (k_out >= 0) {
         const int64_t x = own[0], last = geo->cells[0] - 1;
         const int64_t lo = x - k_out > 0 ? x - k_out : 0, hi = x + k_out < last ? x + k_out : last;
@@ -539,7 +598,7 @@ __device__ __forceinline__ void grid_count_lanes(const GridDev &g, double cut,
         }
       }
     } else if (!kSym && active && r0 + lane < nrows) {
-      gm_dpc_rows_at(DIM, r0 + lane, &rows);
+      rows_at<DIM>(nrows, r0 + lane, &rows);
       double near_sq, far_sq;
       const int64_t base = gm_dpc_row_base(geo, DIM, &rows, qa, qb, &near_sq, &far_sq);
       int64_t o_lo, o_hi, i_lo, i_hi;
@@ -703,9 +762,9 @@ __global__ void counts_to_rho_kernel(const unsigned *__restrict__ counts,
       NAME(GridDev g, double cut, gm_dpc_screen_rel rel, double *__restrict__ rho,           \
            unsigned *__restrict__ counts, const int64_t *__restrict__ item_cell,              \
            const int64_t *__restrict__ item_start, int64_t i0, int64_t i1, int by_position,  \
-           int start_bits, int lockstep) {                                                    \
+           int start_bits, int lockstep, PairRows pr) {                                       \
     grid_count_lanes<DIM, SYM>(g, cut, rel, rho, counts, item_cell, item_start, i0, i1,      \
-                               by_position, start_bits, lockstep);                            \
+                               by_position, start_bits, lockstep, pr);                        \
   }
 GM_DPC_LANES_KERNEL(grid_count_lanes_own, false)
 GM_DPC_LANES_KERNEL(grid_count_lanes_sym, true)
@@ -1303,6 +1362,13 @@ bool lockstep_wanted() {
   return !(knob && strcmp(knob, "0") == 0);
 }
 
+// GPUML_CUDA_DPC_ROW_TABLE=0 has the symmetric count classify each row from its offsets
+// instead of reading the pass's table (for comparisons; the counts are the same).
+bool row_table_wanted() {
+  const char *knob = getenv("GPUML_CUDA_DPC_ROW_TABLE");
+  return !(knob && strcmp(knob, "0") == 0);
+}
+
 // GPUML_CUDA_DPC_SYM=0 has the lanes count test every crossed pair from both of its
 // points' items instead of once (for comparisons; the counts are the same).
 bool sym_wanted() {
@@ -1389,6 +1455,26 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
              lanes ? "across the lanes" : "one a step", sym ? ", each crossed pair once" : "");
     gm_trace(note);
   }
+  PairRows pr;
+  if (sym && row_table_wanted()) {
+    int64_t entries = 1;
+    for (int t = 1; t < dim; t++) {
+      pr.reach[t] = gm_dpc_pair_reach(&g.geom, t, cut);
+      pr.stride[t] = entries;
+      entries = pr.reach[t] + 1 <= kPairRowsMax / entries ? entries * (pr.reach[t] + 1) : 0;
+      if (!entries) break;
+    }
+    if (entries > 0) {
+      int2 *table = nullptr;
+      GM_TRY(ctx.alloc(&table, (size_t)entries, "the density pass's rows"));
+      pair_rows_kernel<<<grid_1d(entries, 256), 256, 0, ctx.stream()>>>(g.geom, cut, pr, entries,
+                                                                        table);
+      GM_TRY(ctx.launched("the density pass's rows"));
+      pr.k = table;
+    }
+  }
+  if (!pr.k)
+    for (int t = 1; t < dim; t++) pr.reach[t] = INT64_MAX;  // computed a row at a time
   const int per_item = sym ? sym_queries(dim) : lanes ? kLaneQueries : 32;
   Items items;
   GM_TRY(grid_items(ctx, g, per_item, first, last, &items));
@@ -1397,10 +1483,10 @@ gpuml_status grid_rho(Context &ctx, int dim, const GridDev &g, double cut, doubl
     const unsigned blocks = grid_1d((i1 - i0) * 32, kPassThreads);
     if (sym) {
       GM_DPC_DIM_SWITCH(dim, grid_count_lanes_sym, g, cut, rel, rho, counts, items.cell,
-                        items.start, i0, i1, by_position, start_bits, lockstep);
+                        items.start, i0, i1, by_position, start_bits, lockstep, pr);
     } else if (lanes) {
       GM_DPC_DIM_SWITCH(dim, grid_count_lanes_own, g, cut, rel, rho, counts, items.cell,
-                        items.start, i0, i1, by_position, start_bits, lockstep);
+                        items.start, i0, i1, by_position, start_bits, lockstep, pr);
     } else {
       GM_DPC_DIM_SWITCH(dim, grid_count_kernel, g, cut, inv_dc2, screen, rho, items.cell,
                         items.start, i0, i1, by_position);
