@@ -143,6 +143,10 @@ typedef struct gm_dpc_ops {
   gpuml_status (*assign)(const int64_t *order, const int64_t *nearest, int64_t n,
                          const int64_t *centres, int64_t k, int64_t *cluster, int *done,
                          int64_t *bad, const gpuml_options *opt);
+  /* The points in a typical point's cell that the cutoff density's own index aims at in
+   * d dimensions, where the backend's count has its own balance (rows walked against
+   * points tested); 0 or NULL: gm_dpc_grid_per_cell's. */
+  double (*rho_per_cell)(int64_t d);
 } gm_dpc_ops;
 
 /* t-SNE. */

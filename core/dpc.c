@@ -349,7 +349,9 @@ static int fine_rho_grid(const gm_backend *b, const double *x, int64_t n, int64_
   if (knob && strcmp(knob, "mean") == 0) return 0;
   /* GPUML_DPC_POINTS_PER_CELL=p: another target occupancy, for measurements */
   const char *per = getenv("GPUML_DPC_POINTS_PER_CELL");
-  const double per_cell = per && atof(per) > 0 ? atof(per) : gm_dpc_grid_per_cell(d);
+  const double own = b->dpc->rho_per_cell ? b->dpc->rho_per_cell(d) : 0;
+  const double per_cell =
+      per && atof(per) > 0 ? atof(per) : own > 0 ? own : gm_dpc_grid_per_cell(d);
   gm_dpc_grid_plan(x, n, d, per_cell, GM_DPC_CELLS_SEEN, b->dpc->cells_per_point,
                    gm_threads(used), fine);
   if (!(fine->geom.h < 0.8 * grid->geom.h) || !gm_dpc_rows_fit(fine, cut, n) ||

@@ -63,7 +63,7 @@ static const struct {
                                   "the GPU)"},
     {"GPUML_DPC_POINTS_PER_CELL", "development: the points in a typical point's cell that "
                                   "the cutoff density's own cells aim at (default 16 up to "
-                                  "3-d, 8 above)"},
+                                  "3-d, 8 above; 20 in 3-d on the GPU)"},
     {"GPUML_CUDA_DPC_LANES", "development: 0 has the GPU's screened cutoff count test one "
                              "point a step against the lanes' points instead of the points "
                              "across the lanes; \"search\" has the lanes find their points "

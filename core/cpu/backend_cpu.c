@@ -21,7 +21,7 @@ static const gm_dpc_ops cpu_dpc = {gm_cpu_dpc_density,    gm_cpu_dpc_part_open,
                                     gm_cpu_dpc_part_delta, NULL,
                                     gm_cpu_dpc_part_close, gm_cpu_dpc_border,
                                     0,                     2,
-                                    NULL};
+                                    NULL,                  NULL};
 static const gm_tsne_ops cpu_tsne = {gm_cpu_tsne_conditional, gm_tsne_affinities_host,
                                      gm_tsne_pca_cpu,
                                      gm_tsne_optimize_cpu, gm_tsne_gradient_cpu,
