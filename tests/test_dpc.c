@@ -707,8 +707,8 @@ static void test_part_ends(void) {
  * GPU's one-device cutoff count): on blobs at d = 1 .. 5 and the cells of the count's own
  * index, every pair of points whose cells the rule calls whole is within the cut and
  * every pair it calls apart is not; the boxes' farthest (nearest) corners of every offset
- * within reach too, in long double; and the rule calls some pairs whole, some apart and
- * some crossed. */
+ * within reach too, in long double; offsets beyond reach across the rows apart; and the
+ * rule calls some pairs whole, some apart and some crossed. */
 static int64_t pair_class(const gm_dpc_geom *geo, const int64_t *delta, double cut) {
   double near_sq, far_sq;
   gm_dpc_pair_cross(geo, geo->dim, delta, &near_sq, &far_sq);
@@ -728,7 +728,7 @@ static void test_pair_rule(void) {
     gm_dpc_grid_plan(x, n, d, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, 4, 1, &plan);
     const gm_dpc_geom *geo = &plan.geom;
     const double cut = 36 * geo->h * geo->h; /* dc = 6 cells */
-    int64_t wrong = 0, seen[3] = {0, 0, 0}, corner_wrong = 0, crossed = 0;
+    int64_t wrong = 0, seen[3] = {0, 0, 0}, corner_wrong = 0, crossed = 0, beyond_wrong = 0;
     int64_t *cell = malloc(sizeof(int64_t) * n * GM_DPC_GRID_MAX_DIM);
     for (int64_t i = 0; i < n; i++)
       gm_dpc_cell_coords(geo, (int)d, gm_dpc_cell_of(geo, x, n, i), cell + i * GM_DPC_GRID_MAX_DIM);
@@ -765,12 +765,19 @@ static void test_pair_rule(void) {
       const int64_t c = pair_class(geo, delta, cut);
       if ((c == 1 && !(far_sq < cut)) || (c == -1 && !(near_sq >= cut))) corner_wrong++;
       crossed += c == 0;
+      /* rows beyond gm_dpc_pair_reach hold no cell within the cut: the GPU's table of
+       * the rows' classes skips them (kernels/dpc_grid.cuh's PairRows) */
+      int beyond = 0;
+      for (int64_t t = 1; t < d; t++)
+        beyond |= (delta[t] < 0 ? -delta[t] : delta[t]) > gm_dpc_pair_reach(geo, (int)t, cut);
+      beyond_wrong += beyond && c != -1;
     }
-    CHECK(wrong == 0 && corner_wrong == 0 && seen[0] > 0 && seen[2] > 0 && crossed > 0,
-          "cell pairs' rule, d = %lld: %lld pairs and %lld offsets' corners wrong; pairs %lld "
-          "apart, %lld crossed, %lld whole; %lld offsets crossed",
-          (long long)d, (long long)wrong, (long long)corner_wrong, (long long)seen[0],
-          (long long)seen[1], (long long)seen[2], (long long)crossed);
+    CHECK(wrong == 0 && corner_wrong == 0 && beyond_wrong == 0 && seen[0] > 0 && seen[2] > 0 &&
+              crossed > 0,
+          "cell pairs' rule, d = %lld: %lld pairs, %lld offsets' corners and %lld offsets "
+          "beyond reach wrong; pairs %lld apart, %lld crossed, %lld whole; %lld offsets crossed",
+          (long long)d, (long long)wrong, (long long)corner_wrong, (long long)beyond_wrong,
+          (long long)seen[0], (long long)seen[1], (long long)seen[2], (long long)crossed);
     free(cell);
     gm_dpc_grid_free(&plan);
     free(x);
