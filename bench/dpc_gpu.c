@@ -185,6 +185,32 @@ static int fit_once(const double *x, int64_t n, int64_t d, int64_t k, gpuml_back
   return st == GPUML_OK;
 }
 
+/* gpuml_dpc_fit with k = 8 on the GPU (its cut and halo on what the density pass kept
+ * there) against the CPU's: the points whose rho, cluster or halo flag differ. */
+static int fit_check(const double *x, int64_t n, int64_t d) {
+  result g = {0}, c = {0};
+  int64_t *cl_g = malloc(sizeof(int64_t) * (size_t)n), *cl_c = malloc(sizeof(int64_t) * (size_t)n);
+  int *h_g = malloc(sizeof(int) * (size_t)n), *h_c = malloc(sizeof(int) * (size_t)n);
+  double ms_g = 0, ms_c = 0;
+  int ok = cl_g && cl_c && h_g && h_c && alloc_result(&g, n) && alloc_result(&c, n) &&
+           fit_once(x, n, d, 8, GPUML_BACKEND_CUDA, &g, cl_g, h_g, &ms_g) &&
+           fit_once(x, n, d, 8, GPUML_BACKEND_CPU, &c, cl_c, h_c, &ms_c);
+  int64_t bad = 0, halo = 0;
+  for (int64_t i = 0; ok && i < n; i++) {
+    bad += g.rho[i] != c.rho[i] || cl_g[i] != cl_c[i] || h_g[i] != h_c[i];
+    halo += h_g[i];
+  }
+  printf("  fit (k = 8): %lld halo points, GPU %.1f ms, %lld differ from the CPU%s\n",
+         (long long)halo, ms_g, (long long)bad, ok ? "" : " (FAILED)");
+  free_result(&g);
+  free_result(&c);
+  free(cl_g);
+  free(cl_c);
+  free(h_g);
+  free(h_c);
+  return ok && bad == 0;
+}
+
 /* Issue 16's GPU rows: best of `reps` (3) on the GPU, then one CPU run for the check. */
 static int fit_cases(int do_check, int only, int reps) {
   struct {
@@ -309,6 +335,7 @@ int main(int argc, char **argv) {
       if (do_check) {
         if (check(x, n, d, gaussian, &r)) failures++;
         if (!halo_check(x, n, d, &r)) failures++;
+        if (!gaussian && !fit_check(x, n, d)) failures++;
       }
     }
     free_result(&r);

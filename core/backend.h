@@ -68,11 +68,17 @@ typedef struct gm_dpc_ops {
    * over the other points with s < cut: 1 each, or exp(-s / dc^2) when gaussian (cut
    * INFINITY: the exact sum, on the tiles; finite: the truncated sum, on either). When
    * order is not NULL it receives the density order of that rho (gm_dpc_density_order's,
-   * made where rho lies: on the device for a GPU). */
+   * made where rho lies: on the device for a GPU). When kept is not NULL, a backend whose
+   * passes run on a device may leave there, in *kept, what the fit's cut and halo read
+   * again (its index of delta_grid with the sorted points, rho, the nearest denser points
+   * with -1 at the top, the density order), for assign and border to take instead of
+   * copying it up again; *kept stays NULL where it keeps nothing. release_kept frees it
+   * (outside any other call of the backend). */
   gpuml_status (*density)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                           const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                           double *rho, double *delta_sq, int64_t *nearest, int64_t *order,
-                          const gpuml_options *opt);
+                          void **kept, const gpuml_options *opt);
+  void (*release_kept)(void *kept);
   /* The same passes one part at a time, for work split over devices or processes
    * (core/dpc_shards.c), in a session that holds what the parts of one device share (the
    * points, the cell index or the points resident for the tiles, the passes' arrays), so
@@ -119,13 +125,15 @@ typedef struct gm_dpc_ops {
    * leaves the order to the host. */
   gpuml_status (*part_order)(void *session, int64_t *order, const gpuml_options *opt);
   void (*part_close)(void *session);
-  /* border[i] = the largest (rho_i + rho_j) / 2 over the j of other clusters with
-   * s_ij < cut, 0 when there is none; on the index (grid with its runs, or NULL for the
-   * tiles) a point may get less where that cannot be its cluster's largest: each
-   * cluster's largest border[i] is exact. */
+  /* cluster_border[c] (c < ncentres) = the largest (rho_i + rho_j) / 2 over the pairs of
+   * a point i of cluster c and a point j of another cluster with s_ij < cut, 0 when there
+   * is none; on the index (grid with its runs, or NULL for the tiles). kept: density()'s
+   * of the same fit, or NULL (the backend then takes rho, cluster and the index as given;
+   * with it, the same values on the device). */
   gpuml_status (*border)(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                          double cut, const double *rho, const int64_t *cluster,
-                         double *border, const gpuml_options *opt);
+                         int64_t ncentres, void *kept, double *cluster_border,
+                         const gpuml_options *opt);
   /* 1: the backend sorts the points by cell itself (on the device), so the grids it gets
    * hold the geometry only (gm_dpc_grid_plan; no arrays, no runs, nclusters set). */
   int sorts_index;
@@ -139,10 +147,12 @@ typedef struct gm_dpc_ops {
    * order (a permutation): cluster by point index. *done = 0 where the backend leaves
    * it to the host (too few points to pay for the copies); *bad = n when every point
    * got one, else a position whose nearest is not earlier in the order (the host then
-   * walks again and names the error). NULL: always the host. */
+   * walks again and names the error). NULL: always the host. kept: density()'s of the
+   * fit whose order and nearest these are, or NULL; with it, the backend reads them where
+   * it kept them and keeps the clusters there too, for border. */
   gpuml_status (*assign)(const int64_t *order, const int64_t *nearest, int64_t n,
                          const int64_t *centres, int64_t k, int64_t *cluster, int *done,
-                         int64_t *bad, const gpuml_options *opt);
+                         int64_t *bad, void *kept, const gpuml_options *opt);
   /* The points in a typical point's cell that the cutoff density's own index aims at in
    * d dimensions, where the backend's count has its own balance (rows walked against
    * points tested); 0 or NULL: gm_dpc_grid_per_cell's. */

@@ -424,17 +424,19 @@ static double farthest_sq(const double *x, int64_t n, int64_t d, int64_t top, in
 }
 
 /* gpuml_dpc_density(); when keep is given, the index it built (if any) is handed over
- * there for the halo of the same call to reuse (else keep->start stays NULL); when order
- * is, it receives the density order (made by the backend where rho lies when the passes
- * ran on one device, else here). The passes
+ * there for the halo of the same call to reuse (else keep->start stays NULL), and when
+ * kept is, what the backend left on its device for the cut and halo (gm_dpc_ops.density;
+ * NULL where it kept nothing or the passes ran on several devices); when order is, it
+ * receives the density order (made by the backend where rho lies when the passes ran on
+ * one device, else here). The passes
  * over pairs run on one device, over the shards of several (core/dpc_shards.c), or
  * spread over processes (spread not NULL). */
 static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
                                  const gpuml_dpc_params *params, double *rho, double *delta,
                                  int64_t *nearest, double *gamma, int64_t *order,
                                  const gpuml_options *opt, gpuml_dpc_result *result,
-                                 gm_dpc_grid *keep, const gm_dpc_spread *spread,
-                                 gpuml_options *used_out) {
+                                 gm_dpc_grid *keep, void **kept,
+                                 const gm_dpc_spread *spread, gpuml_options *used_out) {
   gpuml_status st = check_data(x, n, d);
   if (st) return st;
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
@@ -493,7 +495,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
       st = plan.count > 1 ? gm_dpc_sharded(b, &plan, x, n, d, rho_grid, delta_grid, gaussian, dc,
                                            cut, rho, delta, nearest, order, &ordered, &used)
                           : b->dpc->density(x, n, d, rho_grid, delta_grid, gaussian, dc, cut,
-                                            rho, delta, nearest, order, &used);
+                                            rho, delta, nearest, order, kept, &used);
   }
   gm_dpc_grid_free(&fine);
   if (!st && order && !ordered) st = gm_dpc_density_order(rho, n, order, gm_threads(&used));
@@ -524,7 +526,7 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
                                gpuml_dpc_result *result) {
   gm_clear_error();
   return density_impl(x, n, d, params, rho, delta, nearest, gamma, NULL, opt, result, NULL,
-                      NULL, NULL);
+                      NULL, NULL, NULL);
 }
 
 /* ---- centres and clusters --------------------------------------------------------- */
@@ -959,7 +961,7 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
                              const int64_t *order, int order_trusted, int64_t n,
                              const gpuml_dpc_selection *sel, int64_t *centres, int64_t *ncentres,
                              int64_t *cluster, int threads, const gm_backend *b,
-                             const gpuml_options *used) {
+                             void *kept, const gpuml_options *used) {
   if (!rho || !delta || !nearest)
     return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho, delta and nearest must not be NULL");
   if (!centres || !ncentres || !cluster)
@@ -979,7 +981,7 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
   if (order && order_trusted && b && b->dpc->assign) {
     int done = 0;
     int64_t bad = n;
-    if ((st = b->dpc->assign(order, nearest, n, centres, k, cluster, &done, &bad, used)))
+    if ((st = b->dpc->assign(order, nearest, n, centres, k, cluster, &done, &bad, kept, used)))
       return st;
     if (done && bad == n) {
       gm_trace("dpc cut: clusters (backend)");
@@ -1033,17 +1035,18 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
   gpuml_options opt;
   gpuml_options_init(&opt);
   return cut_impl(rho, delta, nearest, NULL, 0, n, sel, centres, ncentres, cluster,
-                  gm_threads(&opt), NULL, NULL);
+                  gm_threads(&opt), NULL, NULL, NULL);
 }
 
 /* ---- halo ---------------------------------------------------------------------- */
 
 /* gpuml_dpc_halo(); reuse, when it holds an index of the same data (from density_impl),
- * spares building it again; the caller frees it. */
+ * spares building it again; the caller frees it. kept: what the fit's backend left on its
+ * device (density_impl), taken where the halo runs on that backend. */
 static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, const double *rho,
                               const int64_t *cluster, int64_t ncentres, int *halo,
                               const gpuml_options *opt, gpuml_dpc_result *result,
-                              gm_dpc_grid *reuse) {
+                              gm_dpc_grid *reuse, const gm_backend *kept_by, void *kept) {
   gpuml_status st = check_data(x, n, d);
   if (!st) st = check_dc(dc);
   if (st) return st;
@@ -1074,14 +1077,10 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
     return st;
 
   const double cut = gm_dpc_sq_threshold(dc, 0);
-  double *border = gm_alloc((size_t)n, sizeof *border);
   double *cluster_border = gm_alloc((size_t)ncentres, sizeof *cluster_border);
-  if (!border || !cluster_border) {
-    free(border);
-    free(cluster_border);
+  if (!cluster_border)
     return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo",
-                   (double)(n + ncentres) * 8 / 1e6);
-  }
+                   (double)ncentres * 8 / 1e6);
   gm_dpc_grid own;
   memset(&own, 0, sizeof own);
   /* a grid of the geometry alone serves only a backend that sorts the points itself */
@@ -1100,28 +1099,12 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
   }
   if (!st && use_grid && b->dpc->sorts_index) grid->nclusters = ncentres;
   else if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
-  if (!st) st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, border, &used);
+  if (!st)
+    st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, ncentres,
+                        kept_by == b ? kept : NULL, cluster_border, &used);
   gm_trace("dpc halo: border densities");
   gm_dpc_grid_free(&own);
   if (!st) {
-    /* each cluster's largest border density: a copy per thread, then merged (one thread
-     * where the clusters are too many for copies, or their memory is not there) */
-    int threads = ncentres <= 65536 && n > 65536 ? gm_threads(&used) : 1;
-    double *copies = threads > 1 ? calloc((size_t)threads * (size_t)ncentres, sizeof *copies) : NULL;
-    if (!copies) threads = 1;
-    for (int64_t c = 0; c < ncentres; c++) cluster_border[c] = 0;
-#pragma omp parallel num_threads(threads)
-    {
-      double *own = copies ? copies + (size_t)gm_thread_id() * (size_t)ncentres : cluster_border;
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < n; i++)
-        if (border[i] > own[cluster[i]]) own[cluster[i]] = border[i];
-    }
-    for (int k = 0; copies && k < threads; k++)
-      for (int64_t c = 0; c < ncentres; c++)
-        if (copies[(size_t)k * (size_t)ncentres + (size_t)c] > cluster_border[c])
-          cluster_border[c] = copies[(size_t)k * (size_t)ncentres + (size_t)c];
-    free(copies);
 #pragma omp parallel for schedule(static) num_threads(gm_threads(&used)) if (n > 65536)
     for (int64_t i = 0; i < n; i++) halo[i] = rho[i] < cluster_border[cluster[i]];
     if (result) {
@@ -1129,16 +1112,37 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
       result->dc = dc;
     }
   }
-  free(border);
   free(cluster_border);
   return st;
+}
+
+void gm_dpc_cluster_max(const double *border, const int64_t *cluster, int64_t n,
+                        int64_t ncentres, double *out, int threads) {
+  /* a copy per thread, then merged (one thread where the clusters are too many for
+   * copies, or their memory is not there) */
+  if (!(ncentres <= 65536 && n > 65536)) threads = 1;
+  double *copies = threads > 1 ? calloc((size_t)threads * (size_t)ncentres, sizeof *copies) : NULL;
+  if (!copies) threads = 1;
+  for (int64_t c = 0; c < ncentres; c++) out[c] = 0;
+#pragma omp parallel num_threads(threads)
+  {
+    double *own = copies ? copies + (size_t)gm_thread_id() * (size_t)ncentres : out;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+      if (border[i] > own[cluster[i]]) own[cluster[i]] = border[i];
+  }
+  for (int k = 0; copies && k < threads; k++)
+    for (int64_t c = 0; c < ncentres; c++)
+      if (copies[(size_t)k * (size_t)ncentres + (size_t)c] > out[c])
+        out[c] = copies[(size_t)k * (size_t)ncentres + (size_t)c];
+  free(copies);
 }
 
 gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, const double *rho,
                             const int64_t *cluster, int64_t ncentres, int *halo,
                             const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
-  return halo_impl(x, n, d, dc, rho, cluster, ncentres, halo, opt, result, NULL);
+  return halo_impl(x, n, d, dc, rho, cluster, ncentres, halo, opt, result, NULL, NULL, NULL);
 }
 
 /* ---- the index kept with a fit ---------------------------------------------------- */
@@ -1226,23 +1230,31 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
   gm_dpc_grid index;
   memset(&index, 0, sizeof index);
   gpuml_options used;
+  /* what the backend keeps on its device for the cut and the halo (one process) */
+  void *kept = NULL;
   if ((st = density_impl(x, n, d, params, rho, delta, nearest, gamma, order, opt, result,
-                         cut ? &index : NULL, spread, &used)) || !cut) {
+                         cut ? &index : NULL, cut && !spread ? &kept : NULL, spread, &used)) ||
+      !cut) {
+    const gm_backend *b = kept ? gm_backend_used(&used) : NULL;
+    if (b) b->dpc->release_kept(kept);
     gm_dpc_grid_free(&index);
     free(own_order);
     return st;
   }
   const gpuml_run_info run = result->run;
+  const gm_backend *b = spread ? NULL : gm_backend_used(&used);
   /* the clusters on the fit's backend (one process: the ranks of a spread fit cut alone) */
   st = cut_impl(rho, delta, nearest, order, 1, n, &params->select, centres, ncentres, cluster,
-                gm_threads(opt), spread ? NULL : gm_backend_used(&used), &used);
+                gm_threads(opt), b, kept, &used);
   free(own_order);
   gm_trace("dpc: centres and clusters");
   if (!st) {
     gm_clear_error();
-    st = halo_impl(x, n, d, result->dc, rho, cluster, *ncentres, halo, opt, result, &index);
+    st = halo_impl(x, n, d, result->dc, rho, cluster, *ncentres, halo, opt, result, &index, b,
+                   kept);
   }
   gm_trace("dpc: halo");
+  if (kept) b->dpc->release_kept(kept);
   gm_dpc_grid_free(&index);
   if (st) return st;
   result->run = run;
@@ -1268,11 +1280,11 @@ gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, c
                  "index of this fit, or none",
                  (long long)index->n, (long long)index->d, (long long)n, (long long)d);
   if (!st) st = cut_impl(rho, delta, nearest, order, 0, n, &params->select, centres, ncentres,
-                         cluster, gm_threads(opt), NULL, NULL);
+                         cluster, gm_threads(opt), NULL, NULL, NULL);
   if (!st) {
     gm_clear_error();
     st = halo_impl(x, n, d, dc, rho, cluster, *ncentres, halo, opt, result,
-                   index ? &index->grid : NULL);
+                   index ? &index->grid : NULL, NULL, NULL);
   }
   return st;
 }

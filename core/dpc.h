@@ -88,7 +88,8 @@ double gm_dpc_seed_rho(const double *rho, int64_t n);
 /* The halo's runs of cells by cluster (run_label, run_end, run_max). */
 gpuml_status gm_dpc_grid_runs(gm_dpc_grid *g, const double *rho, const int64_t *cluster);
 /* The runs from each cell's label (a cluster, GM_DPC_MIXED or GM_DPC_EMPTY) and densest
- * point (-1 when empty), in place: label and top become run_label and run_max. */
+ * point (-1 when empty), in place: label and top become run_label and run_max (the maps
+ * of core/dpc_shared.h applied from the last cell; the GPU scans them). */
 void gm_dpc_grid_merge_runs(int64_t nc, int64_t *label, int64_t *end, double *top);
 
 /* ---- The passes over parts of the points (core/dpc_shards.c): the backend's
@@ -138,6 +139,11 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
                                double *delta, int64_t *nearest, double *gamma, int64_t *order,
                                int64_t *centres, int64_t *ncentres, int64_t *cluster, int *halo,
                                const gpuml_options *opt, gpuml_dpc_result *result);
+
+/* out[c] (c < ncentres) = the largest border[i] over the points i of cluster c, 0 for
+ * none (border >= 0): a halo's largest border density by cluster, on `threads`. */
+void gm_dpc_cluster_max(const double *border, const int64_t *cluster, int64_t n,
+                        int64_t ncentres, double *out, int threads);
 
 /* ---- CPU passes (core/dpc_grid.c, core/dpc_tiles.c). Each writes per original index;
  *      delta_sq/nearest are left untouched for `top`. ---- */

@@ -483,4 +483,61 @@ GM_HD gm_dpc_screen_rel gm_dpc_screen_rel_for(double cut, int dim, const float *
   return rel;
 }
 
+/* The halo's runs of cells (core/dpc.h's gm_dpc_grid_merge_runs) as maps of a run: cell
+ * c's run is f_c(run of c + 1), from (GM_DPC_EMPTY, last cell, -1) past the last cell.
+ * An empty cell keeps the run after it; a cell of several clusters (GM_DPC_MIXED) gives
+ * its own; a cell of cluster L extends a run of L or of empty cells (to that run's end,
+ * with the larger densest point) and else gives its own. The maps compose into maps of
+ * these three kinds, so the GPU scans them in parallel and the CPU applies them one by
+ * one: the same runs. */
+typedef struct gm_dpc_run {
+  int64_t label, end;
+  double top; /* the densest point of the run's cells, -1 for none */
+} gm_dpc_run;
+typedef struct gm_dpc_run_map {
+  int kind; /* 0 keeps, 1 gives run, 2 extends a run of run.label (else gives run) */
+  gm_dpc_run run;
+} gm_dpc_run_map;
+
+/* Cell c's map, from its label (a cluster, GM_DPC_MIXED or GM_DPC_EMPTY) and densest
+ * point. */
+GM_HD gm_dpc_run_map gm_dpc_run_map_of(int64_t c, int64_t label, double top) {
+  gm_dpc_run_map m;
+  m.kind = label == GM_DPC_EMPTY ? 0 : label == GM_DPC_MIXED ? 1 : 2;
+  m.run.label = label;
+  m.run.end = c;
+  m.run.top = top;
+  return m;
+}
+
+GM_HD gm_dpc_run gm_dpc_run_apply(gm_dpc_run_map f, gm_dpc_run x) {
+  if (f.kind == 0) return x;
+  if (f.kind == 2 && (x.label == f.run.label || x.label == GM_DPC_EMPTY)) {
+    gm_dpc_run r;
+    r.label = f.run.label;
+    r.end = x.end;
+    r.top = x.top > f.run.top ? x.top : f.run.top;
+    return r;
+  }
+  return f.run;
+}
+
+/* f after g (g applied first). */
+GM_HD gm_dpc_run_map gm_dpc_run_compose(gm_dpc_run_map f, gm_dpc_run_map g) {
+  if (f.kind == 0) return g;
+  if (f.kind == 1 || g.kind == 0) return f;
+  gm_dpc_run_map r = f;
+  if (g.kind == 1) {
+    r.kind = 1;
+    r.run = gm_dpc_run_apply(f, g.run);
+  } else if (g.run.label == f.run.label) {
+    /* g's run is always of its label: f extends it, or g's own start */
+    r.run.end = g.run.end;
+    r.run.top = g.run.top > f.run.top ? g.run.top : f.run.top;
+  } else {
+    r.kind = 1; /* g gives a run of another cluster, which f does not extend */
+  }
+  return r;
+}
+
 #endif

@@ -18,7 +18,8 @@ static const gm_neighbour_ops cuda_neighbours = {gm_cuda_dist, gm_cuda_knn,
 // round 21); elsewhere gm_dpc_grid_per_cell's.
 static double cuda_rho_per_cell(int64_t d) { return d == 3 ? 20 : 0; }
 
-static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density,    gm_cuda_dpc_part_open,
+static const gm_dpc_ops cuda_dpc = {gm_cuda_dpc_density,    gm_cuda_dpc_release_kept,
+                                     gm_cuda_dpc_part_open,
                                      gm_cuda_dpc_part_bounds, gm_cuda_dpc_part_rho,
                                      gm_cuda_dpc_part_counts_on, gm_cuda_dpc_part_counts,
                                      gm_cuda_dpc_part_delta, gm_cuda_dpc_part_order,

@@ -319,45 +319,38 @@ gpuml_status sort_index(Context &ctx, const double *x, const gm_dpc_grid *plan, 
   return GPUML_OK;
 }
 
-// The halo's runs of cells by cluster: each cell's label and densest point on the device,
-// merged into runs on the host by core's rule (gm_dpc_grid_merge_runs: a serial pass over
-// the cells, n / 16 of them), then uploaded.
+// The halo's runs of cells by cluster on the device: each cell's map (its label and
+// densest point) and the maps composed from the last cell by a scan (core/dpc_shared.h's
+// rule, which the CPU applies one cell at a time), in the call's Context.
 gpuml_status cell_runs(Context &ctx, GridDev &g, const int64_t *cluster_sorted,
                        const double *cell_max) {
   const int64_t nc = g.ncells;
   int64_t *label_d = nullptr, *end_d = nullptr;
   double *top_d = nullptr;
+  gm_dpc_run_map *maps = nullptr, *composite = nullptr;
   GM_TRY(ctx.alloc(&label_d, (size_t)nc, "the halo's runs"));
+  GM_TRY(ctx.alloc(&end_d, (size_t)nc, "the halo's runs"));
+  GM_TRY(ctx.alloc(&top_d, (size_t)nc, "the halo's runs"));
+  GM_TRY(ctx.alloc(&maps, (size_t)nc, "the halo's runs"));
+  GM_TRY(ctx.alloc(&composite, (size_t)nc, "the halo's runs"));
   const unsigned blocks = grid_1d(nc, 256) < 4096u ? grid_1d(nc, 256) : 4096u;
-  cell_label_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, cluster_sorted, label_d);
-  GM_TRY(ctx.launched("the labels of the cells"));
-  int64_t *label = (int64_t *)malloc((size_t)nc * sizeof(int64_t));
-  int64_t *end = (int64_t *)malloc((size_t)nc * sizeof(int64_t));
-  double *top = (double *)malloc((size_t)nc * sizeof(double));
-  gpuml_status st = GPUML_OK;
-  if (!label || !end || !top)
-    st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo's cell runs",
-                 (double)nc * 24 / 1e6);
-  if (!st) st = to_host(ctx, label, (const int64_t *)label_d, nc, "copying the cells' labels");
-  if (!st) st = to_host(ctx, top, cell_max, nc, "copying the cells' densest points");
-  if (!st) st = ctx.sync("copying the cells' labels");
-  if (!st) {
-    gm_dpc_grid_merge_runs(nc, label, end, top);
-    st = ctx.check(cudaMemcpyAsync(label_d, label, (size_t)nc * sizeof(int64_t),
-                                   cudaMemcpyHostToDevice, ctx.stream()),
-                   "copying the halo's runs");
-  }
-  if (!st) st = to_device(ctx, &end_d, (const int64_t *)end, nc, "copying the halo's runs");
-  if (!st) st = to_device(ctx, &top_d, (const double *)top, nc, "copying the halo's runs");
-  // the host arrays must outlive the copies
-  if (!st) st = ctx.sync("copying the halo's runs");
-  free(label);
-  free(end);
-  free(top);
+  run_maps_kernel<<<blocks, 256, 0, ctx.stream()>>>(g, cluster_sorted, cell_max, maps);
+  GM_TRY(ctx.launched("the halo's runs"));
+  size_t temp_bytes = 0;
+  GM_TRY(ctx.check(cub::DeviceScan::InclusiveScan(nullptr, temp_bytes, maps, composite,
+                                                  RunMapsAfter(), nc, ctx.stream()),
+                   "the halo's runs (cub::DeviceScan)"));
+  unsigned char *temp = nullptr;
+  GM_TRY(ctx.alloc(&temp, temp_bytes, "the halo's runs"));
+  GM_TRY(ctx.check(cub::DeviceScan::InclusiveScan(temp, temp_bytes, maps, composite,
+                                                  RunMapsAfter(), nc, ctx.stream()),
+                   "the halo's runs (cub::DeviceScan)"));
+  run_out_kernel<<<blocks, 256, 0, ctx.stream()>>>(nc, composite, label_d, end_d, top_d);
+  GM_TRY(ctx.launched("the halo's runs"));
   g.run_label = label_d;
   g.run_end = end_d;
   g.run_max = top_d;
-  return st;
+  return GPUML_OK;
 }
 
 // The memory a call needs beside the points' own, checked against the budget where the
@@ -388,6 +381,32 @@ gpuml_status rho_pass(Context &ctx, const GridDev &g, const AllPairs &ap,
                   : all_pairs_pass<kCount>(ctx, ap, n, d, args, first, last, opt);
 }
 
+// What a fit's density() leaves on the device for its cut and halo (core/backend.h's
+// kept): the halo's index (delta's: the fit's cells of the mean density) with its points,
+// rho by point index and by the index's positions, each cell's densest point, the nearest
+// denser points (-1 at the top) and the density order; the cut's clusters, by point
+// index, once assign has made them. Freed outside any Context (gm_cuda_dpc_release_kept).
+struct FitKept {
+  int device = 0;
+  int64_t n = 0;
+  GridDev g;  // start null: the delta pass ran over all pairs, no index kept
+  const double *rho_d = nullptr, *rho_sorted = nullptr, *cell_max = nullptr;
+  const int64_t *nearest_d = nullptr, *order_d = nullptr;
+  const int64_t *cluster_d = nullptr;
+  HeldList held;
+};
+
+// Whether kept holds the index of grid (the same geometry, the same points).
+bool kept_index_of(const FitKept &kept, const gm_dpc_grid *grid) {
+  const gm_dpc_geom &a = kept.g.geom, &b = grid->geom;
+  if (!kept.g.start || kept.g.ncells != grid->ncells || kept.g.n != grid->n || a.dim != b.dim ||
+      a.h != b.h)
+    return false;
+  for (int t = 0; t < a.dim; t++)
+    if (a.lo[t] != b.lo[t] || a.cells[t] != b.cells[t]) return false;
+  return true;
+}
+
 // Whether delta's first rings take the cutoff density's finer cells, where it has them:
 // up to 6-d. A ring of r has (2r + 1)^d cells, so above that the more rings a point needs
 // on finer cells cost more than their fewer points save (10^6 blobs: 6-d 254 against 577
@@ -398,13 +417,15 @@ bool delta_on_fine_cells(int dim) {
   return !(knob && strcmp(knob, "mean") == 0) && dim <= 6;
 }
 
-// The densities by position of g's points and the densest point of each cell, in the
-// call's Context.
-gpuml_status delta_index(Context &ctx, const GridDev &g, const double *rho_d, DeltaIndex &ix) {
+// The densities by position of g's points and the densest point of each cell, in `keep`
+// when given, else in the call's Context.
+gpuml_status delta_index(Context &ctx, const GridDev &g, const double *rho_d, DeltaIndex &ix,
+                         HeldList *keep = nullptr) {
   double *rho_sorted = nullptr, *cell_max = nullptr;
-  GM_TRY(ctx.alloc(&rho_sorted, (size_t)g.n, "the densities by cell"));
+  GM_TRY(keep_alloc(ctx, keep, &rho_sorted, (size_t)g.n, "the densities by cell"));
   GM_TRY(gather(ctx, rho_d, g.order, g.n, rho_sorted));
-  GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
+  GM_TRY(keep_alloc(ctx, keep, &cell_max, (size_t)g.ncells, "the densest point of each cell"));
+  GM_TRY(cell_max_fill(ctx, g, rho_sorted, cell_max));
   ix.g = g;
   ix.rho_sorted = rho_sorted;
   ix.cell_max = cell_max;
@@ -418,10 +439,14 @@ gpuml_status delta_index(Context &ctx, const GridDev &g, const double *rho_d, De
 gpuml_status delta_pass(Context &ctx, const GridDev &g, const GridDev *fine, const AllPairs &ap,
                         const gm_dpc_grid *delta_grid, int64_t n, int64_t d, const double *rho_d,
                         int64_t top, double *delta_d, int64_t *nearest_d,
-                        const gpuml_options *opt) {
+                        const gpuml_options *opt, FitKept *kept) {
   if (delta_grid) {
     DeltaIndex walk, far;
-    GM_TRY(delta_index(ctx, g, rho_d, far));
+    GM_TRY(delta_index(ctx, g, rho_d, far, kept ? &kept->held : nullptr));
+    if (kept) {
+      kept->rho_sorted = far.rho_sorted;
+      kept->cell_max = far.cell_max;
+    }
     if (fine && delta_on_fine_cells((int)d))
       GM_TRY(delta_index(ctx, *fine, rho_d, walk));
     else
@@ -438,13 +463,16 @@ gpuml_status delta_pass(Context &ctx, const GridDev &g, const GridDev *fine, con
 
 // The density order (core's gm_dpc_density_order) of rho_d (by point index) into the
 // host's order: a stable radix sort of (rho, index) pairs by decreasing rho, so equal
-// densities keep the index order. The sort's arrays live until the call's Context ends.
-gpuml_status density_order(Context &ctx, const double *rho_d, int64_t n, int64_t *order) {
+// densities keep the index order. The sort's arrays live until the call's Context ends,
+// but the order itself in kept's when given.
+gpuml_status density_order(Context &ctx, const double *rho_d, int64_t n, int64_t *order,
+                           FitKept *kept = nullptr) {
   double *keys = nullptr;
   int64_t *index = nullptr, *order_d = nullptr;
   GM_TRY(ctx.alloc(&keys, (size_t)n, "the density order"));
   GM_TRY(ctx.alloc(&index, (size_t)n, "the density order"));
-  GM_TRY(ctx.alloc(&order_d, (size_t)n, "the density order"));
+  GM_TRY(keep_alloc(ctx, kept ? &kept->held : nullptr, &order_d, (size_t)n, "the density order"));
+  if (kept) kept->order_d = order_d;
   const unsigned blocks = grid_1d(n, 256) < 8192u ? grid_1d(n, 256) : 8192u;
   iota_kernel<<<blocks, 256, 0, ctx.stream()>>>(index, n);
   GM_TRY(ctx.launched("the density order"));
@@ -463,10 +491,11 @@ gpuml_status density_order(Context &ctx, const double *rho_d, int64_t n, int64_t
                   "copying the density order to the host");
 }
 
+// With kept, what the fit's cut and halo read again stays on the device there (FitKept).
 gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *rho_grid,
                      const gm_dpc_grid *delta_grid, int gaussian, double dc, double cut,
                      double *rho, double *delta_sq, int64_t *nearest, int64_t *order,
-                     const gpuml_options *opt) {
+                     const gpuml_options *opt, FitKept *kept) {
   const bool all_pairs = !rho_grid || !delta_grid;
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, all_pairs && d >= kGemmMinDim));
@@ -483,19 +512,31 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
                        (order ? (size_t)n * 8 * 5 : 0) + (screen ? screen_bytes(rho_grid) : 0);
   if (!all_pairs) GM_TRY(check_fixed(ctx, fixed, n));
   GM_TRY(ctx.trace("dpc cuda: context"));
+  // the index delta walks (the halo's) kept with the fit
+  HeldList *keep = kept ? &kept->held : nullptr;
   GridDev g, g_delta;
   double *x_d = nullptr;
-  if (index) GM_TRY(sort_index(ctx, x, index, g, nullptr, &x_d, screen));
+  if (index) GM_TRY(sort_index(ctx, x, index, g, own_rho_grid ? nullptr : keep, &x_d, screen));
   if (screen) GM_TRY(screen_index(ctx, g, nullptr));  // g is rho's index
-  if (own_rho_grid) GM_TRY(sort_index(ctx, x, delta_grid, g_delta, nullptr, &x_d));
+  if (own_rho_grid) GM_TRY(sort_index(ctx, x, delta_grid, g_delta, keep, &x_d));
+  if (kept && delta_grid) {
+    kept->g = own_rho_grid ? g_delta : g;
+    kept->g.coords32 = nullptr;  // the count's copy stays in the Context
+    kept->g.reach32 = nullptr;
+  }
   AllPairs ap;
   if (all_pairs) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed, nullptr));
   GM_TRY(ctx.trace("dpc cuda: points uploaded, index sorted"));
   double *rho_d = nullptr, *delta_d = nullptr;
   int64_t *nearest_d = nullptr;
-  GM_TRY(ctx.alloc(&rho_d, (size_t)n, "the densities"));
+  GM_TRY(keep_alloc(ctx, keep, &rho_d, (size_t)n, "the densities"));
   GM_TRY(ctx.alloc(&delta_d, (size_t)n, "the distances to denser points"));
-  GM_TRY(ctx.alloc(&nearest_d, (size_t)n, "the nearest denser points"));
+  GM_TRY(keep_alloc(ctx, keep, &nearest_d, (size_t)n, "the nearest denser points"));
+  if (kept) {
+    kept->n = n;
+    kept->rho_d = rho_d;
+    kept->nearest_d = nearest_d;
+  }
   GM_TRY(rho_pass(ctx, g, ap, rho_grid, n, d, gaussian, dc, cut, 0,
                   rho_grid ? rho_grid->ncells : n, rho_d, opt));
   GM_TRY(ctx.trace("dpc cuda: rho pass"));
@@ -503,10 +544,14 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   const int64_t top = gm_dpc_top(rho, n, gm_threads(opt));
   GM_TRY(ctx.trace("dpc cuda: rho to the host, top point"));
   GM_TRY(delta_pass(ctx, own_rho_grid ? g_delta : g, own_rho_grid ? &g : nullptr, ap,
-                    delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt));
+                    delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt, kept));
+  // as the host's nearest after the fit (the top point has none)
+  if (kept)
+    GM_TRY(ctx.check(cudaMemsetAsync(nearest_d + top, 0xff, sizeof *nearest_d, ctx.stream()),
+                     "the nearest denser points"));
   GM_TRY(ctx.trace("dpc cuda: delta pass"));
   if (order) {
-    GM_TRY(density_order(ctx, rho_d, n, order));
+    GM_TRY(density_order(ctx, rho_d, n, order, kept));
     GM_TRY(ctx.trace("dpc cuda: the density order to the host"));
   }
   GM_TRY(download(ctx, delta_sq, delta_d, (size_t)n * sizeof *delta_sq,
@@ -886,14 +931,21 @@ gpuml_status part_delta(PartSession &s, const double *rho, int64_t top, int64_t 
   return ctx.sync("copying a part's distances to the host");
 }
 
+// Each cluster's largest border density (core/backend.h's border). With kept (the fit's)
+// holding the index of grid, its points, rho and the densest point of each cell are
+// taken there, and the clusters too once the cut made them on the device.
 gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
-                        double cut, const double *rho, const int64_t *cluster, double *border,
-                        const gpuml_options *opt) {
+                        double cut, const double *rho, const int64_t *cluster, int64_t ncentres,
+                        FitKept *kept, double *cluster_border, const gpuml_options *opt) {
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, !grid && d >= kGemmMinDim));
-  // rho, cluster, border and both by cell; the index with its runs (3 arrays by cell) and
-  // its cells near other clusters (a byte each)
-  const size_t fixed = (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) + (size_t)grid->ncells * 25 : 0);
+  const bool reuse = grid && kept && kept->device == opt->device && kept->n == n &&
+                     kept->rho_d && kept->rho_sorted && kept_index_of(*kept, grid);
+  // rho, cluster, border and both by cell; the index with its runs (3 arrays by cell, and
+  // the scan's two of 32 bytes) and its cells near other clusters: less what the fit kept
+  const size_t by_cell = grid ? (size_t)grid->ncells * 89 : 0;
+  const size_t fixed = reuse ? (size_t)n * 8 * (kept->cluster_d ? 1 : 2) + by_cell
+                             : (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) : 0) + by_cell;
   if (grid && fixed > ctx.budget())
     return gm_fail(GPUML_ERR_NOMEM, "dpc:cuda",
                    "the halo needs %.1f MB of GPU memory for %lld points, more than the budget "
@@ -901,67 +953,92 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
                    (double)fixed / 1e6, (long long)n, (double)ctx.budget() / 1e6);
   AllPairs ap;
   if (!grid) GM_TRY(setup_all_pairs(ctx, ap, x, n, d, fixed, nullptr));
-  double *rho_d = nullptr, *border_d = nullptr;
-  int64_t *cluster_d = nullptr;
-  GM_TRY(to_device(ctx, &rho_d, rho, n, "copying the densities to the GPU"));
-  GM_TRY(to_device(ctx, &cluster_d, cluster, n, "copying the clusters to the GPU"));
-  GM_TRY(ctx.alloc(&border_d, (size_t)n, "the border densities"));
-  GM_TRY(ctx.trace("dpc cuda halo: densities and clusters uploaded"));
-  if (grid) {
-    GridDev g;
-    GM_TRY(sort_index(ctx, x, grid, g, nullptr));
-    GM_TRY(ctx.trace("dpc cuda halo: points uploaded, index sorted"));
-    double *rho_sorted = nullptr, *cell_max = nullptr;
-    int64_t *cluster_sorted = nullptr;
-    unsigned long long *found = nullptr;
-    GM_TRY(ctx.alloc(&rho_sorted, (size_t)n, "the densities by cell"));
-    GM_TRY(ctx.alloc(&cluster_sorted, (size_t)n, "the clusters by cell"));
-    GM_TRY(ctx.alloc(&found, (size_t)(grid->nclusters > 0 ? grid->nclusters : 1),
-                     "the border densities by cluster"));
-    GM_TRY(ctx.check(cudaMemsetAsync(found, 0, (size_t)grid->nclusters * sizeof *found,
-                                     ctx.stream()),
-                     "clearing the border densities by cluster"));
-    GM_TRY(gather(ctx, (const double *)rho_d, g.order, n, rho_sorted));
-    GM_TRY(gather(ctx, (const int64_t *)cluster_d, g.order, n, cluster_sorted));
-    GM_TRY(cell_max_of(ctx, g, rho_sorted, &cell_max));
-    GM_TRY(cell_runs(ctx, g, cluster_sorted, cell_max));
-    // the cells whose points may have a border density at all
-    unsigned char *reach = nullptr;
-    GM_TRY(ctx.alloc(&reach, (size_t)grid->ncells, "the cells near other clusters"));
-    {
-      const unsigned blocks = grid_1d(grid->ncells, kPassThreads) < 4096u
-                                  ? grid_1d(grid->ncells, kPassThreads)
-                                  : 4096u;
-      GM_DPC_DIM_SWITCH(grid->geom.dim, border_reach_kernel, g, cut, reach);
-      GM_TRY(ctx.launched("the cells near other clusters"));
-    }
-    GM_TRY(ctx.trace("dpc cuda halo: the cells' runs, the cells near other clusters"));
-    const double rho_max = rho[gm_dpc_top(rho, n, gm_threads(opt))];
-    // The densest points first (about 1%, as on the CPU): they raise each cluster's
-    // largest border density early, so that most other points stop at once.
-    const double seed_rho = gm_dpc_seed_rho(rho, n);
-    for (int seeding = 1; seeding >= 0; seeding--)
-      for (int64_t s0 = 0; s0 < n; s0 += kGridChunk) {
-        const int64_t s1 = min64(n, s0 + kGridChunk);
-        const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
-        GM_DPC_DIM_SWITCH(grid->geom.dim, grid_border_kernel, g, cut, rho_sorted,
-                          cluster_sorted, cell_max, rho_max, found, reach, border_d, seed_rho,
-                          seeding, s0, s1);
-        GM_TRY(ctx.launched("density peaks halo (index)"));
-        GM_TRY(ctx.sync("density peaks halo (index)"));
-        GM_TRY(interrupted(ctx, opt));
-        if (!seeding) gm_progress(opt, "dpc halo", s1, n);
-      }
-    GM_TRY(ctx.trace("dpc cuda halo: the walks"));
-  } else {
+  const double *rho_d = reuse ? kept->rho_d : nullptr;
+  const int64_t *cluster_d = reuse ? kept->cluster_d : nullptr;
+  if (!rho_d) {
+    double *up = nullptr;
+    GM_TRY(to_device(ctx, &up, rho, n, "copying the densities to the GPU"));
+    rho_d = up;
+  }
+  if (!cluster_d) {
+    int64_t *up = nullptr;
+    GM_TRY(to_device(ctx, &up, cluster, n, "copying the clusters to the GPU"));
+    cluster_d = up;
+  }
+  GM_TRY(ctx.trace("dpc cuda halo: densities and clusters on the device"));
+  if (!grid) {
+    double *border_d = nullptr;
+    GM_TRY(ctx.alloc(&border_d, (size_t)n, "the border densities"));
     PassArgs args;
     args.cut = cut;
     args.rho = rho_d;
     args.cluster = cluster_d;
     args.value = border_d;
     GM_TRY(all_pairs_pass<kBorder>(ctx, ap, n, d, args, 0, n, opt));
+    double *border = (double *)gm_alloc((size_t)n, sizeof(double));
+    if (!border)
+      return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo",
+                     (double)n * 8 / 1e6);
+    const gpuml_status st = download(ctx, border, border_d, (size_t)n * sizeof *border,
+                                     "copying the border densities to the host");
+    if (!st) gm_dpc_cluster_max(border, cluster, n, ncentres, cluster_border, gm_threads(opt));
+    free(border);
+    return st;
   }
-  return download(ctx, border, border_d, (size_t)n * sizeof *border,
+  GridDev g;
+  const double *rho_sorted = nullptr, *cell_max = nullptr;
+  if (reuse) {
+    g = kept->g;
+    rho_sorted = kept->rho_sorted;
+    cell_max = kept->cell_max;
+  } else {
+    GM_TRY(sort_index(ctx, x, grid, g, nullptr));
+    double *by_cell = nullptr, *top = nullptr;
+    GM_TRY(ctx.alloc(&by_cell, (size_t)n, "the densities by cell"));
+    GM_TRY(gather(ctx, rho_d, g.order, n, by_cell));
+    GM_TRY(cell_max_of(ctx, g, by_cell, &top));
+    rho_sorted = by_cell;
+    cell_max = top;
+  }
+  GM_TRY(ctx.trace("dpc cuda halo: the index"));
+  int64_t *cluster_sorted = nullptr;
+  unsigned long long *found = nullptr;
+  GM_TRY(ctx.alloc(&cluster_sorted, (size_t)n, "the clusters by cell"));
+  GM_TRY(ctx.alloc(&found, (size_t)ncentres, "the border densities by cluster"));
+  GM_TRY(ctx.check(cudaMemsetAsync(found, 0, (size_t)ncentres * sizeof *found, ctx.stream()),
+                   "clearing the border densities by cluster"));
+  GM_TRY(gather(ctx, cluster_d, g.order, n, cluster_sorted));
+  GM_TRY(cell_runs(ctx, g, cluster_sorted, cell_max));
+  // the cells whose points may have a border density at all
+  unsigned char *reach = nullptr;
+  GM_TRY(ctx.alloc(&reach, (size_t)grid->ncells, "the cells near other clusters"));
+  {
+    const unsigned blocks = grid_1d(grid->ncells, kPassThreads) < 4096u
+                                ? grid_1d(grid->ncells, kPassThreads)
+                                : 4096u;
+    GM_DPC_DIM_SWITCH(grid->geom.dim, border_reach_kernel, g, cut, reach);
+    GM_TRY(ctx.launched("the cells near other clusters"));
+  }
+  GM_TRY(ctx.trace("dpc cuda halo: the cells' runs, the cells near other clusters"));
+  const double rho_max = rho[gm_dpc_top(rho, n, gm_threads(opt))];
+  // The densest points first (about 1%, as on the CPU): they raise each cluster's
+  // largest border density early, so that most other points stop at once.
+  const double seed_rho = gm_dpc_seed_rho(rho, n);
+  for (int seeding = 1; seeding >= 0; seeding--)
+    for (int64_t s0 = 0; s0 < n; s0 += kGridChunk) {
+      const int64_t s1 = min64(n, s0 + kGridChunk);
+      const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
+      GM_DPC_DIM_SWITCH(grid->geom.dim, grid_border_kernel, g, cut, rho_sorted, cluster_sorted,
+                        cell_max, rho_max, found, reach, seed_rho, seeding, s0, s1);
+      GM_TRY(ctx.launched("density peaks halo (index)"));
+      GM_TRY(ctx.sync("density peaks halo (index)"));
+      GM_TRY(interrupted(ctx, opt));
+      if (!seeding) gm_progress(opt, "dpc halo", s1, n);
+    }
+  GM_TRY(ctx.trace("dpc cuda halo: the walks"));
+  // the largest border densities by cluster, as the bits of non-negative doubles
+  static_assert(sizeof(unsigned long long) == sizeof(double), "the bits of a double");
+  return download(ctx, cluster_border, found, (size_t)ncentres * sizeof *found,
                   "copying the border densities to the host");
 }
 
@@ -1036,18 +1113,28 @@ bool assign_here(int64_t n) {
   return n >= ((int64_t)1 << 20);
 }
 
+// With kept (the fit's, which holds order and nearest as given), they are read there and
+// the clusters stay there for the halo.
 gpuml_status assign_run(const int64_t *order, const int64_t *nearest, int64_t n,
                         const int64_t *centres, int64_t k, int64_t *cluster, int64_t *bad,
-                        const gpuml_options *opt) {
+                        const gpuml_options *opt, FitKept *kept) {
   Context ctx("dpc:cuda");
   GM_TRY(ctx.init(opt, false));
-  GM_TRY(check_fixed(ctx, (size_t)n * 8 * 4 + (size_t)k * 8, n));
-  int64_t *order_d = nullptr, *nearest_d = nullptr, *centres_d = nullptr, *pos = nullptr,
-          *lab = nullptr;
+  if (kept && (kept->device != opt->device || !kept->order_d || !kept->nearest_d || kept->n != n))
+    kept = nullptr;
+  GM_TRY(check_fixed(ctx, (size_t)n * 8 * (kept ? 3 : 4) + (size_t)k * 8, n));
+  const int64_t *order_d = kept ? kept->order_d : nullptr,
+                *nearest_d = kept ? kept->nearest_d : nullptr;
+  int64_t *centres_d = nullptr, *pos = nullptr, *lab = nullptr, *cluster_d = nullptr;
   unsigned long long *bad_d = nullptr;
   int *more_d = nullptr;
-  GM_TRY(to_device(ctx, &order_d, order, n, "copying the density order to the GPU"));
-  GM_TRY(to_device(ctx, &nearest_d, nearest, n, "copying the nearest denser points to the GPU"));
+  if (!kept) {
+    int64_t *up = nullptr;
+    GM_TRY(to_device(ctx, &up, order, n, "copying the density order to the GPU"));
+    order_d = up;
+    GM_TRY(to_device(ctx, &up, nearest, n, "copying the nearest denser points to the GPU"));
+    nearest_d = up;
+  }
   GM_TRY(to_device(ctx, &centres_d, centres, k, "copying the centres to the GPU"));
   GM_TRY(ctx.alloc(&pos, (size_t)n, "the cut's positions"));
   GM_TRY(ctx.alloc(&lab, (size_t)n, "the cut's labels"));
@@ -1080,7 +1167,12 @@ gpuml_status assign_run(const int64_t *order, const int64_t *nearest, int64_t n,
     if (round > 130)  // each round at least halves every chain: never reached
       return gm_fail(GPUML_ERR_CUDA, "dpc:cuda", "the cut's labels did not settle");
   }
-  int64_t *cluster_d = pos;  // pos is no longer needed
+  if (kept) {
+    GM_TRY(keep_alloc(ctx, &kept->held, &cluster_d, (size_t)n, "the clusters"));
+    kept->cluster_d = cluster_d;
+  } else {
+    cluster_d = pos;  // pos is no longer needed
+  }
   assign_out_kernel<<<blocks, 256, 0, ctx.stream()>>>(order_d, lab, n, cluster_d);
   GM_TRY(ctx.launched("the cut's clusters"));
   return download(ctx, cluster, cluster_d, (size_t)n * sizeof *cluster,
@@ -1092,28 +1184,46 @@ gpuml_status assign_run(const int64_t *order, const int64_t *nearest, int64_t n,
 
 extern "C" gpuml_status gm_cuda_dpc_assign(const int64_t *order, const int64_t *nearest, int64_t n,
                                            const int64_t *centres, int64_t k, int64_t *cluster,
-                                           int *done, int64_t *bad, const gpuml_options *opt) {
+                                           int *done, int64_t *bad, void *kept,
+                                           const gpuml_options *opt) {
   *done = gm::assign_here(n);
   *bad = n;
   if (!*done) return GPUML_OK;
-  return gm::assign_run(order, nearest, n, centres, k, cluster, bad, opt);
+  return gm::assign_run(order, nearest, n, centres, k, cluster, bad, opt,
+                        static_cast<gm::FitKept *>(kept));
 }
 
 extern "C" gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t d,
                                        const struct gm_dpc_grid *rho_grid,
                                        const struct gm_dpc_grid *delta_grid, int gaussian,
                                        double dc, double cut, double *rho, double *delta_sq,
-                                       int64_t *nearest, int64_t *order,
+                                       int64_t *nearest, int64_t *order, void **kept,
                                        const gpuml_options *opt) {
-  return gm::dpc_run(x, n, d, rho_grid, delta_grid, gaussian, dc, cut, rho, delta_sq, nearest,
-                     order, opt);
+  gm::FitKept *keep = nullptr;
+  if (kept) {
+    *kept = nullptr;
+    keep = new (std::nothrow) gm::FitKept();  // none: nothing kept, the same answers
+    if (keep) keep->device = opt->device;
+  }
+  const gpuml_status st = gm::dpc_run(x, n, d, rho_grid, delta_grid, gaussian, dc, cut, rho,
+                                      delta_sq, nearest, order, opt, keep);
+  if (st) {
+    delete keep;  // after dpc_run's Context: the held arrays go back to the pool
+    return st;
+  }
+  if (kept) *kept = keep;
+  return GPUML_OK;
 }
 
+extern "C" void gm_cuda_dpc_release_kept(void *kept) { delete static_cast<gm::FitKept *>(kept); }
+
 extern "C" gpuml_status gm_cuda_dpc_border(const double *x, int64_t n, int64_t d,
-                                              const struct gm_dpc_grid *grid, double cut,
-                                              const double *rho, const int64_t *cluster,
-                                              double *border, const gpuml_options *opt) {
-  return gm::border_run(x, n, d, grid, cut, rho, cluster, border, opt);
+                                           const struct gm_dpc_grid *grid, double cut,
+                                           const double *rho, const int64_t *cluster,
+                                           int64_t ncentres, void *kept, double *cluster_border,
+                                           const gpuml_options *opt) {
+  return gm::border_run(x, n, d, grid, cut, rho, cluster, ncentres,
+                        static_cast<gm::FitKept *>(kept), cluster_border, opt);
 }
 
 extern "C" gpuml_status gm_cuda_dpc_part_open(const double *x, int64_t n, int64_t d,

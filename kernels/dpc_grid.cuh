@@ -815,10 +815,13 @@ __global__ void cell_max_kernel(GridDev g, const double *__restrict__ rho_sorted
   }
 }
 
-// Each cell's label for the halo's runs (a cluster, GM_DPC_MIXED or GM_DPC_EMPTY), as on
-// the CPU (gm_dpc_grid_runs); core merges them into runs (gm_dpc_grid_merge_runs).
-__global__ void cell_label_kernel(GridDev g, const int64_t *__restrict__ cluster_sorted,
-                                  int64_t *__restrict__ label) {
+// Each cell's map of the halo's runs (core/dpc_shared.h) from its label (a cluster,
+// GM_DPC_MIXED or GM_DPC_EMPTY, as on the CPU: gm_dpc_grid_runs) and densest point, the
+// last cell's first: maps[ncells - 1 - c] is cell c's, so that a scan in array order
+// composes each cell's map after those of the cells behind it.
+__global__ void run_maps_kernel(GridDev g, const int64_t *__restrict__ cluster_sorted,
+                                const double *__restrict__ cell_max,
+                                gm_dpc_run_map *__restrict__ maps) {
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
        c += (int64_t)gridDim.x * blockDim.x) {
     int64_t own = GM_DPC_EMPTY;
@@ -826,7 +829,32 @@ __global__ void cell_label_kernel(GridDev g, const int64_t *__restrict__ cluster
       if (own == GM_DPC_EMPTY) own = cluster_sorted[s];
       else if (own != cluster_sorted[s]) own = GM_DPC_MIXED;
     }
-    label[c] = own;
+    maps[g.ncells - 1 - c] = gm_dpc_run_map_of(c, own, cell_max[c]);
+  }
+}
+
+// The scan's operator: the later map (a cell before) after the composite of those behind.
+struct RunMapsAfter {
+  __device__ gm_dpc_run_map operator()(const gm_dpc_run_map &behind,
+                                       const gm_dpc_run_map &cell) const {
+    return gm_dpc_run_compose(cell, behind);
+  }
+};
+
+// Each cell's run from its composite map, applied past the last cell as on the CPU.
+__global__ void run_out_kernel(int64_t nc, const gm_dpc_run_map *__restrict__ composite,
+                               int64_t *__restrict__ label, int64_t *__restrict__ end,
+                               double *__restrict__ top) {
+  gm_dpc_run last;
+  last.label = GM_DPC_EMPTY;
+  last.end = nc - 1;
+  last.top = -1;
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < nc;
+       c += (int64_t)gridDim.x * blockDim.x) {
+    const gm_dpc_run r = gm_dpc_run_apply(composite[nc - 1 - c], last);
+    label[c] = r.label;
+    end[c] = r.end;
+    top[c] = r.top;
   }
 }
 
@@ -1142,15 +1170,13 @@ __global__ void __launch_bounds__(kPassThreads)
                        const int64_t *__restrict__ cluster_sorted,
                        const double *__restrict__ cell_max, double rho_max,
                        unsigned long long *found, const unsigned char *__restrict__ reach,
-                       double *__restrict__ border, double seed_rho, int seeding, int64_t s0,
-                       int64_t s1) {
+                       double seed_rho, int seeding, int64_t s0, int64_t s1) {
   const int64_t s = s0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= s1) return;
   const int64_t own = cluster_sorted[s];
   const double rho_i = rho_sorted[s];
   if ((rho_i >= seed_rho) != (seeding != 0)) return;  // the densest points go first
   double best = 0;
-  border[g.order[s]] = 0;
   if (!reach[g.cell[s]] || (rho_i + rho_max) / 2 <= found_of(found, own)) return;
   double p[GM_DPC_GRID_MAX_DIM];
   int64_t c[GM_DPC_GRID_MAX_DIM];
@@ -1184,10 +1210,7 @@ __global__ void __launch_bounds__(kPassThreads)
     }
     return true;
   });
-  if (best > 0) {
-    border[g.order[s]] = best;
-    atomicMax(&found[own], (unsigned long long)__double_as_longlong(best));
-  }
+  if (best > 0) atomicMax(&found[own], (unsigned long long)__double_as_longlong(best));
 }
 
 __global__ void iota_kernel(int64_t *__restrict__ out, int64_t n) {

@@ -40,7 +40,8 @@ gpuml_status gm_cuda_dpc_density(const double *x, int64_t n, int64_t d,
                                  const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                  int gaussian, double dc, double cut, double *rho,
                                  double *delta_sq, int64_t *nearest, int64_t *order,
-                                 const gpuml_options *opt);
+                                 void **kept, const gpuml_options *opt);
+void gm_cuda_dpc_release_kept(void *kept);
 gpuml_status gm_cuda_dpc_part_open(const double *x, int64_t n, int64_t d,
                                    const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                    int gaussian, double dc, double cut, const gpuml_options *opt,
@@ -59,10 +60,11 @@ gpuml_status gm_cuda_dpc_part_order(void *session, int64_t *order, const gpuml_o
 void gm_cuda_dpc_part_close(void *session);
 gpuml_status gm_cuda_dpc_assign(const int64_t *order, const int64_t *nearest, int64_t n,
                                 const int64_t *centres, int64_t k, int64_t *cluster, int *done,
-                                int64_t *bad, const gpuml_options *opt);
+                                int64_t *bad, void *kept, const gpuml_options *opt);
 gpuml_status gm_cuda_dpc_border(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                                 double cut, const double *rho, const int64_t *cluster,
-                                double *border, const gpuml_options *opt);
+                                int64_t ncentres, void *kept, double *cluster_border,
+                                const gpuml_options *opt);
 
 /* kernels/tsne.cu, kernels/tsne_pca.cu */
 gpuml_status gm_cuda_tsne_conditional(const double *dist, int64_t n, int64_t k,

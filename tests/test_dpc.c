@@ -718,6 +718,89 @@ static int64_t pair_class(const gm_dpc_geom *geo, const int64_t *delta, double c
   return x <= k_in ? 1 : x <= k_out ? 0 : -1; /* whole, crossed, apart */
 }
 
+/* The halo's runs merged as the rule says, one cell at a time from the last (the loop
+ * core's maps replace; written out here as the reference). */
+static void runs_by_rule(int64_t nc, int64_t *label, int64_t *end, double *top) {
+  for (int64_t c = nc - 1; c >= 0; c--) {
+    const int64_t own = label[c];
+    const int has_next = c + 1 < nc;
+    if (own == GM_DPC_EMPTY) {
+      if (has_next) {
+        label[c] = label[c + 1];
+        end[c] = end[c + 1];
+        top[c] = top[c + 1];
+      } else {
+        end[c] = c;
+      }
+    } else if (own >= 0 && has_next && (label[c + 1] == own || label[c + 1] == GM_DPC_EMPTY)) {
+      end[c] = end[c + 1];
+      if (top[c + 1] > top[c]) top[c] = top[c + 1];
+    } else {
+      end[c] = c;
+    }
+  }
+}
+
+/* The halo's runs: core's merge (the maps applied from the last cell) and the maps'
+ * suffixes composed in a scan's order (pairs of growing stride, as the GPU's scan groups
+ * them) against the rule, on random labels with long runs, empty stretches and cells of
+ * several clusters. */
+static void test_run_maps(void) {
+  const int64_t nc = 700;
+  int64_t *label = malloc(nc * sizeof *label), *want_label = malloc(nc * sizeof *want_label),
+          *want_end = malloc(nc * sizeof *want_end), *end = malloc(nc * sizeof *end);
+  double *top = malloc(nc * sizeof *top), *want_top = malloc(nc * sizeof *want_top);
+  gm_dpc_run_map *scan = malloc(nc * sizeof *scan), *next = malloc(nc * sizeof *next);
+  int64_t wrong_merge = 0, wrong_scan = 0, mixed = 0, extended = 0;
+  for (int trial = 0; trial < 40; trial++) {
+    const int clusters = 1 + trial % 4;
+    for (int64_t c = 0; c < nc; c++) {
+      const double u = uniform();
+      /* stretches: a label repeats with probability 0.7; the last cells empty in some trials */
+      label[c] = c > 0 && uniform() < 0.7 ? label[c - 1]
+                 : u < 0.35             ? GM_DPC_EMPTY
+                 : u < 0.45             ? GM_DPC_MIXED
+                                        : (int64_t)(uniform() * clusters);
+      if (trial % 3 == 0 && c > nc - 20) label[c] = GM_DPC_EMPTY;
+      top[c] = label[c] == GM_DPC_EMPTY ? -1 : uniform();
+      mixed += label[c] == GM_DPC_MIXED;
+      want_label[c] = label[c];
+      want_top[c] = top[c];
+      scan[c] = gm_dpc_run_map_of(c, label[c], top[c]);
+    }
+    runs_by_rule(nc, want_label, want_end, want_top);
+    /* suffix maps: scan[c] = f_c after f_c+1 after ... after the last */
+    for (int64_t stride = 1; stride < nc; stride *= 2) {
+      for (int64_t c = 0; c < nc; c++)
+        next[c] = c + stride < nc ? gm_dpc_run_compose(scan[c], scan[c + stride]) : scan[c];
+      memcpy(scan, next, nc * sizeof *scan);
+    }
+    const gm_dpc_run start = {GM_DPC_EMPTY, nc - 1, -1};
+    for (int64_t c = 0; c < nc; c++) {
+      const gm_dpc_run r = gm_dpc_run_apply(scan[c], start);
+      wrong_scan += r.label != want_label[c] || r.end != want_end[c] || r.top != want_top[c];
+      extended += want_end[c] > c + 1;
+    }
+    gm_dpc_grid_merge_runs(nc, label, end, top);
+    for (int64_t c = 0; c < nc; c++)
+      wrong_merge += label[c] != want_label[c] || end[c] != want_end[c] || top[c] != want_top[c];
+  }
+  CHECK(mixed > 0 && extended > 1000, "the runs' trials hold %lld mixed cells and %lld long runs",
+        (long long)mixed, (long long)extended);
+  CHECK(wrong_merge == 0, "the runs merged by core's maps: %lld cells differ from the rule",
+        (long long)wrong_merge);
+  CHECK(wrong_scan == 0, "the runs from the maps composed in a scan's order: %lld cells differ "
+        "from the rule", (long long)wrong_scan);
+  free(label);
+  free(want_label);
+  free(want_end);
+  free(end);
+  free(top);
+  free(want_top);
+  free(scan);
+  free(next);
+}
+
 static void test_pair_rule(void) {
   for (int64_t d = 1; d <= 5; d++) {
     const uint64_t other = rng_state;
@@ -1977,6 +2060,7 @@ int main(void) {
   test_precision = harness_precision;
   test_screen_margin(); /* no backend: the screen's arithmetic on the host */
   test_pair_rule();
+  test_run_maps(); /* no backend: the halo's runs, merged and scanned, on the host */
   test_part_ends(); /* no backend: the rho parts' rule on the host */
   HARNESS_FOR_EACH_BACKEND(b) {
     if (!harness_runs(b, "density peaks")) continue;

@@ -15,7 +15,8 @@ static int cpu_probe(gpuml_info *info) {
 }
 
 static const gm_neighbour_ops cpu_neighbours = {gm_cpu_dist, gm_cpu_knn, NULL, NULL, NULL, 0};
-static const gm_dpc_ops cpu_dpc = {gm_cpu_dpc_density,    gm_cpu_dpc_part_open,
+static const gm_dpc_ops cpu_dpc = {gm_cpu_dpc_density,    NULL,
+                                    gm_cpu_dpc_part_open,
                                     NULL,                  gm_cpu_dpc_part_rho,
                                     NULL,                  NULL,
                                     gm_cpu_dpc_part_delta, NULL,

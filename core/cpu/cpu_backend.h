@@ -19,7 +19,7 @@ gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,
                                 const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                 int gaussian, double dc, double cut, double *rho,
                                 double *delta_sq, int64_t *nearest, int64_t *order,
-                                const gpuml_options *opt);
+                                void **kept, const gpuml_options *opt);
 gpuml_status gm_cpu_dpc_rho(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                             int gaussian, double dc, double cut, int64_t first, int64_t last,
                             double *rho, const gpuml_options *opt);
@@ -38,7 +38,8 @@ gpuml_status gm_cpu_dpc_part_delta(void *session, const double *rho, int64_t top
 void gm_cpu_dpc_part_close(void *session);
 gpuml_status gm_cpu_dpc_border(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                                double cut, const double *rho, const int64_t *cluster,
-                               double *border, const gpuml_options *opt);
+                               int64_t ncentres, void *kept, double *cluster_border,
+                               const gpuml_options *opt);
 gpuml_status gm_cpu_tsne_conditional(const double *dist, int64_t n, int64_t k,
                                      double perplexity, double *p, double *entropy,
                                      const gpuml_options *opt);

@@ -23,9 +23,10 @@ gpuml_status gm_cpu_dpc_density(const double *x, int64_t n, int64_t d,
                                 const gm_dpc_grid *rho_grid, const gm_dpc_grid *delta_grid,
                                 int gaussian, double dc, double cut, double *rho,
                                 double *delta_sq, int64_t *nearest, int64_t *order,
-                                const gpuml_options *opt) {
+                                void **kept, const gpuml_options *opt) {
   gpuml_status st = gm_cpu_dpc_rho(x, n, d, rho_grid, gaussian, dc, cut, 0,
                                    rho_grid ? rho_grid->ncells : n, rho, opt);
+  (void)kept;  /* the passes' arrays are the caller's already */
   if (!st && order) st = gm_dpc_density_order(rho, n, order, gm_threads(opt));
   if (st) return st;
   return gm_cpu_dpc_delta(x, n, d, delta_grid, rho, gm_dpc_top(rho, n, gm_threads(opt)), 0, n,
@@ -73,7 +74,16 @@ void gm_cpu_dpc_part_close(void *session) { free(session); }
 
 gpuml_status gm_cpu_dpc_border(const double *x, int64_t n, int64_t d, const gm_dpc_grid *grid,
                                double cut, const double *rho, const int64_t *cluster,
-                               double *border, const gpuml_options *opt) {
-  return grid ? gm_dpc_grid_border(grid, cut, rho, cluster, border, opt)
-              : gm_dpc_tiles_border(x, n, d, cut, rho, cluster, border, opt);
+                               int64_t ncentres, void *kept, double *cluster_border,
+                               const gpuml_options *opt) {
+  (void)kept;
+  double *border = gm_alloc((size_t)n, sizeof *border);
+  if (!border)
+    return gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB for the halo",
+                   (double)n * 8 / 1e6);
+  gpuml_status st = grid ? gm_dpc_grid_border(grid, cut, rho, cluster, border, opt)
+                         : gm_dpc_tiles_border(x, n, d, cut, rho, cluster, border, opt);
+  if (!st) gm_dpc_cluster_max(border, cluster, n, ncentres, cluster_border, gm_threads(opt));
+  free(border);
+  return st;
 }

@@ -277,24 +277,13 @@ double gm_dpc_grid_rows(const gm_dpc_grid *g, double cut) {
 }
 
 void gm_dpc_grid_merge_runs(int64_t nc, int64_t *label, int64_t *end, double *top) {
-  /* from the last cell backwards: empty cells join the run after them */
+  /* from the last cell backwards (core/dpc_shared.h's maps, as the GPU scans them) */
+  gm_dpc_run run = {GM_DPC_EMPTY, nc - 1, -1};
   for (int64_t c = nc - 1; c >= 0; c--) {
-    const int64_t own = label[c];
-    const int has_next = c + 1 < nc;
-    if (own == GM_DPC_EMPTY) {
-      if (has_next) {
-        label[c] = label[c + 1];
-        end[c] = end[c + 1];
-        top[c] = top[c + 1];
-      } else {
-        end[c] = c;
-      }
-    } else if (own >= 0 && has_next && (label[c + 1] == own || label[c + 1] == GM_DPC_EMPTY)) {
-      end[c] = end[c + 1];
-      if (top[c + 1] > top[c]) top[c] = top[c + 1];
-    } else {
-      end[c] = c;
-    }
+    run = gm_dpc_run_apply(gm_dpc_run_map_of(c, label[c], top[c]), run);
+    label[c] = run.label;
+    end[c] = run.end;
+    top[c] = run.top;
   }
 }
 
