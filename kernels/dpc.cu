@@ -942,8 +942,8 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
   const bool reuse = grid && kept && kept->device == opt->device && kept->n == n &&
                      kept->rho_d && kept->rho_sorted && kept_index_of(*kept, grid);
   // rho, cluster, border and both by cell; the index with its runs (3 arrays by cell, and
-  // the scan's two of 32 bytes) and its cells near other clusters: less what the fit kept
-  const size_t by_cell = grid ? (size_t)grid->ncells * 89 : 0;
+  // the scan's two of 32 bytes) and each cell's densest partner: less what the fit kept
+  const size_t by_cell = grid ? (size_t)grid->ncells * 96 : 0;
   const size_t fixed = reuse ? (size_t)n * 8 * (kept->cluster_d ? 1 : 2) + by_cell
                              : (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) : 0) + by_cell;
   if (grid && fixed > ctx.budget())
@@ -1009,18 +1009,17 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
                    "clearing the border densities by cluster"));
   GM_TRY(gather(ctx, cluster_d, g.order, n, cluster_sorted));
   GM_TRY(cell_runs(ctx, g, cluster_sorted, cell_max));
-  // the cells whose points may have a border density at all
-  unsigned char *reach = nullptr;
-  GM_TRY(ctx.alloc(&reach, (size_t)grid->ncells, "the cells near other clusters"));
+  // the densest point of another cluster each cell's points may pair with
+  double *partner = nullptr;
+  GM_TRY(ctx.alloc(&partner, (size_t)grid->ncells, "the cells near other clusters"));
   {
     const unsigned blocks = grid_1d(grid->ncells, kPassThreads) < 4096u
                                 ? grid_1d(grid->ncells, kPassThreads)
                                 : 4096u;
-    GM_DPC_DIM_SWITCH(grid->geom.dim, border_reach_kernel, g, cut, reach);
+    GM_DPC_DIM_SWITCH(grid->geom.dim, border_partner_kernel, g, cut, partner);
     GM_TRY(ctx.launched("the cells near other clusters"));
   }
   GM_TRY(ctx.trace("dpc cuda halo: the cells' runs, the cells near other clusters"));
-  const double rho_max = rho[gm_dpc_top(rho, n, gm_threads(opt))];
   // The densest points first (about 1%, as on the CPU): they raise each cluster's
   // largest border density early, so that most other points stop at once.
   const double seed_rho = gm_dpc_seed_rho(rho, n);
@@ -1029,7 +1028,7 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
       const int64_t s1 = min64(n, s0 + kGridChunk);
       const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
       GM_DPC_DIM_SWITCH(grid->geom.dim, grid_border_kernel, g, cut, rho_sorted, cluster_sorted,
-                        cell_max, rho_max, found, reach, seed_rho, seeding, s0, s1);
+                        cell_max, found, partner, seed_rho, seeding, s0, s1);
       GM_TRY(ctx.launched("density peaks halo (index)"));
       GM_TRY(ctx.sync("density peaks halo (index)"));
       GM_TRY(interrupted(ctx, opt));

@@ -11,9 +11,10 @@
 //    cells whose densest point is below the point's density, until the rings' bound
 //    passes the best (the first rings over the cutoff density's own cells where it has
 //    them, up to 6-d: kernels/dpc.cu's delta_pass);
-//  - the halo: the cells with no other cluster within the cut skipped whole
-//    (border_reach_kernel), runs of cells of the point's own cluster skipped, and runs
-//    and cells that cannot raise the border density past the cluster's largest so far.
+//  - the halo: the points whose densest possible partner of another cluster within the
+//    cut (border_partner_kernel, by cell) cannot raise their cluster's largest border
+//    density so far skipped whole, runs of cells of the point's own cluster skipped, and
+//    runs and cells that cannot raise it past the largest so far.
 // Included by kernels/dpc.cu inside its namespace.
 // ---------------------------------------------------------------------------------------
 // Grid kernels
@@ -1110,22 +1111,24 @@ __device__ __forceinline__ void rows_within(const gm_dpc_geom *geo, const double
   } while (gm_dpc_rows_next(DIM, &rows));
 }
 
-// reach[c] = 1 where a point of cell c may lie within the cut of a point of another
-// cluster: the cell holds several clusters, or a cell of another cluster meets the ball
-// (radius the cut's) around the box of c's points; else 0, and no point of c has a
-// border density (grid_border_kernel then leaves them at 0 without their walks). One
-// thread a cell, over the halo's runs (own-cluster and empty cells skipped a run at a
-// time).
+// partner[c]: at least the density of any point of another cluster that may lie within
+// the cut of a point of cell c (the largest run_max over the runs of other clusters, or
+// of cells holding several, that the ball around the box of c's points meets; for a cell
+// holding several clusters, over all non-empty runs there), or -1 where there is none
+// (no point of c has a border density). A point of c cannot raise its cluster's largest
+// border density past (rho_i + partner[c]) / 2, so grid_border_kernel skips the walks of
+// the points below their cluster's largest so far. One thread a cell, over the halo's
+// runs (empty cells and runs of c's own cluster skipped a run at a time).
 template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
-    border_reach_kernel(GridDev g, double cut, unsigned char *__restrict__ reach) {
+    border_partner_kernel(GridDev g, double cut, double *__restrict__ partner) {
   const gm_dpc_geom *geo = &g.geom;
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < g.ncells;
        c += (int64_t)gridDim.x * blockDim.x) {
     const int64_t s0 = g.start[c], s1 = g.start[c + 1];
     const int64_t own = g.run_label[c];  // a non-empty cell's own label (not merged)
-    if (s0 == s1 || own == GM_DPC_MIXED) {
-      reach[c] = s0 < s1;
+    if (s0 == s1) {
+      partner[c] = -1;
       continue;
     }
     double qa[DIM], qb[DIM];
@@ -1141,20 +1144,18 @@ __global__ void __launch_bounds__(kPassThreads)
         qa[t] = fmin(qa[t], v);
         qb[t] = fmax(qb[t], v);
       }
-    unsigned char other = 0;
+    double best = -1;
     rows_within<DIM>(geo, qa, qb, cut, [&](int64_t base, int64_t o_lo, int64_t o_hi, int64_t,
                                            int64_t) {
       for (int64_t q = o_lo; q <= o_hi;) {
         const int64_t id = base + q, label = g.run_label[id];
-        if (label != own && label != GM_DPC_EMPTY) {
-          other = 1;
-          return false;
-        }
+        if (label != GM_DPC_EMPTY && (label != own || own == GM_DPC_MIXED))
+          best = fmax(best, g.run_max[id]);
         q = g.run_end[id] - base + 1;
       }
       return true;
     });
-    reach[c] = other;
+    partner[c] = best;
   }
 }
 
@@ -1168,16 +1169,17 @@ template <int DIM>
 __global__ void __launch_bounds__(kPassThreads)
     grid_border_kernel(GridDev g, double cut, const double *__restrict__ rho_sorted,
                        const int64_t *__restrict__ cluster_sorted,
-                       const double *__restrict__ cell_max, double rho_max,
-                       unsigned long long *found, const unsigned char *__restrict__ reach,
-                       double seed_rho, int seeding, int64_t s0, int64_t s1) {
+                       const double *__restrict__ cell_max, unsigned long long *found,
+                       const double *__restrict__ partner, double seed_rho, int seeding,
+                       int64_t s0, int64_t s1) {
   const int64_t s = s0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= s1) return;
   const int64_t own = cluster_sorted[s];
   const double rho_i = rho_sorted[s];
   if ((rho_i >= seed_rho) != (seeding != 0)) return;  // the densest points go first
   double best = 0;
-  if (!reach[g.cell[s]] || (rho_i + rho_max) / 2 <= found_of(found, own)) return;
+  const double most = partner[g.cell[s]];
+  if (most < 0 || (rho_i + most) / 2 <= found_of(found, own)) return;
   double p[GM_DPC_GRID_MAX_DIM];
   int64_t c[GM_DPC_GRID_MAX_DIM];
   load_point<DIM>(g, s, p, c);
