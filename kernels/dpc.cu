@@ -942,8 +942,10 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
   const bool reuse = grid && kept && kept->device == opt->device && kept->n == n &&
                      kept->rho_d && kept->rho_sorted && kept_index_of(*kept, grid);
   // rho, cluster, border and both by cell; the index with its runs (3 arrays by cell, and
-  // the scan's two of 32 bytes) and each cell's densest partner: less what the fit kept
-  const size_t by_cell = grid ? (size_t)grid->ncells * 96 : 0;
+  // the scan's two of 32 bytes) and each cell's densest partner; the points, rho and
+  // cluster again in each cell's density order with that order (and its sort's input):
+  // less what the fit kept
+  const size_t by_cell = grid ? (size_t)grid->ncells * 96 + (size_t)n * 8 * (4 + d) : 0;
   const size_t fixed = reuse ? (size_t)n * 8 * (kept->cluster_d ? 1 : 2) + by_cell
                              : (size_t)n * 8 * 5 + (grid ? grid_bytes(grid) : 0) + by_cell;
   if (grid && fixed > ctx.budget())
@@ -1009,6 +1011,39 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
                    "clearing the border densities by cluster"));
   GM_TRY(gather(ctx, cluster_d, g.order, n, cluster_sorted));
   GM_TRY(cell_runs(ctx, g, cluster_sorted, cell_max));
+  // The walks read each cell's points densest first (a copy of the points, rho and cluster
+  // in that order; the cells keep their points), so that a point stops reading a cell at
+  // the first point that cannot raise its border density: at 2.4 x 10^7 x 3 the walks read
+  // 2.0 x 10^9 points in cell order (bench/RESULTS.md round 22).
+  {
+    int64_t *position = nullptr, *by_density = nullptr, *cluster_by_density = nullptr;
+    double *rho_by_density = nullptr, *coords_by_density = nullptr;
+    GM_TRY(ctx.alloc(&position, (size_t)n, "the halo's density order"));
+    GM_TRY(ctx.alloc(&by_density, (size_t)n, "the halo's density order"));
+    GM_TRY(ctx.alloc(&rho_by_density, (size_t)n, "the halo's density order"));
+    const unsigned blocks = grid_1d(n, 256) < 8192u ? grid_1d(n, 256) : 8192u;
+    iota_kernel<<<blocks, 256, 0, ctx.stream()>>>(position, n);
+    GM_TRY(ctx.launched("the halo's density order"));
+    size_t temp_bytes = 0;
+    GM_TRY(ctx.check(cub::DeviceSegmentedSort::SortPairsDescending(
+                         nullptr, temp_bytes, rho_sorted, rho_by_density, position, by_density, n,
+                         g.ncells, g.start, g.start + 1, ctx.stream()),
+                     "the halo's density order (cub::DeviceSegmentedSort)"));
+    unsigned char *temp = nullptr;
+    GM_TRY(ctx.alloc(&temp, temp_bytes, "the halo's density order"));
+    GM_TRY(ctx.check(cub::DeviceSegmentedSort::SortPairsDescending(
+                         temp, temp_bytes, rho_sorted, rho_by_density, position, by_density, n,
+                         g.ncells, g.start, g.start + 1, ctx.stream()),
+                     "the halo's density order (cub::DeviceSegmentedSort)"));
+    GM_TRY(ctx.alloc(&cluster_by_density, (size_t)n, "the halo's density order"));
+    GM_TRY(gather(ctx, (const int64_t *)cluster_sorted, by_density, n, cluster_by_density));
+    GM_TRY(ctx.alloc(&coords_by_density, (size_t)(n * d), "the halo's density order"));
+    for (int64_t t = 0; t < d; t++)
+      GM_TRY(gather(ctx, g.coords + t * n, by_density, n, coords_by_density + t * n));
+    g.coords = coords_by_density;
+    rho_sorted = rho_by_density;
+    cluster_sorted = cluster_by_density;
+  }
   // the densest point of another cluster each cell's points may pair with
   double *partner = nullptr;
   GM_TRY(ctx.alloc(&partner, (size_t)grid->ncells, "the cells near other clusters"));
@@ -1020,6 +1055,13 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
     GM_TRY(ctx.launched("the cells near other clusters"));
   }
   GM_TRY(ctx.trace("dpc cuda halo: the cells' runs, the cells near other clusters"));
+  // GPUML_TRACE: the walks, the cells and the points they read
+  unsigned long long *stats = nullptr;
+  if (gm_trace_on()) {
+    GM_TRY(ctx.alloc(&stats, 3, "the halo's counts"));
+    GM_TRY(ctx.check(cudaMemsetAsync(stats, 0, 3 * sizeof *stats, ctx.stream()),
+                     "the halo's counts"));
+  }
   // The densest points first (about 1%, as on the CPU): they raise each cluster's
   // largest border density early, so that most other points stop at once.
   const double seed_rho = gm_dpc_seed_rho(rho, n);
@@ -1028,13 +1070,21 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
       const int64_t s1 = min64(n, s0 + kGridChunk);
       const unsigned blocks = grid_1d(s1 - s0, kPassThreads);
       GM_DPC_DIM_SWITCH(grid->geom.dim, grid_border_kernel, g, cut, rho_sorted, cluster_sorted,
-                        cell_max, found, partner, seed_rho, seeding, s0, s1);
+                        cell_max, found, partner, seed_rho, seeding, s0, s1, stats);
       GM_TRY(ctx.launched("density peaks halo (index)"));
       GM_TRY(ctx.sync("density peaks halo (index)"));
       GM_TRY(interrupted(ctx, opt));
       if (!seeding) gm_progress(opt, "dpc halo", s1, n);
     }
   GM_TRY(ctx.trace("dpc cuda halo: the walks"));
+  if (stats) {
+    unsigned long long count[3] = {0, 0, 0};
+    GM_TRY(download(ctx, count, stats, sizeof count, "the halo's counts"));
+    char line[160];
+    snprintf(line, sizeof line, "dpc cuda halo: %llu walks, %llu cells and %llu points read",
+             count[0], count[1], count[2]);
+    GM_TRY(ctx.trace(line));
+  }
   // the largest border densities by cluster, as the bits of non-negative doubles
   static_assert(sizeof(unsigned long long) == sizeof(double), "the bits of a double");
   return download(ctx, cluster_border, found, (size_t)ncentres * sizeof *found,

@@ -1160,7 +1160,9 @@ __global__ void __launch_bounds__(kPassThreads)
 }
 
 // found[c]: the largest border density written so far for cluster c, as the bits of a
-// non-negative double (ordered as integers).
+// non-negative double (ordered as integers). grid_border_kernel takes g's points, rho_sorted
+// and cluster_sorted in each cell's density order (densest first; kernels/dpc.cu's
+// border_run), one thread a point.
 __device__ __forceinline__ double found_of(const unsigned long long *found, int64_t c) {
   return __longlong_as_double((long long)*(volatile const unsigned long long *)&found[c]);
 }
@@ -1171,7 +1173,7 @@ __global__ void __launch_bounds__(kPassThreads)
                        const int64_t *__restrict__ cluster_sorted,
                        const double *__restrict__ cell_max, unsigned long long *found,
                        const double *__restrict__ partner, double seed_rho, int seeding,
-                       int64_t s0, int64_t s1) {
+                       int64_t s0, int64_t s1, unsigned long long *stats) {
   const int64_t s = s0 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= s1) return;
   const int64_t own = cluster_sorted[s];
@@ -1180,6 +1182,7 @@ __global__ void __launch_bounds__(kPassThreads)
   double best = 0;
   const double most = partner[g.cell[s]];
   if (most < 0 || (rho_i + most) / 2 <= found_of(found, own)) return;
+  if (stats) atomicAdd(&stats[0], 1ull);  // GPUML_TRACE: the walks, cells and points read
   double p[GM_DPC_GRID_MAX_DIM];
   int64_t c[GM_DPC_GRID_MAX_DIM];
   load_point<DIM>(g, s, p, c);
@@ -1203,10 +1206,17 @@ __global__ void __launch_bounds__(kPassThreads)
           best = bar = (rho_i + top) / 2;  // another cluster, every point within the cut
           continue;
         }
-        for (int64_t j = g.start[cq]; j < g.start[cq + 1]; j++) {
-          if (cluster_sorted[j] == own) continue;
+        // the cell's points densest first: none after one that cannot pass the bar can
+        const int64_t j0 = g.start[cq], j1 = g.start[cq + 1];
+        int64_t j = j0;
+        for (; j < j1; j++) {
           const double avg = (rho_i + rho_sorted[j]) / 2;
-          if (avg > bar && grid_sq<DIM>(g, p, j) < cut) best = bar = avg;
+          if (avg <= bar) break;
+          if (cluster_sorted[j] != own && grid_sq<DIM>(g, p, j) < cut) best = bar = avg;
+        }
+        if (stats) {
+          atomicAdd(&stats[1], 1ull);
+          atomicAdd(&stats[2], (unsigned long long)(j - j0 + (j < j1)));
         }
       }
     }
