@@ -995,12 +995,10 @@ gpuml_status border_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid
     cell_max = kept->cell_max;
   } else {
     GM_TRY(sort_index(ctx, x, grid, g, nullptr));
-    double *by_cell = nullptr, *top = nullptr;
-    GM_TRY(ctx.alloc(&by_cell, (size_t)n, "the densities by cell"));
-    GM_TRY(gather(ctx, rho_d, g.order, n, by_cell));
-    GM_TRY(cell_max_of(ctx, g, by_cell, &top));
-    rho_sorted = by_cell;
-    cell_max = top;
+    DeltaIndex ix;  // rho by position and each cell's densest point, as delta takes them
+    GM_TRY(delta_index(ctx, g, rho_d, ix));
+    rho_sorted = ix.rho_sorted;
+    cell_max = ix.cell_max;
   }
   GM_TRY(ctx.trace("dpc cuda halo: the index"));
   int64_t *cluster_sorted = nullptr;

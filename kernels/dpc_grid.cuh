@@ -1300,12 +1300,6 @@ gpuml_status cell_max_fill(Context &ctx, const GridDev &g, const double *rho_sor
   return ctx.launched("the densest point of each cell");
 }
 
-gpuml_status cell_max_of(Context &ctx, const GridDev &g, const double *rho_sorted,
-                         double **cell_max) {
-  GM_TRY(ctx.alloc(cell_max, (size_t)g.ncells, "the densest point of each cell"));
-  return cell_max_fill(ctx, g, rho_sorted, *cell_max);
-}
-
 #define GM_DPC_DIM_SWITCH(dim, KERNEL, ...)                                            \
   switch (dim) {                                                                       \
     case 1: KERNEL<1><<<blocks, kPassThreads, 0, ctx.stream()>>>(__VA_ARGS__); break; \
