@@ -436,7 +436,8 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
                                  int64_t *nearest, double *gamma, int64_t *order,
                                  const gpuml_options *opt, gpuml_dpc_result *result,
                                  gm_dpc_grid *keep, void **kept,
-                                 const gm_dpc_spread *spread, gpuml_options *used_out) {
+                                 const gm_dpc_spread *spread, gpuml_options *used_out,
+                                 gm_pages_touched *pages) {
   gpuml_status st = check_data(x, n, d);
   if (st) return st;
   if (!params) return gm_fail(GPUML_ERR_ARG, "dpc:badArgument", "params must not be NULL");
@@ -503,6 +504,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
   else gm_dpc_grid_free(&grid);
   if (st) return st;
   gm_trace("dpc: density passes");
+  if (pages) gm_pages_wait(pages); /* gamma's among them */
   const int64_t top = gm_dpc_top(rho, n, gm_threads(&used));
   delta[top] = farthest_sq(x, n, d, top, gm_threads(&used));
   nearest[top] = -1;
@@ -526,7 +528,7 @@ gpuml_status gpuml_dpc_density(const double *x, int64_t n, int64_t d,
                                gpuml_dpc_result *result) {
   gm_clear_error();
   return density_impl(x, n, d, params, rho, delta, nearest, gamma, NULL, opt, result, NULL,
-                      NULL, NULL, NULL);
+                      NULL, NULL, NULL, NULL);
 }
 
 /* ---- centres and clusters --------------------------------------------------------- */
@@ -1232,9 +1234,21 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
   gpuml_options used;
   /* what the backend keeps on its device for the cut and the halo (one process) */
   void *kept = NULL;
-  if ((st = density_impl(x, n, d, params, rho, delta, nearest, gamma, order, opt, result,
-                         cut ? &index : NULL, cut && !spread ? &kept : NULL, spread, &used)) ||
-      !cut) {
+  /* gamma's pages and the cut's clusters and halo faulted in while the density passes
+   * run (the backend's own results are its to touch: it writes them; of centres only
+   * the first *ncentres are written) */
+  gm_pages_touched pages;
+  gm_pages_init(&pages);
+  gm_pages_add(&pages, gamma, (size_t)n * sizeof *gamma);
+  if (cut) {
+    gm_pages_add(&pages, cluster, (size_t)n * sizeof *cluster);
+    gm_pages_add(&pages, halo, (size_t)n * sizeof *halo);
+  }
+  gm_pages_start(&pages, gm_threads(opt));
+  st = density_impl(x, n, d, params, rho, delta, nearest, gamma, order, opt, result,
+                    cut ? &index : NULL, cut && !spread ? &kept : NULL, spread, &used, &pages);
+  gm_pages_wait(&pages); /* done already, but where density_impl failed */
+  if (st || !cut) {
     const gm_backend *b = kept ? gm_backend_used(&used) : NULL;
     if (b) b->dpc->release_kept(kept);
     gm_dpc_grid_free(&index);

@@ -3,6 +3,7 @@
 #ifndef GPUML_INTERNAL_H
 #define GPUML_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "gpuml.h"
@@ -71,10 +72,32 @@ int gm_pack_rows(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d, s
 int gm_rows_non_finite(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_t d,
                        size_t item);
 
-/* memcpy on all host threads (above a megabyte): first writes to fresh memory (a large
- * result an R or Octave front end has just allocated) fault their pages in on every
- * thread instead of one. */
-void gm_copy_parallel(void *dst, const void *src, size_t bytes);
+/* memcpy on `threads` host threads (above a megabyte): first writes to fresh memory (a
+ * large result an R or Octave front end has just allocated) fault their pages in on
+ * every thread instead of one. */
+void gm_copy_parallel(void *dst, const void *src, size_t bytes, int threads);
+
+/* Results' pages faulted in ahead of their first writes, on a thread of their own while
+ * a device works: a result the caller has just allocated (an R vector) is fresh memory,
+ * and the fit's copies from the device into it ran at 6-9 GB/s against 31-35 into
+ * touched memory (bench/RESULTS.md round 22). gm_pages_add the ranges (up to
+ * GM_PAGES_RANGES; NULL or empty ones are left out), gm_pages_start, then gm_pages_wait
+ * before the first write into any of them. A zero byte goes into each page: the values
+ * are not kept. Without a thread to be had, start does nothing (the first writes fault
+ * the pages in as before). */
+#define GM_PAGES_RANGES 8
+typedef struct gm_pages_touched {
+  struct {
+    void *p;
+    size_t bytes;
+  } range[GM_PAGES_RANGES];
+  int count, threads, running;
+  pthread_t thread;
+} gm_pages_touched;
+void gm_pages_init(gm_pages_touched *t);
+void gm_pages_add(gm_pages_touched *t, void *p, size_t bytes);
+void gm_pages_start(gm_pages_touched *t, int threads);
+void gm_pages_wait(gm_pages_touched *t);
 
 /* Copies a float matrix into a newly allocated double one (NULL input gives NULL). */
 gpuml_status gm_widen(const float *x, int64_t count, double **out);

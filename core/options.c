@@ -229,14 +229,52 @@ int gm_rows_non_finite(const void *x, int64_t ld, int64_t r0, int64_t rn, int64_
   return rows_pass(x, ld, r0, rn, d, item, NULL);
 }
 
-void gm_copy_parallel(void *dst, const void *src, size_t bytes) {
+void gm_copy_parallel(void *dst, const void *src, size_t bytes, int threads) {
   const size_t piece = (size_t)1 << 20;
   const int64_t pieces = (int64_t)((bytes + piece - 1) / piece);
-#pragma omp parallel for schedule(static) if (pieces > 1)
+  (void)threads;
+#pragma omp parallel for schedule(static) num_threads(threads) if (pieces > 1 && threads > 1)
   for (int64_t p = 0; p < pieces; p++) {
     const size_t at = (size_t)p * piece, len = bytes - at < piece ? bytes - at : piece;
     memcpy((char *)dst + at, (const char *)src + at, len);
   }
+}
+
+static void touch_pages(void *p, size_t bytes, int threads) {
+  const size_t page = 4096;
+  char *c = (char *)p;
+  const int64_t pages = (int64_t)((bytes + page - 1) / page);
+  (void)threads;
+#pragma omp parallel for schedule(static) num_threads(threads) if (pages > 256 && threads > 1)
+  for (int64_t i = 0; i < pages; i++) c[(size_t)i * page] = 0;
+  if (bytes) c[bytes - 1] = 0; /* the last page, where p does not start one */
+}
+
+void gm_pages_init(gm_pages_touched *t) { memset(t, 0, sizeof *t); }
+
+void gm_pages_add(gm_pages_touched *t, void *p, size_t bytes) {
+  if (p && bytes && !t->running && t->count < GM_PAGES_RANGES) {
+    t->range[t->count].p = p;
+    t->range[t->count++].bytes = bytes;
+  }
+}
+
+static void *pages_thread(void *arg) {
+  gm_pages_touched *t = (gm_pages_touched *)arg;
+  for (int i = 0; i < t->count; i++) touch_pages(t->range[i].p, t->range[i].bytes, t->threads);
+  return NULL;
+}
+
+void gm_pages_start(gm_pages_touched *t, int threads) {
+  if (!t->count || t->running) return;
+  t->threads = threads > 0 ? threads : 1;
+  t->running = pthread_create(&t->thread, NULL, pages_thread, t) == 0;
+}
+
+void gm_pages_wait(gm_pages_touched *t) {
+  if (t->running) pthread_join(t->thread, NULL);
+  t->running = 0;
+  t->count = 0;
 }
 
 gpuml_status gm_widen(const float *x, int64_t count, double **out) {

@@ -147,6 +147,8 @@ class Context {
     return gm_fail(GPUML_ERR_CUDA, id_, "cuBLAS error in %s: %s", what,
                    cublasGetStatusString(s));
   }
+  // The host threads the call's options allow (1 before init).
+  int threads() const { return threads_; }
   // After a kernel launch: reports launch errors at once.
   gpuml_status launched(const char *what) { return check(cudaGetLastError(), what); }
   // Waits for the stream: reports errors of the kernels queued before.
@@ -168,6 +170,7 @@ class Context {
     gpuml_status st = check(cudaGetDevice(&prev), "cudaGetDevice");
     if (st) return st;
     prev_device_ = prev;
+    threads_ = gm_threads(opt);
     if ((st = check(cudaSetDevice(opt->device), "cudaSetDevice"))) return st;
     if ((st = device_context(opt->device, id_, &dc_))) return st;
     dc_->lock().lock();
@@ -256,6 +259,7 @@ class Context {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   size_t budget_ = 0;
+  int threads_ = 1;
   void *dev_[kMax] = {};
   size_t dev_bytes_[kMax] = {};
   int ndev_ = 0;

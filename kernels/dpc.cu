@@ -537,9 +537,18 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
     kept->rho_d = rho_d;
     kept->nearest_d = nearest_d;
   }
+  // the results' pages faulted in while the device counts
+  PagesTouched results;
+  gm_pages_add(&results.pages, rho, (size_t)n * sizeof *rho);
+  gm_pages_add(&results.pages, delta_sq, (size_t)n * sizeof *delta_sq);
+  gm_pages_add(&results.pages, nearest, (size_t)n * sizeof *nearest);
+  gm_pages_add(&results.pages, order, (size_t)n * sizeof *order);
+  gm_pages_start(&results.pages, ctx.threads());
   GM_TRY(rho_pass(ctx, g, ap, rho_grid, n, d, gaussian, dc, cut, 0,
                   rho_grid ? rho_grid->ncells : n, rho_d, opt));
   GM_TRY(ctx.trace("dpc cuda: rho pass"));
+  gm_pages_wait(&results.pages);
+  GM_TRY(ctx.trace("dpc cuda: the results' pages touched"));
   GM_TRY(download(ctx, rho, rho_d, (size_t)n * sizeof *rho, "copying the densities to the host"));
   const int64_t top = gm_dpc_top(rho, n, gm_threads(opt));
   GM_TRY(ctx.trace("dpc cuda: rho to the host, top point"));

@@ -28,7 +28,9 @@ namespace {
 // Bytes of one slot of the context's page-locked ring (DeviceContext::pinned): uploads
 // go through a staging buffer's two slots in turn, one packed by the host's threads while
 // the copy out of the other runs. Fixed, so that a slot is never reallocated under a copy.
-constexpr size_t kPinnedChunk = (size_t)8 << 20;
+// 16 MB: a staged download of 192 MB ran at 43.5-44 GB/s against 31-35 with 8 MB
+// (bench/RESULTS.md round 22, run EX).
+constexpr size_t kPinnedChunk = (size_t)16 << 20;
 
 // A device array to host memory, waited for: through two slots of the page-locked ring
 // in turn (the copy into one while the host's threads move the other out), so that a
@@ -62,10 +64,21 @@ gpuml_status download(Context &ctx, void *host, const void *dev, size_t bytes,
     if (c + 1 < chunks) GM_TRY(start(c + 1));  // its slot was emptied below, a round ago
     GM_TRY(ctx.check(cudaEventSynchronize(landed[c % 2]), what));
     const size_t at = c * kPinnedChunk, len = bytes - at < kPinnedChunk ? bytes - at : kPinnedChunk;
-    gm_copy_parallel((char *)host + at, slot[c % 2], len);
+    gm_copy_parallel((char *)host + at, slot[c % 2], len, ctx.threads());
   }
   return GPUML_OK;
 }
+
+// Pages of host results faulted in while the device works (core's gm_pages_start: a
+// thread of its own), waited for when this goes: an early return leaves no thread
+// writing them.
+struct PagesTouched {
+  gm_pages_touched pages;
+  PagesTouched() { gm_pages_init(&pages); }
+  PagesTouched(const PagesTouched &) = delete;
+  PagesTouched &operator=(const PagesTouched &) = delete;
+  ~PagesTouched() { gm_pages_wait(&pages); }
+};
 
 // Host memory to a device array, through two slots of the page-locked ring in turn (the
 // host's threads fill one while the copy out of the other runs): a pageable upload of
@@ -87,7 +100,7 @@ gpuml_status upload(Context &ctx, void *dev, const void *host, size_t bytes,
     const size_t at = c * kPinnedChunk, len = bytes - at < kPinnedChunk ? bytes - at : kPinnedChunk;
     // the slot's copy of two chunks ago is done before the host writes it again
     if (c >= 2) GM_TRY(ctx.check(cudaEventSynchronize(copied[c % 2]), what));
-    gm_copy_parallel(slot[c % 2], (const char *)host + at, len);
+    gm_copy_parallel(slot[c % 2], (const char *)host + at, len, ctx.threads());
     GM_TRY(ctx.check(cudaMemcpyAsync((char *)dev + at, slot[c % 2], len, cudaMemcpyHostToDevice,
                                      ctx.stream()),
                      what));

@@ -10,8 +10,8 @@
  *   2. on every backend of the parity harness: NaN, R's NA, +Inf and -Inf at the first
  *      value, the last, a row in a later chunk of the page-locked ring or a later query
  *      tile, and before a value staged earlier (the first in column-major order is the
- *      one named), in the data or the query, of matrices over 8 MB (the ring's slot,
- *      kPinnedChunk) and under 4 MB (copied from host memory straight), of the GEMM form
+ *      one named), in the data or the query, of matrices over 16 MB (the ring's slot,
+ *      kPinnedChunk) and under 8 MB (copied from host memory straight), of the GEMM form
  *      and the low-dimensional fused kernel: the plain search (double and float), the
  *      index build and the index search, the cosine metric. Each gives the CPU's error
  *      word for word ("knn:nonFinite", the row and column of the first such value), leaves
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "harness.h"
-#include "internal.h" /* gm_pack_rows, gm_rows_non_finite */
+#include "internal.h" /* gm_pack_rows, gm_rows_non_finite, gm_copy_parallel, gm_pages */
 
 static gpuml_backend test_backend = GPUML_BACKEND_CPU;
 static int quick = 0;
@@ -211,15 +211,15 @@ typedef struct {
   int64_t data_later, query_later; /* rows in a later ring chunk or query tile */
 } size_case;
 
-/* "ring": 20.5 MB of data in 8 MB chunks of 8192 rows (float: 10.2 MB, chunks of 16384),
- * row 17000 in the third (second); queries in tiles of 8192 rows (8 MB, float 4 MB: the
- * ring too), row 10000 in the second. "pageable": 3 MB. "low-dim": the fused kernel
- * (d < 16), straight from host memory; "low-dim ring": 9.6 MB, row 380000 in the ring's
- * second chunk. */
-static const size_case sizes[] = {{"ring", 20000, 128, 20000, 17000, 10000},
+/* "ring": 36.9 MB of data in 16 MB chunks of 8192 rows (float: 18.4 MB, chunks of
+ * 16384), row 17000 in the third (second); queries in tiles of 8192 rows (16 MB, float
+ * 8 MB: the ring too), row 10000 in the second. "pageable": 3 MB. "low-dim": the fused
+ * kernel (d < 16), straight from host memory; "low-dim ring": 19.2 MB, row 780000 in the
+ * ring's second chunk (rows 699051 on). */
+static const size_case sizes[] = {{"ring", 18000, 256, 18000, 17000, 10000},
                                   {"pageable", 3000, 128, 3000, 2500, 2500},
                                   {"low-dim", 2000, 3, 500, 1500, 400},
-                                  {"low-dim ring", 400000, 3, 1000, 380000, 900}};
+                                  {"low-dim ring", 800000, 3, 1000, 780000, 900}};
 
 typedef enum {
   CALL_SELF,        /* gpuml_knn_search, data against itself: bad data */
@@ -262,6 +262,59 @@ typedef struct {
   int64_t ms;
   gpuml_knn_index *ix, *ix_cpu;
 } mats;
+
+/* The staging's host helpers: gm_copy_parallel copies as memcpy does on any number of
+ * threads, and gm_pages (the results' pages faulted in on a thread of their own) writes a
+ * byte in every page a range meets and nothing outside its ranges. */
+static void test_host_copies(void) {
+  const size_t bytes = ((size_t)5 << 20) + 3;
+  unsigned char *src = malloc(bytes), *dst = malloc(bytes);
+  if (!src || !dst) {
+    CHECK(0, "host copies: out of memory");
+    free(src);
+    free(dst);
+    return;
+  }
+  for (size_t i = 0; i < bytes; i++) src[i] = (unsigned char)(i * 2654435761u >> 13);
+  for (int threads = 1; threads <= 3; threads += 2) {
+    memset(dst, 0, bytes);
+    gm_copy_parallel(dst + 1, src + 2, bytes - 2, threads);
+    CHECK(!memcmp(dst + 1, src + 2, bytes - 2) && dst[0] == 0 && dst[bytes - 1] == 0,
+          "gm_copy_parallel on %d threads: not memcpy's copy", threads);
+  }
+  /* ranges at odd offsets, one a few bytes over a page boundary, one empty, one NULL */
+  const size_t page = 4096, at[3] = {100, ((size_t)2 << 20) + page - 1, 3 * page + 5};
+  const size_t len[3] = {((size_t)1 << 20) + 17, 5000, 0};
+  for (int threads = 1; threads <= 3; threads += 2) {
+    memset(dst, 0xab, bytes);
+    gm_pages_touched t;
+    gm_pages_init(&t);
+    gm_pages_wait(&t); /* nothing started: returns at once */
+    for (int r = 0; r < 3; r++) gm_pages_add(&t, dst + at[r], len[r]);
+    gm_pages_add(&t, NULL, 4096);
+    gm_pages_start(&t, threads);
+    gm_pages_wait(&t);
+    size_t outside = 0, missed = 0;
+    for (size_t i = 0; i < bytes; i++) {
+      int in = 0;
+      for (int r = 0; r < 3; r++) in |= i >= at[r] && i < at[r] + len[r];
+      if (!in && dst[i] != 0xab) outside++;
+    }
+    for (int r = 0; r < 2; r++) /* each page the range meets holds a zero inside it */
+      for (size_t pg = (at[r] / page) * page; pg < at[r] + len[r]; pg += page) {
+        const size_t lo = pg > at[r] ? pg : at[r];
+        const size_t hi = pg + page < at[r] + len[r] ? pg + page : at[r] + len[r];
+        int zero = 0;
+        for (size_t i = lo; i < hi; i++) zero |= dst[i] == 0;
+        missed += !zero;
+      }
+    CHECK(outside == 0 && missed == 0,
+          "gm_pages on %d threads: %zu bytes written outside the ranges, %zu pages missed",
+          threads, outside, missed);
+  }
+  free(src);
+  free(dst);
+}
 
 static void *xmalloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
@@ -633,6 +686,7 @@ int main(void) {
   const char *q = getenv("GPUML_TEST_QUICK");
   quick = q && strcmp(q, "1") == 0;
   RUN(test_pack_rows);
+  RUN(test_host_copies);
   probe_x = xmalloc(400 * 32 * sizeof(double));
   probe_xf = xmalloc(400 * 32 * sizeof(float));
   for (int i = 0; i < 400 * 32; i++) probe_x[i] = probe_xf[i] = (float)uniform();
