@@ -343,8 +343,7 @@ static gpuml_status grid_for(const gm_backend *b, const double *x, int64_t n, in
  * or the shards of several (each session holds both indexes); processes spread over MPI
  * share grid. GPUML_DPC_CELLS=mean: never, for comparisons. */
 static int fine_rho_grid(const gm_backend *b, const double *x, int64_t n, int64_t d,
-                         const gm_dpc_grid *grid, double cut, const gpuml_options *used,
-                         gm_dpc_grid *fine) {
+                         const gm_dpc_grid *grid, double cut, gm_dpc_grid *fine) {
   const char *knob = getenv("GPUML_DPC_CELLS");
   if (knob && strcmp(knob, "mean") == 0) return 0;
   /* GPUML_DPC_POINTS_PER_CELL=p: another target occupancy, for measurements */
@@ -352,8 +351,7 @@ static int fine_rho_grid(const gm_backend *b, const double *x, int64_t n, int64_
   const double own = b->dpc->rho_per_cell ? b->dpc->rho_per_cell(d) : 0;
   const double per_cell =
       per && atof(per) > 0 ? atof(per) : own > 0 ? own : gm_dpc_grid_per_cell(d);
-  gm_dpc_grid_plan(x, n, d, per_cell, GM_DPC_CELLS_SEEN, b->dpc->cells_per_point,
-                   gm_threads(used), fine);
+  gm_dpc_grid_replan(x, grid, per_cell, GM_DPC_CELLS_SEEN, b->dpc->cells_per_point, fine);
   if (!(fine->geom.h < 0.8 * grid->geom.h) || !gm_dpc_rows_fit(fine, cut, n) ||
       (!b->dpc->sorts_index && gm_dpc_grid_sort(x, fine) != GPUML_OK)) {
     gm_clear_error();
@@ -489,7 +487,7 @@ static gpuml_status density_impl(const double *x, int64_t n, int64_t d,
     ordered = !st && plan.count == 1;
     /* the cutoff counts only (exact integers on any cells): the truncated Gaussian's sums
      * follow the cells' order, and a fit on shards must give one device's bits */
-    if (!st && rho_on_grid && !gaussian && fine_rho_grid(b, x, n, d, &grid, cut, &used, &fine))
+    if (!st && rho_on_grid && !gaussian && fine_rho_grid(b, x, n, d, &grid, cut, &fine))
       rho_grid = &fine;
     gm_trace("dpc: index geometry");
     if (!st)
@@ -957,10 +955,11 @@ gpuml_status gpuml_dpc_rank(const double *rho, const double *delta, int64_t n, i
 }
 
 /* gpuml_dpc_cut(), with the density order when given (else sorted here; a caller's
- * order is checked to be a permutation, the fit's own, made with the densities, is
- * trusted) and the threads of the options. */
+ * order is checked to be a permutation) and the threads of the options. fit_values: rho,
+ * delta, nearest and order are the fit's own, made in this call, and not checked again
+ * (a caller's are). */
 static gpuml_status cut_impl(const double *rho, const double *delta, const int64_t *nearest,
-                             const int64_t *order, int order_trusted, int64_t n,
+                             const int64_t *order, int fit_values, int64_t n,
                              const gpuml_dpc_selection *sel, int64_t *centres, int64_t *ncentres,
                              int64_t *cluster, int threads, const gm_backend *b,
                              void *kept, const gpuml_options *used) {
@@ -971,7 +970,7 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
   if (n < 1) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "there are no points");
   gm_trace("dpc cut: start");
   gpuml_status st = check_selection(sel, n);
-  if (!st) st = check_fit(rho, delta, nearest, n, threads);
+  if (!st && !fit_values) st = check_fit(rho, delta, nearest, n, threads);
   if (st) return st;
   gm_trace("dpc cut: the fit checked");
 
@@ -980,7 +979,7 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
   gm_trace("dpc cut: centres ranked");
   /* The fit's own order on the backend that made it, where it labels (b->dpc->assign);
    * a position before its nearest there is left to the walk below, which names it. */
-  if (order && order_trusted && b && b->dpc->assign) {
+  if (order && fit_values && b && b->dpc->assign) {
     int done = 0;
     int64_t bad = n;
     if ((st = b->dpc->assign(order, nearest, n, centres, k, cluster, &done, &bad, kept, used)))
@@ -1005,7 +1004,7 @@ static gpuml_status cut_impl(const double *rho, const double *delta, const int64
       order = own_order;
     }
     const int64_t at = assign_in_order(order, nearest, n, centres, k,
-                                       pass == 0 && !order_trusted, cluster, threads);
+                                       pass == 0 && !fit_values, cluster, threads);
     if (at < 0) {
       st = gm_fail(GPUML_ERR_NOMEM, "noMemory", "cannot allocate %.1f MB to follow the nearest points",
                    (double)n * 16 / 1e6);
@@ -1044,12 +1043,15 @@ gpuml_status gpuml_dpc_cut(const double *rho, const double *delta, const int64_t
 
 /* gpuml_dpc_halo(); reuse, when it holds an index of the same data (from density_impl),
  * spares building it again; the caller frees it. kept: what the fit's backend left on its
- * device (density_impl), taken where the halo runs on that backend. */
+ * device (density_impl), taken where the halo runs on that backend. fit_values: x was
+ * checked and rho and cluster are the fit's own, made in this call, and are not checked
+ * again (a caller's are). */
 static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, const double *rho,
                               const int64_t *cluster, int64_t ncentres, int *halo,
                               const gpuml_options *opt, gpuml_dpc_result *result,
-                              gm_dpc_grid *reuse, const gm_backend *kept_by, void *kept) {
-  gpuml_status st = check_data(x, n, d);
+                              gm_dpc_grid *reuse, const gm_backend *kept_by, void *kept,
+                              int fit_values) {
+  gpuml_status st = fit_values ? GPUML_OK : check_data(x, n, d);
   if (!st) st = check_dc(dc);
   if (st) return st;
   if (!rho || !cluster) return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho and cluster must not be NULL");
@@ -1058,19 +1060,22 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
     return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "ncentres = %lld must lie in 1 .. %lld",
                    (long long)ncentres, (long long)n);
   if ((st = gm_check_options(opt))) return st;
-  /* the first bad point, found on all threads */
-  int64_t bad = n;
+  if (!fit_values) {
+    /* the first bad point, found on all threads */
+    int64_t bad = n;
 #pragma omp parallel for schedule(static) reduction(min : bad) num_threads(gm_threads(opt)) \
     if (n > 65536)
-  for (int64_t i = 0; i < n; i++)
-    if (cluster[i] < 0 || cluster[i] >= ncentres || !isfinite(rho[i]) || rho[i] < 0)
-      bad = i < bad ? i : bad;
-  if (bad < n && (cluster[bad] < 0 || cluster[bad] >= ncentres))
-    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "point %lld has cluster %lld, outside 1 .. %lld",
-                   (long long)(bad + 1), (long long)(cluster[bad] + 1), (long long)ncentres);
-  if (bad < n)
-    return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho of point %lld is %g, not a density",
-                   (long long)(bad + 1), rho[bad]);
+    for (int64_t i = 0; i < n; i++)
+      if (cluster[i] < 0 || cluster[i] >= ncentres || !isfinite(rho[i]) || rho[i] < 0)
+        bad = i < bad ? i : bad;
+    if (bad < n && (cluster[bad] < 0 || cluster[bad] >= ncentres))
+      return gm_fail(GPUML_ERR_ARG, "dpc:badInput",
+                     "point %lld has cluster %lld, outside 1 .. %lld", (long long)(bad + 1),
+                     (long long)(cluster[bad] + 1), (long long)ncentres);
+    if (bad < n)
+      return gm_fail(GPUML_ERR_ARG, "dpc:badInput", "rho of point %lld is %g, not a density",
+                     (long long)(bad + 1), rho[bad]);
+  }
   const double t0 = gm_seconds();
   gpuml_options used;
   const gm_backend *b;
@@ -1144,7 +1149,7 @@ gpuml_status gpuml_dpc_halo(const double *x, int64_t n, int64_t d, double dc, co
                             const int64_t *cluster, int64_t ncentres, int *halo,
                             const gpuml_options *opt, gpuml_dpc_result *result) {
   gm_clear_error();
-  return halo_impl(x, n, d, dc, rho, cluster, ncentres, halo, opt, result, NULL, NULL, NULL);
+  return halo_impl(x, n, d, dc, rho, cluster, ncentres, halo, opt, result, NULL, NULL, NULL, 0);
 }
 
 /* ---- the index kept with a fit ---------------------------------------------------- */
@@ -1265,7 +1270,7 @@ gpuml_status gm_dpc_fit_spread(const gm_dpc_spread *spread, const double *x, int
   if (!st) {
     gm_clear_error();
     st = halo_impl(x, n, d, result->dc, rho, cluster, *ncentres, halo, opt, result, &index, b,
-                   kept);
+                   kept, 1);
   }
   gm_trace("dpc: halo");
   if (kept) b->dpc->release_kept(kept);
@@ -1298,7 +1303,7 @@ gpuml_status gpuml_dpc_recut(const double *x, int64_t n, int64_t d, double dc, c
   if (!st) {
     gm_clear_error();
     st = halo_impl(x, n, d, dc, rho, cluster, *ncentres, halo, opt, result,
-                   index ? &index->grid : NULL, NULL, NULL);
+                   index ? &index->grid : NULL, NULL, NULL, 0);
   }
   return st;
 }

@@ -54,6 +54,7 @@ typedef struct gm_dpc_grid {
   double *run_max;
   int64_t nclusters; /* the largest cluster id + 1 */
   int threads;       /* the OpenMP threads of its host loops (the options') */
+  double range[GM_DPC_GRID_MAX_DIM]; /* the points' extent from geom.lo (the box) */
 } gm_dpc_grid;
 
 /* Whether the index serves d dimensions, and its mean points per cell there. */
@@ -70,6 +71,10 @@ typedef enum { GM_DPC_CELLS_MEAN = 0, GM_DPC_CELLS_SEEN = 1 } gm_dpc_cells;
  * sorts the points by cell itself (gm_dpc_ops.sorts_index), then the whole index. */
 void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm_dpc_cells sizing,
                       double per_point, int threads, gm_dpc_grid *g);
+/* Another geometry of box's points (x, n, d and threads as box's) over box's bounds,
+ * which are not scanned again. */
+void gm_dpc_grid_replan(const double *x, const gm_dpc_grid *box, double per_cell,
+                        gm_dpc_cells sizing, double per_point, gm_dpc_grid *g);
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
                                gm_dpc_cells sizing, double per_point, int threads,
                                gm_dpc_grid *g);

@@ -433,6 +433,13 @@ static void check_fine_cells(const char *what, const double *x, int64_t n, int64
     CHECK(fine.geom.h < 0.8 * mean.geom.h && gm_dpc_rows_fit(&fine, dc * dc, n),
           "%s, d = %lld, cap %g: cells of side %g against %g (the path untested)", what,
           (long long)d, cap, fine.geom.h, mean.geom.h);
+    /* the fit plans them over the mean cells' box: the same geometry */
+    gm_dpc_grid over;
+    gm_dpc_grid_replan(x, &mean, gm_dpc_grid_per_cell(d), GM_DPC_CELLS_SEEN, cap, &over);
+    CHECK(over.ncells == fine.ncells && !memcmp(&over.geom, &fine.geom, sizeof over.geom) &&
+              !memcmp(over.range, fine.range, sizeof over.range),
+          "%s, d = %lld, cap %g: cells planned over the mean cells' box differ (side %g "
+          "against %g)", what, (long long)d, cap, over.geom.h, fine.geom.h);
     gm_dpc_grid_free(&mean);
     gm_dpc_grid_free(&fine);
   }

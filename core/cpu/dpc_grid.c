@@ -162,18 +162,34 @@ static double cell_side(const double *x, int64_t n, const gm_dpc_geom *base,
   return h;
 }
 
+/* The cells' side and count over the box g->geom.lo + g->range (g's dim, n and threads
+ * set). */
+static void plan_in_box(const double *x, double per_cell, gm_dpc_cells sizing, double per_point,
+                        gm_dpc_grid *g) {
+  gm_dpc_geom *geo = &g->geom;
+  double widest = 0, volume = 1;
+  int spread = 0;
+  for (int t = 0; t < geo->dim; t++) {
+    if (g->range[t] > widest) widest = g->range[t];
+    if (g->range[t] > 0) {
+      volume *= g->range[t];
+      spread++;
+    }
+  }
+  const double h = cell_side(x, g->n, geo, g->range, widest, spread, volume, per_cell, sizing,
+                             per_point, g->threads);
+  g->ncells = (int64_t)geom_cells(geo, g->range, h);
+}
+
 void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm_dpc_cells sizing,
                       double per_point, int threads, gm_dpc_grid *g) {
   memset(g, 0, sizeof *g);
   /* the host loops of the index are memory-bound passes over n: below this many points
    * a parallel region costs more than it saves (and spins on a loaded machine) */
   g->threads = threads > 0 && n >= GM_DPC_GRID_PARALLEL_MIN ? threads : 1;
-  gm_dpc_geom *geo = &g->geom;
-  geo->dim = (int)d;
+  g->geom.dim = (int)d;
   g->n = n;
-  double range[GM_DPC_GRID_MAX_DIM] = {0}, widest = 0, volume = 1;
-  int spread = 0;
-  for (int t = 0; t < geo->dim; t++) {
+  for (int t = 0; t < g->geom.dim; t++) {
     const double *col = x + (size_t)t * (size_t)n;
     double lo = col[0], hi = col[0];
 #pragma omp parallel for reduction(min : lo) reduction(max : hi) num_threads(g->threads)
@@ -181,17 +197,23 @@ void gm_dpc_grid_plan(const double *x, int64_t n, int64_t d, double per_cell, gm
       lo = col[i] < lo ? col[i] : lo;
       hi = col[i] > hi ? col[i] : hi;
     }
-    geo->lo[t] = lo;
-    range[t] = hi - lo;
-    if (range[t] > widest) widest = range[t];
-    if (range[t] > 0) {
-      volume *= range[t];
-      spread++;
-    }
+    g->geom.lo[t] = lo;
+    g->range[t] = hi - lo;
   }
-  const double h =
-      cell_side(x, n, geo, range, widest, spread, volume, per_cell, sizing, per_point, g->threads);
-  g->ncells = (int64_t)geom_cells(geo, range, h);
+  plan_in_box(x, per_cell, sizing, per_point, g);
+}
+
+void gm_dpc_grid_replan(const double *x, const gm_dpc_grid *box, double per_cell,
+                        gm_dpc_cells sizing, double per_point, gm_dpc_grid *g) {
+  memset(g, 0, sizeof *g);
+  g->threads = box->threads;
+  g->geom.dim = box->geom.dim;
+  g->n = box->n;
+  for (int t = 0; t < g->geom.dim; t++) {
+    g->geom.lo[t] = box->geom.lo[t];
+    g->range[t] = box->range[t];
+  }
+  plan_in_box(x, per_cell, sizing, per_point, g);
 }
 
 gpuml_status gm_dpc_grid_build(const double *x, int64_t n, int64_t d, double per_cell,
