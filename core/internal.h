@@ -84,7 +84,7 @@ void gm_copy_parallel(void *dst, const void *src, size_t bytes, int threads);
  * GM_PAGES_RANGES; NULL or empty ones are left out), gm_pages_start, then gm_pages_wait
  * before the first write into any of them. A zero byte goes into each page: the values
  * are not kept. Without a thread to be had, start does nothing (the first writes fault
- * the pages in as before). */
+ * the pages in as before); GPUML_TOUCH_PAGES=0 likewise, for measurements. */
 #define GM_PAGES_RANGES 8
 typedef struct gm_pages_touched {
   struct {

@@ -550,8 +550,9 @@ gpuml_status dpc_run(const double *x, int64_t n, int64_t d, const gm_dpc_grid *r
   gm_pages_wait(&results.pages);
   GM_TRY(ctx.trace("dpc cuda: the results' pages touched"));
   GM_TRY(download(ctx, rho, rho_d, (size_t)n * sizeof *rho, "copying the densities to the host"));
+  GM_TRY(ctx.trace("dpc cuda: rho to the host"));
   const int64_t top = gm_dpc_top(rho, n, gm_threads(opt));
-  GM_TRY(ctx.trace("dpc cuda: rho to the host, top point"));
+  GM_TRY(ctx.trace("dpc cuda: the top point"));
   GM_TRY(delta_pass(ctx, own_rho_grid ? g_delta : g, own_rho_grid ? &g : nullptr, ap,
                     delta_grid, n, d, rho_d, top, delta_d, nearest_d, opt, kept));
   // as the host's nearest after the fit (the top point has none)
@@ -1231,6 +1232,7 @@ gpuml_status assign_run(const int64_t *order, const int64_t *nearest, int64_t n,
   }
   assign_out_kernel<<<blocks, 256, 0, ctx.stream()>>>(order_d, lab, n, cluster_d);
   GM_TRY(ctx.launched("the cut's clusters"));
+  GM_TRY(ctx.trace("dpc cuda cut: the clusters on the device"));
   return download(ctx, cluster, cluster_d, (size_t)n * sizeof *cluster,
                   "copying the clusters to the host");
 }
