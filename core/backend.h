@@ -135,7 +135,7 @@ typedef struct gm_dpc_ops {
                          int64_t ncentres, void *kept, double *cluster_border,
                          const gpuml_options *opt);
   /* 1: the backend sorts the points by cell itself (on the device), so the grids it gets
-   * hold the geometry only (gm_dpc_grid_plan; no arrays, no runs, nclusters set). */
+   * hold the geometry only (gm_dpc_grid_plan; no arrays, no runs). */
   int sorts_index;
   /* The most cells per point of the cutoff density's own index (gm_dpc_cells SEEN) where
    * the data are clustered: more, smaller cells test fewer points but walk more rows and

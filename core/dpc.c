@@ -1104,8 +1104,8 @@ static gpuml_status halo_impl(const double *x, int64_t n, int64_t d, double dc, 
     grid->run_label = grid->run_end = NULL;
     grid->run_max = NULL;
   }
-  if (!st && use_grid && b->dpc->sorts_index) grid->nclusters = ncentres;
-  else if (!st && use_grid && !grid->run_label) st = gm_dpc_grid_runs(grid, rho, cluster);
+  if (!st && use_grid && !b->dpc->sorts_index && !grid->run_label)
+    st = gm_dpc_grid_runs(grid, rho, cluster);
   if (!st)
     st = b->dpc->border(x, n, d, use_grid ? grid : NULL, cut, rho, cluster, ncentres,
                         kept_by == b ? kept : NULL, cluster_border, &used);

@@ -81,6 +81,9 @@ static const struct {
                                  "classify each row from its offsets (two fp64 square "
                                  "roots a row) instead of reading the pass's table of the "
                                  "rows' classes (the same counts)"},
+    {"GPUML_TOUCH_PAGES", "development: 0 leaves the pages of a GPU fit's results to the "
+                          "copies that fill them instead of faulting them in on a thread of "
+                          "their own while the device works (the same results)"},
     {"GPUML_CUDA_DPC_ITEMS", "development: \"cells\" lays the items of the GPU's screened "
                              "cutoff count out cell by cell instead of the cells' first "
                              "items before the rest (the same counts)"},
