@@ -75,58 +75,59 @@ __host__ __device__ inline int slot_of(int k) {
   return 4 * t + (k & 1) + (k >= 8 ? 2 : 0);
 }
 
+// v as two halves, hi + lo.
+__device__ inline void split_half(float v, __half *hi, __half *lo) {
+  *hi = __float2half_rn(v);
+  *lo = __float2half_rn(v - __half2float(*hi));
+}
+
+// A point's 16 halves in slot order: a query's (-2q against t_hi twice, split, and against
+// t_lo; ones against w; its c split) or a tested point's (t_hi twice and t_lo; its w
+// split; ones against c), so that their products sum to w + c - 2 t.q.
+__device__ inline void write_record(const float v[3], float own, bool query, __half *out) {
+  const __half one = __float2half_rn(1.f), minus_two = __float2half_rn(-2.f);
+  __half rec[16];
+  for (int k = 0; k < 16; k++) rec[k] = __float2half_rn(0.f);
+  for (int a = 0; a < 3; a++) {
+    __half hi, lo;
+    split_half(v[a], &hi, &lo);
+    rec[a] = query ? __hmul(hi, minus_two) : hi;
+    rec[3 + a] = query ? __hmul(lo, minus_two) : hi;
+    rec[6 + a] = query ? __hmul(hi, minus_two) : lo;
+  }
+  __half own_hi, own_lo;
+  split_half(own, &own_hi, &own_lo);
+  rec[9] = query ? one : own_hi;
+  rec[10] = query ? one : own_lo;
+  rec[11] = query ? own_hi : one;
+  rec[12] = query ? own_lo : one;
+  for (int k = 0; k < 16; k++) out[slot_of(k)] = rec[k];
+}
+
 // c = |q|^2 and w = |t|^2 - cut in fp32 on the device (the host's reference reads them
 // back), and the tiles' fp16 records of both.
 __global__ void prep_kernel(const float *q3, int nq, const float *t3, int nt, float cut,
                             Query *q, Tested *t, __half *qrec, __half *trec) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < nq) {
-    const float x = q3[3 * i], y = q3[3 * i + 1], z = q3[3 * i + 2];
+    const float v[3] = {q3[3 * i], q3[3 * i + 1], q3[3 * i + 2]};
     Query r;
-    r.mx = -2 * x;
-    r.my = -2 * y;
-    r.mz = -2 * z;
-    r.c = fmaf(z, z, fmaf(y, y, x * x));
+    r.mx = -2 * v[0];
+    r.my = -2 * v[1];
+    r.mz = -2 * v[2];
+    r.c = fmaf(v[2], v[2], fmaf(v[1], v[1], v[0] * v[0]));
     q[i] = r;
-    const float v[3] = {x, y, z};
-    __half rec[16];
-    for (int k = 0; k < 16; k++) rec[k] = __float2half_rn(0.f);
-    for (int a = 0; a < 3; a++) {
-      const __half hi = __float2half_rn(v[a]);
-      const __half lo = __float2half_rn(v[a] - __half2float(hi));
-      rec[a] = __hmul(hi, __float2half_rn(-2.f));      // against t_hi
-      rec[3 + a] = __hmul(lo, __float2half_rn(-2.f));  // against t_hi
-      rec[6 + a] = __hmul(hi, __float2half_rn(-2.f));  // against t_lo
-    }
-    rec[9] = rec[10] = __float2half_rn(1.f);  // against w_hi, w_lo
-    const __half chi = __float2half_rn(r.c);
-    rec[11] = chi;
-    rec[12] = __float2half_rn(r.c - __half2float(chi));
-    for (int k = 0; k < 16; k++) qrec[16 * i + slot_of(k)] = rec[k];
+    write_record(v, r.c, true, qrec + 16 * i);
   }
   if (i < nt) {
-    const float x = t3[3 * i], y = t3[3 * i + 1], z = t3[3 * i + 2];
+    const float v[3] = {t3[3 * i], t3[3 * i + 1], t3[3 * i + 2]};
     Tested r;
-    r.x = x;
-    r.y = y;
-    r.z = z;
-    r.w = fmaf(z, z, fmaf(y, y, x * x)) - cut;
+    r.x = v[0];
+    r.y = v[1];
+    r.z = v[2];
+    r.w = fmaf(v[2], v[2], fmaf(v[1], v[1], v[0] * v[0])) - cut;
     t[i] = r;
-    const float v[3] = {x, y, z};
-    __half rec[16];
-    for (int k = 0; k < 16; k++) rec[k] = __float2half_rn(0.f);
-    for (int a = 0; a < 3; a++) {
-      const __half hi = __float2half_rn(v[a]);
-      const __half lo = __float2half_rn(v[a] - __half2float(hi));
-      rec[a] = hi;
-      rec[3 + a] = hi;
-      rec[6 + a] = lo;
-    }
-    const __half whi = __float2half_rn(r.w);
-    rec[9] = whi;
-    rec[10] = __float2half_rn(r.w - __half2float(whi));
-    rec[11] = rec[12] = __float2half_rn(1.f);  // against c_hi, c_lo
-    for (int k = 0; k < 16; k++) trec[16 * i + slot_of(k)] = rec[k];
+    write_record(v, r.w, false, trec + 16 * i);
   }
 }
 
